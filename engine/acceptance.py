@@ -1,0 +1,67 @@
+"""Randomness and the speculative acceptance test, in one place, in float64.
+
+Every speculative sampler (ASSD and its variants, self-speculative diffusion, the diffusion
+drafter) calls `speculative_accept`; every random draw goes through the explicit generator, so a
+stored seed replays a run exactly. Float64 matters: float32 ratios and residuals are a known
+source of silently wrong distributions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T) in float64; -inf logits (special tokens) get exactly zero mass.
+
+    Proposal and target both pass through here, so exactness holds for the tempered target.
+    """
+    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
+
+
+def uniform(gen: torch.Generator) -> float:
+    return float(torch.rand((), generator=gen, dtype=torch.float64))
+
+
+def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
+    """Inverse-CDF draw from a float64 probability vector (normalised here)."""
+    cdf = torch.cumsum(probs.to(torch.float64), dim=0)
+    u = uniform(gen) * float(cdf[-1])
+    idx = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)[0])
+    idx = min(idx, probs.numel() - 1)
+    while probs[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-mass tail
+        idx -= 1
+    return idx
+
+
+@dataclass
+class Verdict:
+    accepted: bool
+    token: int  # the draft if accepted, the residual sample otherwise
+    accept_prob: float
+    p_draft: float  # p(draft) under the proposal
+    q_draft: float  # q(draft) under the target
+    q_token: float  # q(token) of the final token (what the target says of the kept token)
+
+
+def speculative_accept(
+    draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator
+) -> Verdict:
+    """Accept draft ~ p with probability min(1, q/p); else resample from norm(max(q - p, 0)).
+
+    p and q are full float64 distributions over the vocabulary. The output is exactly
+    distributed as q whatever p is, provided draft was drawn from p.
+    """
+    p = p.to(torch.float64)
+    q = q.to(torch.float64)
+    px, qx = float(p[draft]), float(q[draft])
+    a = 1.0 if px <= 0 else min(1.0, qx / px)  # px == 0 cannot happen for a draft drawn from p
+    if uniform(gen) < a:
+        return Verdict(True, draft, a, px, qx, qx)
+    residual = torch.clamp(q - p, min=0.0)
+    if float(residual.sum()) <= 0.0:  # q == p to the last bit: rejection has probability 0
+        residual = q
+    tok = sample_categorical(residual, gen)
+    return Verdict(False, tok, a, px, qx, float(q[tok]))

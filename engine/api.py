@@ -1,0 +1,227 @@
+"""The Python API: `infill` and `score`, and `InfillRun` for callers that stream steps (the app).
+
+Flow: text + spans -> MaskedInput -> sampler drives a model -> Steps (the trace) -> InfillResult,
+which is computed from the trace alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import BadParameterError, IncompatibleModelsError
+from .masking import DEFAULT_SPAN, MaskedInput, Span, from_char_ranges, parse_masked_text
+from .oracle import AsArmOracle
+from .registry import LoadedModel, default_model, load
+from .samplers import SAMPLERS, SamplerSpec
+from .samplers.base import Recorder
+from .trace import Step, decided_tokens, trace_counts
+
+LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau": (1e-4, 1.0), "inner": (1, 64)}
+
+
+@dataclass
+class InfillResult:
+    text: str
+    spans: list[Span]
+    masked_tokens: int
+    calls: float
+    rounds: int
+    seconds: float
+    log_prob: float | None
+    sampler: str
+    model: str
+    seed: int
+    params: dict
+    source: str
+    tokens: list[int]
+    trace: list[Step] = field(repr=False)
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def tokens_per_call(self) -> float:
+        return self.masked_tokens / self.calls if self.calls else float("nan")
+
+    def to_json(self, with_steps: bool = True) -> dict:
+        d = {
+            "text": self.text,
+            "spans": [s.to_dict() for s in self.spans],
+            "masked_tokens": self.masked_tokens,
+            "calls": self.calls,
+            "rounds": self.rounds,
+            "seconds": self.seconds,
+            "log_prob": self.log_prob,
+            "tokens_per_call": self.tokens_per_call,
+            "sampler": self.sampler,
+            "model": self.model,
+            "seed": self.seed,
+            "params": self.params,
+            "source": self.source,
+            "counts": self.counts,
+        }
+        if with_steps:
+            d["steps"] = [s.to_dict() for s in self.trace]
+        return d
+
+
+def _check(name: str, value: float) -> None:
+    lo, hi = LIMITS[name]
+    if not (lo <= value <= hi):
+        raise BadParameterError(f"{name} = {value} is outside the allowed range [{lo}, {hi}].")
+
+
+class RunContext:
+    """Everything one sampler run reads; samplers take what they need from it."""
+
+    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, params: dict, seed: int,
+                 draft_lm: LoadedModel | None = None):
+        self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
+        self.gen = torch.Generator().manual_seed(seed)
+        self.temperature = params["temperature"]
+        self.k = params.get("k", 5)
+        self.steps = params.get("steps", 32)
+        self.dtau = params.get("dtau", 0.05)
+        self.window = params.get("window", "cosine")
+        self.inner = params.get("inner", 1)
+        self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
+        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.family == "asarm" else None
+        self.counter = None  # hybrid samplers install their own call counter
+        self.rec = Recorder(lm.codec.token_text, self.calls)
+
+    def calls(self) -> float:
+        base = self.oracle.calls if self.oracle is not None else (self.counter() if self.counter else 0.0)
+        return base + self.extra_calls[0]
+
+
+def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
+    if lm.kind != "asarm":
+        raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
+    if lm.model_type == "xlnet":
+        from .models.xlnet_adapter import XLNetOracle
+
+        return XLNetOracle(lm.model, mi, lm.codec)
+    return AsArmOracle(lm.model, mi, use_cache=use_cache)
+
+
+class InfillRun:
+    """One sampler execution, prepared (inputs checked, model loaded) and then streamed."""
+
+    def __init__(
+        self,
+        text: str | None = None,
+        *,
+        model: str | None = None,
+        sampler: str = "assd",
+        domain: str | None = None,
+        seed: int = 0,
+        temperature: float = 1.0,
+        k: int = 5,
+        cache: bool | None = None,
+        steps: int = 32,
+        dtau: float = 0.05,
+        window: str = "cosine",
+        inner: int = 1,
+        draft_model: str | None = None,
+        masked_input: MaskedInput | None = None,
+        allow_paths: bool = True,
+    ):
+        if sampler not in SAMPLERS:
+            raise BadParameterError(f"Unknown sampler {sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
+        self.spec = spec = SAMPLERS[sampler]
+        if not isinstance(seed, int) or seed < 0:
+            raise BadParameterError("seed must be a non-negative integer.")
+        for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
+            _check(name, val)
+        if window not in ("cosine", "linear"):
+            raise BadParameterError("window must be 'cosine' or 'linear'.")
+        kind = "hybrid" if spec.family == "hybrid" else "asarm"
+        self.lm = load(model or default_model(domain or "text", kind), allow_paths)
+        self.draft_lm = load(draft_model or default_model(self.lm.domain, "hybrid"), allow_paths) \
+            if sampler == "assd-diffusion" else None
+        if masked_input is None:
+            if text is None:
+                raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")
+            masked_input = parse_masked_text(
+                text, self.lm.codec, max_tokens=self.lm.max_tokens,
+                default_span=DEFAULT_SPAN.get(self.lm.domain, 8),
+            )
+        self.mi = masked_input
+        self.seed = seed
+        self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
+        if spec.family == "hybrid" or sampler == "assd-diffusion":
+            self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
+        self.trace: list[Step] = []
+        self.seconds = 0.0
+
+    def stream(self) -> Iterator[Step]:
+        ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
+        t0 = time.perf_counter()
+        for step in self.spec.run(ctx):
+            self.trace.append(step)
+            yield step
+        self.seconds = time.perf_counter() - t0
+
+    def result(self, with_log_prob: bool = True) -> InfillResult:
+        decided = decided_tokens(self.trace)
+        tokens = [decided.get(i, t) for i, t in enumerate(self.mi.tokens)]
+        text, spans = self.mi.fill(self.lm.codec, decided)
+        counts = trace_counts(self.trace)
+        lp = joint_log_prob(self.lm, self.mi, tokens) if with_log_prob and self.lm.kind == "asarm" else None
+        return InfillResult(
+            text=text, spans=spans, masked_tokens=len(self.mi.masked), calls=counts["calls"],
+            rounds=int(counts["rounds"]), seconds=self.seconds, log_prob=lp, sampler=self.spec.name,
+            model=self.lm.name, seed=self.seed, params=dict(self.params), source=self.mi.source,
+            tokens=tokens, trace=self.trace, counts=counts,
+        )
+
+
+def infill(text: str, **kwargs) -> InfillResult:
+    """Fill every [MASK] / [MASK:n] span of `text`. See InfillRun for the keyword arguments."""
+    run = InfillRun(text, **kwargs)
+    for _ in run.stream():
+        pass
+    return run.result()
+
+
+def joint_log_prob(lm: LoadedModel, mi: MaskedInput, tokens: list[int]) -> float:
+    """log p(x_masked | x_visible) under the AS-ARM, untempered, in one density pass."""
+    oracle = make_oracle(lm, mi, use_cache=False)
+    drafts = [(pos, tokens[pos]) for pos in mi.masked]
+    logits = oracle.call(drafts, [(pos, i) for i, (pos, _) in enumerate(drafts)])
+    logp = torch.log_softmax(logits, dim=-1)
+    return float(sum(logp[i, tok] for i, (_, tok) in enumerate(drafts)))
+
+
+def score(
+    text: str | None = None,
+    ranges: list[tuple[int, int]] | None = None,
+    *,
+    model: str | None = None,
+    domain: str = "text",
+    result: InfillResult | None = None,
+    sampler: str | None = None,
+    **kwargs,
+) -> float:
+    """Log-probability of a completed infill: either `result` (exact token ids), or a completed
+    `text` with the character `ranges` that were filled (re-tokenized). With sampler="self-spec"
+    it is the self-speculative sampler's own likelihood of producing it."""
+    if sampler == "self-spec":
+        from .samplers.selfspec_likelihood import score_self_spec
+
+        return score_self_spec(text, ranges, model=model, domain=domain, result=result, **kwargs)
+    if result is not None:
+        lm = load(result.model)
+        run_mi = parse_masked_text(result.source, lm.codec, max_tokens=lm.max_tokens,
+                                   default_span=DEFAULT_SPAN.get(lm.domain, 8))
+        return joint_log_prob(lm, run_mi, result.tokens)
+    if text is None or not ranges:
+        raise BadParameterError("score needs a completed text and the character ranges that were filled.")
+    lm = load(model or default_model(domain, "asarm"))
+    mi = from_char_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
+    tokens = list(mi.tokens)
+    for (a, b), (ta, tb) in zip(sorted(ranges), mi.span_ranges):
+        tokens[ta:tb] = lm.codec.encode(text[a:b])
+    return joint_log_prob(lm, mi, tokens)

@@ -1,0 +1,97 @@
+"""`python -m engine ...`: infill, models, train, bench, data, eval, report.
+
+User errors print one readable line and exit 2; nothing prints a stack trace for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import InfillError
+
+
+def _infill(a: argparse.Namespace) -> int:
+    from .api import infill
+
+    r = infill(
+        a.text, model=a.model, sampler=a.sampler, domain=a.domain, k=a.k, temperature=a.temperature,
+        seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
+        draft_model=a.draft_model,
+    )
+    if a.json:
+        print(json.dumps(r.to_json(with_steps=True)))
+    else:
+        print(r.text)
+        print(
+            f"-- {r.sampler} on {r.model}: {r.masked_tokens} tokens, {r.calls:g} calls, {r.rounds} rounds, "
+            f"{r.tokens_per_call:.2f} tokens/call, {r.seconds:.2f} s, log p = {r.log_prob}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _models(a: argparse.Namespace) -> int:
+    from .registry import available
+
+    rows = available()
+    if a.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print("No models found in assets/models or INFILL_MODEL_DIRS.")
+    for r in rows:
+        m = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["metrics"].items())
+        print(f"{r['name']:<22} {r['kind']:<7} {r['domain']:<8} {m}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .samplers import SAMPLERS
+
+    ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("infill", help="fill the [MASK] spans of TEXT")
+    p.add_argument("text")
+    p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
+    p.add_argument("--sampler", default="assd", choices=sorted(SAMPLERS))
+    p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
+    p.add_argument("--k", type=int, default=5, help="draft length per round")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache", default=None, action=argparse.BooleanOptionalAction, help="KV cache (AS-ARM)")
+    p.add_argument("--steps", type=int, default=32, help="MDM steps / diffusion drafter steps")
+    p.add_argument("--dtau", type=float, default=0.05, help="self-spec cosine window width")
+    p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
+    p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
+    p.add_argument("--draft-model", default=None, help="hybrid model drafting for assd-diffusion")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_infill)
+
+    p = sub.add_parser("models", help="list available models with their metrics")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_models)
+
+    for name, module in (("train", "train"), ("bench", "bench"), ("data", "data"), ("eval", "evaluate"),
+                         ("report", "report")):
+        p = sub.add_parser(name, help=f"see python -m engine {name} --help", add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=None, module=module)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:
+        if a.func is None:
+            import importlib
+
+            mod = importlib.import_module(f"engine.{a.module}")
+            return int(mod.cli(a.rest) or 0)
+        return a.func(a)
+    except InfillError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,73 @@
+"""The AS-ARM as a sampler sees it: a density oracle over a growing set of decided tokens.
+
+`call(drafts, queries)` is one network call. Drafts are tentative content rows appended after the
+decided tokens; a query (position, e) asks for the distribution at `position` given the prompt,
+every decided token and the first `e` drafts. `commit` decides a token (in decode order).
+
+With `use_cache=True` the K/V of decided tokens are kept; drafts that get committed keep theirs,
+the first rejected draft rolls the cache back. Without it, every call recomputes everything (the
+reference ASSD's behaviour). Samplers never know which: same calls, same numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .masking import MaskedInput
+from .models.asarm import AsArmModel, KVCache
+
+
+class AsArmOracle:
+    def __init__(self, model: AsArmModel, mi: MaskedInput, use_cache: bool = False):
+        self.model = model
+        self.use_cache = use_cache
+        self.calls = 0
+        cfg = model.config
+        self.bos = cfg.bos_token_id
+        # prompt: BOS at model position 0, visible tokens at index + 1; all rank 0
+        self.prompt = [(-1, self.bos)] + [(i, mi.tokens[i]) for i in mi.visible]
+        self.committed: list[tuple[int, int]] = []
+        self.cache = KVCache() if use_cache else None
+        self.valid = 0  # committed rows whose K/V sit in the cache
+        self.tentative: list[tuple[int, int]] = []  # drafts in the cache after the valid rows
+        self.special = model.special_mask()
+        self.dtype = next(model.parameters()).dtype
+
+    def commit(self, pos: int, tok: int) -> None:
+        self.committed.append((pos, tok))
+        if self.cache is None:
+            return
+        if self.tentative and self.tentative[0] == (pos, tok) and self.valid == len(self.committed) - 1:
+            self.tentative.pop(0)
+            self.valid += 1
+        else:  # roll back: drop every draft row from the cache
+            self.cache.truncate(len(self.prompt) + self.valid)
+            self.tentative = []
+
+    @torch.no_grad()
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+        """Logits (float64, special tokens at -inf) [len(queries), V]."""
+        self.calls += 1
+        n = len(self.committed)
+        rows: list[tuple[int, int, int]] = []  # (pos, tok, rank)
+        if self.cache is None or len(self.cache) == 0:
+            rows += [(p, t, 0) for p, t in self.prompt]
+            start = 0
+        else:
+            self.cache.truncate(len(self.prompt) + self.valid)
+            start = self.valid
+        if self.cache is None:
+            start = 0
+        rows += [(p, t, r + 1) for r, (p, t) in enumerate(self.committed) if r >= start]
+        rows += [(p, t, n + 1 + j) for j, (p, t) in enumerate(drafts)]
+        dev = self.model.device
+        ids = torch.tensor([[t for _, t, _ in rows]], device=dev, dtype=torch.long)
+        pos = torch.tensor([[p + 1 for p, _, _ in rows]], device=dev, dtype=torch.long)
+        rank = torch.tensor([[r for _, _, r in rows]], device=dev, dtype=torch.long)
+        qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
+        qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
+        logits = self.model(ids, pos, rank, qpos, qlim, cache=self.cache)[0].to(torch.float64)
+        if self.cache is not None:
+            self.valid = n
+            self.tentative = list(drafts)
+        return logits.masked_fill(self.special, float("-inf"))

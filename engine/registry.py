@@ -1,0 +1,119 @@
+"""Where models come from: bundled checkpoints in assets/models, plus folders an operator lists in
+INFILL_MODEL_DIRS (colon-separated; each a checkpoint folder or a folder of them). Visitors of the
+app choose among these names only; a path is accepted from the Python API and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel
+
+from . import models  # noqa: F401  (registers our model types with the Auto classes)
+from .errors import ModelNotFoundError
+from .tokenization import Codec
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
+KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge"}
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    path: Path
+    kind: str  # "asarm" (native or XLNet), "hybrid", "judge"
+    model_type: str
+    domain: str
+    model: torch.nn.Module
+    codec: Codec
+    max_tokens: int  # longest MaskedInput it takes
+    card: dict = field(default_factory=dict)
+
+
+def _candidates() -> dict[str, Path]:
+    roots = [ASSETS] + [Path(p) for p in os.environ.get("INFILL_MODEL_DIRS", "").split(":") if p]
+    found: dict[str, Path] = {}
+    for root in roots:
+        if (root / "config.json").is_file():
+            found.setdefault(root.name, root)
+        elif root.is_dir():
+            for sub in sorted(root.iterdir()):
+                if (sub / "config.json").is_file():
+                    found.setdefault(sub.name, sub)
+    return found
+
+
+def available() -> list[dict]:
+    """Name, kind, domain and the model card's metrics of every listed checkpoint (nothing loaded)."""
+    rows = []
+    for name, path in _candidates().items():
+        cfg = json.loads((path / "config.json").read_text())
+        mt = cfg.get("model_type", "?")
+        metrics = path / "metrics.json"
+        rows.append({
+            "name": name,
+            "path": str(path),
+            "kind": KIND_BY_TYPE.get(mt, mt),
+            "model_type": mt,
+            "domain": cfg.get("domain", "text"),
+            "metrics": json.loads(metrics.read_text()) if metrics.is_file() else {},
+        })
+    return rows
+
+
+def resolve(name_or_path: str, allow_paths: bool = True) -> Path:
+    cands = _candidates()
+    if name_or_path in cands:
+        return cands[name_or_path]
+    p = Path(name_or_path)
+    if allow_paths and (p / "config.json").is_file():
+        return p.resolve()
+    known = ", ".join(sorted(cands)) or "none"
+    raise ModelNotFoundError(f"No model named {name_or_path!r}. Available: {known}.")
+
+
+@lru_cache(maxsize=16)
+def _load(path: Path) -> LoadedModel:
+    cfg = AutoConfig.from_pretrained(str(path))
+    mt = cfg.model_type
+    if mt == "xlnet":
+        from transformers import XLNetLMHeadModel
+
+        model = XLNetLMHeadModel.from_pretrained(str(path))
+    else:
+        model = AutoModel.from_pretrained(str(path))
+    model.eval()
+    codec = Codec.load(path)
+    if mt == "xlnet":
+        max_tokens = 512
+    else:
+        max_tokens = cfg.max_positions - 1  # position 0 is BOS
+    card = path / "metrics.json"
+    return LoadedModel(
+        name=path.name,
+        path=path,
+        kind=KIND_BY_TYPE.get(mt, mt),
+        model_type=mt,
+        domain=getattr(cfg, "domain", "text"),
+        model=model,
+        codec=codec,
+        max_tokens=max_tokens,
+        card=json.loads(card.read_text()) if card.is_file() else {},
+    )
+
+
+def load(name_or_path: str, allow_paths: bool = True) -> LoadedModel:
+    return _load(resolve(name_or_path, allow_paths))
+
+
+def default_model(domain: str, kind: str) -> str:
+    name = f"{domain}-{kind}"
+    if name not in _candidates():
+        raise ModelNotFoundError(
+            f"No bundled {kind} model for {domain!r} (expected assets/models/{name}); pass model=..."
+        )
+    return name

@@ -1,0 +1,203 @@
+"""Any-Subset Speculative Decoding (ASSD) and its variants.
+
+Decode order sigma: the prompt first, then the masked positions left to right. All variants share
+`verify`, which runs the speculative test of engine.acceptance along a round, so every variant is
+exactly distributed as sequential decoding (the paper's Theorem 2) for any proposal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+
+import torch
+
+from ..acceptance import sample_categorical, speculative_accept, tempered_probs
+from ..masking import MaskedInput
+from ..trace import DECIDING_KINDS, Step, StepKind
+from .base import DensityOracle, Recorder
+
+
+def verify(
+    oracle: DensityOracle,
+    rec: Recorder,
+    rnd: int,
+    ranks: list[int],
+    drafts: list[int],
+    p_rows: list[torch.Tensor],
+    q_rows: dict[int, torch.Tensor],
+    gen: torch.Generator,
+    start: int = 0,
+) -> Generator[Step, None, int]:
+    """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
+    the residual. Commits as it goes. Returns the index where the round stopped (len if none)."""
+    for i in range(start, len(drafts)):
+        v = speculative_accept(drafts[i], p_rows[i], q_rows[i], gen)
+        if v.accepted:
+            oracle.commit(ranks[i], drafts[i])
+            yield rec(StepKind.ACCEPT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft])
+            continue
+        yield rec(
+            StepKind.REJECT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft],
+            note=f"acceptance probability {v.accept_prob:.4f}",
+        )
+        oracle.commit(ranks[i], v.token)
+        yield rec(StepKind.RESAMPLE, rnd, [ranks[i]], [v.token], q=[v.q_token], note="residual max(q - p, 0)")
+        return i
+    return len(drafts)
+
+
+def _commit_exact(
+    oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, tok: int, prob: float, why: str
+) -> Step:
+    """A draft whose proposal row already saw every decided token *is* a target sample."""
+    oracle.commit(pos, tok)
+    return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why)
+
+
+def assd(
+    oracle: DensityOracle,
+    mi: MaskedInput,
+    rec: Recorder,
+    gen: torch.Generator,
+    temperature: float,
+    k: int,
+    bonus: bool = False,
+) -> Iterator[Step]:
+    """The paper's Algorithm 1 (with `bonus`, the density pass also answers the next position)."""
+    order, n, rnd = mi.masked, 0, 0
+    big_n = len(order)
+    while n < big_n:
+        t = min(n + k, big_n)
+        ranks = order[n:t]
+        # 1. draft x~_i ~ p(. | decided) independently for ranks n..t-1
+        p = tempered_probs(oracle.call([], [(pos, 0) for pos in ranks]), temperature)
+        yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(ranks)} positions in parallel")
+        drafts = [sample_categorical(p[i], gen) for i in range(len(ranks))]
+        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p[i][d]) for i, d in enumerate(drafts)])
+        # the first draft saw the same context in both passes: always accepted
+        yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p[0][drafts[0]]), "first draft")
+        n += 1
+        if len(ranks) == 1:  # 2. only one token in this round: its draft is final
+            rnd += 1
+            continue
+        # 3. density pass on the drafted sequence: q_i = p(x~_i | decided, x~_n..x~_{i-1})
+        queries = [(ranks[i], i - 1) for i in range(1, len(ranks))]
+        if bonus and t < big_n:
+            queries.append((order[t], len(ranks) - 1))
+        content = list(zip(ranks[1:], drafts[1:]))
+        q = tempered_probs(oracle.call(content, queries), temperature)
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(ranks) - 1} drafts")
+        # 4. accept with min(1, q_i / p_i); on the first rejection resample from the residual
+        q_rows = {i: q[i - 1] for i in range(1, len(ranks))}
+        j = yield from verify(oracle, rec, rnd, ranks, drafts, list(p), q_rows, gen, start=1)
+        n += j - 1 + (1 if j < len(ranks) else 0)
+        if j == len(ranks) and bonus and t < big_n:
+            tok = sample_categorical(q[-1], gen)
+            oracle.commit(order[t], tok)
+            yield rec(StepKind.BONUS, rnd, [order[t]], [tok], q=[float(q[-1][tok])], note="free exact row")
+            n += 1
+        rnd += 1
+
+
+def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Generator[Step, None, int]:
+    """Pass steps through, writing every decided token into `known` (the drafter's context)."""
+    while True:
+        try:
+            s = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        if s.kind in DECIDING_KINDS:
+            for pos, tok in zip(s.positions, s.tokens):
+                known[pos] = tok
+        yield s
+
+
+def assd_drafted(
+    oracle: DensityOracle,
+    mi: MaskedInput,
+    rec: Recorder,
+    gen: torch.Generator,
+    temperature: float,
+    k: int,
+    drafter,
+    extra_calls: list[float],
+) -> Iterator[Step]:
+    """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
+    every draft (none is exact), and its extra row gives a free token when all are accepted.
+    `extra_calls[0]` accumulates the drafter's own network calls (a different network)."""
+    order, n, rnd = mi.masked, 0, 0
+    big_n = len(order)
+    known: list[int | None] = [None] * len(mi.tokens)
+    for i in mi.visible:
+        known[i] = mi.tokens[i]
+    while n < big_n:
+        t = min(n + k, big_n)
+        ranks = order[n:t]
+        drafts, p_rows, spent = drafter.propose(known, ranks, gen, temperature)
+        extra_calls[0] += spent
+        if spent:
+            yield rec(StepKind.MDM_PASS, rnd, note=f"{drafter.name} drafter: {spent:g} calls")
+        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
+                  note=f"{drafter.name} drafts")
+        queries = [(pos, i) for i, pos in enumerate(ranks)]
+        if t < big_n:
+            queries.append((order[t], len(ranks)))
+        q = tempered_probs(oracle.call(list(zip(ranks, drafts)), queries), temperature)
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(ranks)} drafts")
+        j = yield from _remember(verify(oracle, rec, rnd, ranks, drafts, p_rows, dict(enumerate(q)), gen), known)
+        n += j + 1 if j < len(ranks) else len(ranks)
+        if j == len(ranks) and t < big_n:
+            tok = sample_categorical(q[-1], gen)
+            oracle.commit(order[t], tok)
+            known[order[t]] = tok
+            yield rec(StepKind.BONUS, rnd, [order[t]], [tok], q=[float(q[-1][tok])], note="free exact row")
+            n += 1
+        rnd += 1
+
+
+def assd_pipelined(
+    oracle: DensityOracle,
+    mi: MaskedInput,
+    rec: Recorder,
+    gen: torch.Generator,
+    temperature: float,
+    k: int,
+) -> Iterator[Step]:
+    """One network call per round (DESIGN 3.3). Each density pass also carries, for every place
+    the round could stop, the query rows that propose the next round given the drafts that would
+    then be accepted. Proposals are fixed before the acceptance randomness, so the output stays
+    exact; when a round accepts everything, the next round's first row is the exact target."""
+    order, n, rnd = mi.masked, 0, 0
+    big_n = len(order)
+    ranks = order[:k]
+    props = tempered_probs(oracle.call([], [(pos, 0) for pos in ranks]), temperature)
+    yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(ranks)} positions in parallel")
+    exact_first = True
+    while ranks:
+        m = len(ranks)
+        drafts = [sample_categorical(props[i], gen) for i in range(m)]
+        p_rows = list(props)
+        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)])
+        start = 0
+        if exact_first:
+            yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            start = 1
+            if n + 1 == big_n:
+                break
+        # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
+        queries = [(ranks[i], i - start) for i in range(start, m)]
+        next_rows: dict[int, tuple[list[int], int]] = {}
+        for j in range(start, m + 1):
+            first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
+            nxt = order[first : first + k]
+            next_rows[j] = (nxt, len(queries))
+            queries += [(pos, j - start) for pos in nxt]
+        out = tempered_probs(oracle.call(list(zip(ranks, drafts))[start:], queries), temperature)
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
+        q_rows = {i: out[i - start] for i in range(start, m)}
+        j = yield from verify(oracle, rec, rnd, ranks, drafts, p_rows, q_rows, gen, start=start)
+        n += j + 1 if j < m else m
+        ranks, at = next_rows[j]
+        props = out[at : at + len(ranks)]
+        exact_first = j == m
+        rnd += 1

@@ -1,0 +1,55 @@
+"""What every sampler shares: the step recorder and the oracle protocol it drives."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import torch
+
+from ..trace import Step, StepKind
+
+
+class DensityOracle(Protocol):
+    """An any-subset model seen as an oracle (see engine/oracle.py)."""
+
+    calls: int
+
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor: ...
+
+    def commit(self, pos: int, tok: int) -> None: ...
+
+
+class Recorder:
+    """Stamps steps with token text, calls so far and elapsed seconds."""
+
+    def __init__(self, token_text: Callable[[int], str], calls: Callable[[], float]):
+        self.token_text = token_text
+        self.calls = calls
+        self.t0 = time.perf_counter()
+
+    def __call__(
+        self,
+        kind: StepKind,
+        rnd: int,
+        positions: list[int] | None = None,
+        tokens: list[int] | None = None,
+        p: list[float | None] | None = None,
+        q: list[float | None] | None = None,
+        note: str = "",
+    ) -> Step:
+        positions = list(positions or [])
+        tokens = list(tokens or [])
+        return Step(
+            kind=kind,
+            round=rnd,
+            positions=positions,
+            tokens=tokens,
+            texts=[self.token_text(t) for t in tokens],
+            p=list(p) if p is not None else [None] * len(tokens),
+            q=list(q) if q is not None else [None] * len(tokens),
+            calls=float(self.calls()),
+            elapsed=time.perf_counter() - self.t0,
+            note=note,
+        )

@@ -1,0 +1,26 @@
+"""Sequential any-subset decoding: one density query per masked position, left to right.
+
+The ground truth every exact speculative sampler must match in distribution (N calls for N tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from ..acceptance import sample_categorical, tempered_probs
+from ..masking import MaskedInput
+from ..trace import Step, StepKind
+from .base import DensityOracle, Recorder
+
+
+def sequential(
+    oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float
+) -> Iterator[Step]:
+    for r, pos in enumerate(mi.masked):
+        q = tempered_probs(oracle.call([], [(pos, 0)])[0], temperature)
+        yield rec(StepKind.DENSITY_PASS, r, note="query 1 position")
+        tok = sample_categorical(q, gen)
+        oracle.commit(pos, tok)
+        yield rec(StepKind.SAMPLE, r, [pos], [tok], q=[float(q[tok])])

@@ -1,0 +1,103 @@
+"""Tokenizers and the `Codec` the engine talks to.
+
+Checkpoints carry a HF `PreTrainedTokenizerFast`; the engine wraps it in a `Codec` that knows the
+special ids, refuses characters it cannot represent (instead of silently mapping them to UNK) and
+decodes token runs back to text exactly.
+
+Two families are built here: byte-level BPE (text and code: every byte is representable and
+whitespace survives round trips) and a character-level vocabulary (proteins, and the tiny
+alphabets used by the exactness tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from .errors import UnrepresentableTextError
+
+PAD, BOS, MASK, UNK = "[PAD]", "[BOS]", "[MASK]", "[UNK]"
+SPECIALS = [PAD, BOS, MASK, UNK]  # ids 0..3 in every tokenizer built here
+
+PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
+
+
+def _wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=PAD, bos_token=BOS, mask_token=MASK, unk_token=UNK
+    )
+
+
+def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
+    """One token per character of `alphabet`; anything else is UNK (and refused by the Codec)."""
+    vocab = {s: i for i, s in enumerate(SPECIALS)}
+    for ch in alphabet:
+        vocab.setdefault(ch, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return _wrap(tok)
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE without prefix-space tricks, so decode(encode(s)) == s for every string."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return _wrap(tok)
+
+
+class Codec:
+    """The engine's view of a tokenizer: ids in, ids out, exact text, clear refusals."""
+
+    def __init__(self, hf: PreTrainedTokenizerFast):
+        self.hf = hf
+        self.pad_id = hf.pad_token_id
+        self.bos_id = hf.bos_token_id
+        self.mask_id = hf.mask_token_id
+        self.unk_id = hf.unk_token_id
+        self.vocab_size = len(hf)
+        self.special_ids = sorted(
+            {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id) if i is not None}
+        )
+        self._byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Codec:
+        return cls(PreTrainedTokenizerFast.from_pretrained(str(folder)))
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.hf.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        if self.unk_id is not None and self.unk_id in ids:
+            bad = sorted({ch for ch in text if self.hf.backend_tokenizer.encode(ch).ids == [self.unk_id]})
+            raise UnrepresentableTextError(
+                "This model cannot represent these characters: "
+                + ", ".join(repr(c) for c in bad[:20])
+                + (f" (its alphabet: {self.alphabet()})" if not self._byte_level else "")
+            )
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def token_text(self, tid: int) -> str:
+        """Readable text of one token (byte-level pieces may be partial characters)."""
+        return self.decode([tid])
+
+    def alphabet(self) -> str:
+        vocab = self.hf.get_vocab()
+        return "".join(sorted(t for t, i in vocab.items() if i not in self.special_ids and len(t) == 1))
+
+    def iter_tokens(self, ids: Iterable[int]) -> Iterator[str]:
+        for i in ids:
+            yield self.token_text(i)

@@ -1,0 +1,95 @@
+"""The trace: the single record of what a sampler did.
+
+Samplers are generators of `Step` events; the result, the database rows, the statistics and the
+app's step player are all built from this stream and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class StepKind(str, Enum):
+    # network passes (each carries the calls counter after the pass)
+    DRAFT_PASS = "draft_pass"  # AS-ARM: parallel queries on the decided tokens
+    DENSITY_PASS = "density_pass"  # AS-ARM: exact factors of the drafted tokens
+    NC_PASS = "nc_pass"  # hybrid: non-causal stack (drafts for the window)
+    CAUSAL_PASS = "causal_pass"  # hybrid: causal block (targets for the drafts)
+    MDM_PASS = "mdm_pass"  # masked diffusion step (MDM sampler or diffusion drafter)
+    # decisions
+    DRAFT = "draft"  # proposed tokens, not yet decided
+    ACCEPT = "accept"  # a draft kept by the speculative test
+    REJECT = "reject"  # a draft thrown away by the speculative test
+    RESAMPLE = "resample"  # token drawn from the residual after a rejection
+    BONUS = "bonus"  # token drawn from a free exact row (no test needed)
+    SAMPLE = "sample"  # token drawn directly from the target (sequential decoding)
+    REVEAL = "reveal"  # MDM: a position revealed with its sampled token
+
+
+#: kinds whose tokens become part of the output
+DECIDING_KINDS = frozenset(
+    {StepKind.ACCEPT, StepKind.RESAMPLE, StepKind.BONUS, StepKind.SAMPLE, StepKind.REVEAL}
+)
+PASS_KINDS = frozenset(
+    {StepKind.DRAFT_PASS, StepKind.DENSITY_PASS, StepKind.NC_PASS, StepKind.CAUSAL_PASS, StepKind.MDM_PASS}
+)
+
+
+@dataclass
+class Step:
+    """One event. Lists are parallel: positions[i] got tokens[i] with proposal p[i], target q[i].
+
+    positions are indices into MaskedInput.tokens (not model positions). p and q are the tempered
+    probabilities of the token under the proposal and target (None where not applicable).
+    """
+
+    kind: StepKind
+    round: int
+    positions: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    p: list[float | None] = field(default_factory=list)
+    q: list[float | None] = field(default_factory=list)
+    calls: float = 0.0
+    elapsed: float = 0.0
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Step:
+        d = dict(d)
+        d["kind"] = StepKind(d["kind"])
+        return cls(**d)
+
+
+def decided_tokens(trace: list[Step]) -> dict[int, int]:
+    """Position -> token for every position a step decided (later decisions win)."""
+    out: dict[int, int] = {}
+    for s in trace:
+        if s.kind in DECIDING_KINDS:
+            out.update(zip(s.positions, s.tokens))
+    return out
+
+
+def trace_counts(trace: list[Step]) -> dict[str, float]:
+    """Calls, rounds and decision counts, all derived from the trace."""
+    calls = trace[-1].calls if trace else 0.0
+    rounds = max((s.round for s in trace), default=-1) + 1
+    n = {k: 0 for k in ("accepted", "rejected", "resampled", "bonus", "sampled", "revealed")}
+    names = {
+        StepKind.ACCEPT: "accepted",
+        StepKind.REJECT: "rejected",
+        StepKind.RESAMPLE: "resampled",
+        StepKind.BONUS: "bonus",
+        StepKind.SAMPLE: "sampled",
+        StepKind.REVEAL: "revealed",
+    }
+    for s in trace:
+        if s.kind in names:
+            n[names[s.kind]] += len(s.positions)
+    return {"calls": calls, "rounds": rounds, **n}
