@@ -40,6 +40,7 @@ class InfillResult:
     tokens: list[int]
     trace: list[Step] = field(repr=False)
     counts: dict = field(default_factory=dict)
+    model_path: str = ""
 
     @property
     def tokens_per_call(self) -> float:
@@ -174,7 +175,7 @@ class InfillRun:
             text=text, spans=spans, masked_tokens=len(self.mi.masked), calls=counts["calls"],
             rounds=int(counts["rounds"]), seconds=self.seconds, log_prob=lp, sampler=self.spec.name,
             model=self.lm.name, seed=self.seed, params=dict(self.params), source=self.mi.source,
-            tokens=tokens, trace=self.trace, counts=counts,
+            tokens=tokens, trace=self.trace, counts=counts, model_path=str(self.lm.path),
         )
 
 
@@ -213,7 +214,7 @@ def score(
 
         return score_self_spec(text, ranges, model=model, domain=domain, result=result, **kwargs)
     if result is not None:
-        lm = load(result.model)
+        lm = load(result.model_path or result.model)
         run_mi = parse_masked_text(result.source, lm.codec, max_tokens=lm.max_tokens,
                                    default_span=DEFAULT_SPAN.get(lm.domain, 8))
         return joint_log_prob(lm, run_mi, result.tokens)

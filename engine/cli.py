@@ -74,23 +74,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_models)
 
-    for name, module in (("train", "train"), ("bench", "bench"), ("data", "data"), ("eval", "evaluate"),
-                         ("report", "report")):
-        p = sub.add_parser(name, help=f"see python -m engine {name} --help", add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=None, module=module)
+    for name in DELEGATED:
+        sub.add_parser(name, help=f"see python -m engine {name} --help")
     return ap
 
 
+DELEGATED = {"train": "train", "bench": "bench", "data": "data", "eval": "evaluate", "report": "report"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = build_parser()
-    a = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        if a.func is None:
+        if argv and argv[0] in DELEGATED:  # each owns its own argument parser
             import importlib
 
-            mod = importlib.import_module(f"engine.{a.module}")
-            return int(mod.cli(a.rest) or 0)
+            return int(importlib.import_module(f"engine.{DELEGATED[argv[0]]}").cli(argv[1:]) or 0)
+        a = build_parser().parse_args(argv)
         return a.func(a)
     except InfillError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -52,6 +52,15 @@ class AsArmConfig(PretrainedConfig):
         self.domain = domain
         super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, **kwargs)
 
+    @classmethod
+    def for_training(cls, a, codec) -> AsArmConfig:
+        return cls(
+            vocab_size=codec.vocab_size, hidden_size=a.hidden, num_layers=a.layers, num_heads=a.heads,
+            intermediate_size=a.ffn, max_positions=a.seq_len + 1, bos_token_id=codec.bos_id,
+            pad_token_id=codec.pad_id, mask_token_id=codec.mask_id, special_token_ids=codec.special_ids,
+            domain=a.domain,
+        )
+
 
 @dataclass
 class KVCache:
@@ -149,6 +158,17 @@ class AsArmModel(PreTrainedModel):
         logits = logits.masked_fill(self.special_mask(), float("-inf"))
         nll = nn.functional.cross_entropy(logits[masked].float(), ids[masked], reduction="sum")
         return nll / masked.sum().clamp(min=1)
+
+    def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:
+        """Joint loss with a masking-rate schedule: rate ~ U(0.1, hi) per sequence, hi warming up
+        from 0.15 to 1.0 over the first 10% of training (the ASSD paper's warm-up)."""
+        b, l = ids.shape
+        hi = 0.15 + (1.0 - 0.15) * min(1.0, progress / 0.1)
+        rate = 0.1 + (hi - 0.1) * torch.rand(b, 1, generator=gen)
+        masked = torch.rand(b, l, generator=gen) < rate
+        masked[:, 0] = False  # BOS
+        masked[torch.arange(b), torch.randint(1, l, (b,), generator=gen)] = True  # at least one
+        return self.joint_loss(ids, masked.to(ids.device))
 
     def special_mask(self) -> torch.Tensor:
         m = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=self.head.weight.device)

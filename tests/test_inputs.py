@@ -1,0 +1,101 @@
+"""Bad inputs raise their own InfillError subclass with a message a person understands; good
+inputs come back byte-identical around the filled spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import (
+    BadParameterError,
+    BadSpanLengthError,
+    EmptyTextError,
+    InputTooLongError,
+    NoMaskError,
+    UnrepresentableTextError,
+)
+from engine.masking import from_char_ranges, from_token_positions, parse_masked_text
+from engine.tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return Codec(train_bpe(["def f(x):\n    return x + 1\n", "The quick brown fox jumps. Ünïcödé ok"] * 20, 300))
+
+
+@pytest.fixture(scope="module")
+def protein():
+    return Codec(char_tokenizer(PROTEIN_ALPHABET))
+
+
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        ("no mask here", NoMaskError),
+        ("", EmptyTextError),
+        ("   \n", EmptyTextError),
+        ("a [MASK:0] b", BadSpanLengthError),
+        ("a [MASK:-3] b", BadSpanLengthError),
+        ("a [MASK:999] b", BadSpanLengthError),
+        ("word " * 100 + "[MASK:4]", InputTooLongError),
+    ],
+)
+def test_bad_text_inputs(bpe, text, error):
+    with pytest.raises(error) as e:
+        parse_masked_text(text, bpe, max_tokens=64)
+    assert len(str(e.value)) > 15  # a sentence, not a code
+
+
+def test_unrepresentable_characters_named(protein):
+    with pytest.raises(UnrepresentableTextError, match="'J'"):
+        parse_masked_text("MKVJ[MASK:3]LL", protein, max_tokens=64)
+
+
+def test_round_trip_is_byte_identical(bpe):
+    text = "def f(x):\n\t  return [MASK:3]  # ü\r\n\nEnd [MASK] tail  "
+    mi = parse_masked_text(text, bpe, max_tokens=256, default_span=5)
+    assert len(mi.masked) == 8
+    filled, spans = mi.fill(bpe, {p: bpe.encode("z")[0] for p in mi.masked})
+    # everything outside the spans is exactly what was typed
+    pieces = text.replace("[MASK:3]", "\0").replace("[MASK]", "\0").split("\0")
+    assert filled == pieces[0] + spans[0].text + pieces[1] + spans[1].text + pieces[2]
+    for s in spans:
+        assert filled[s.start : s.end] == s.text == "z" * (3 if s is spans[0] else 5)
+
+
+def test_char_ranges_and_token_positions(bpe):
+    text = "The quick brown fox jumps."
+    mi = from_char_ranges(text, [(4, 9), (20, 25)], bpe, max_tokens=64)
+    assert mi.pieces == ["The ", " brown fox ", "."]
+    decided = {}
+    toks_a, toks_b = bpe.encode("quick"), bpe.encode("jumps")
+    for (a, b), toks in zip(mi.span_ranges, (toks_a, toks_b)):
+        decided.update(zip(range(a, b), toks))
+    assert mi.fill(bpe, decided)[0] == text
+    ids = bpe.encode(text)
+    mi2 = from_token_positions(ids, [1, 2], bpe, max_tokens=64)
+    assert mi2.masked == [1, 2] and mi2.fill(bpe, dict(zip([1, 2], ids[1:3])))[0] == text
+    with pytest.raises(NoMaskError):
+        from_token_positions(ids, [], bpe, max_tokens=64)
+
+
+def test_bad_parameters(tiny_asarm):
+    from engine.api import InfillRun
+
+    for kw in ({"k": 0}, {"temperature": 0.0}, {"seed": -1}, {"sampler": "nope"}, {"window": "square"}):
+        with pytest.raises(BadParameterError):
+            InfillRun("ab[MASK:2]", model=str(tiny_asarm.path), **kw)
+
+
+def test_result_and_score_agree(tiny_asarm):
+    """log_prob of a run equals engine.score of the same completion."""
+    import engine
+
+    r = engine.infill("a[MASK:3]c", model=str(tiny_asarm.path), sampler="assd-pipelined", k=2, seed=3)
+    assert r.masked_tokens == 3 and len(r.text) == 5 and r.text[0] == "a" and r.text[-1] == "c"
+    assert r.log_prob < 0
+    assert abs(engine.score(result=r) - r.log_prob) < 1e-9
+    assert abs(engine.score(r.text, [(1, 4)], model=str(tiny_asarm.path)) - r.log_prob) < 1e-9
+    j = r.to_json()
+    for key in ("text", "spans", "masked_tokens", "calls", "rounds", "seconds", "log_prob", "sampler", "model",
+                "seed", "steps"):
+        assert key in j
