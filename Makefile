@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean
+.PHONY: run test test-slow e2e lint bench data demo clean models
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,3 +38,19 @@ data: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# The bundled checkpoints, exactly as trained for assets/models (CPU, one thread each; minutes cap
+# the wall time). Needs `make data` first. Each run saves a complete checkpoint every few minutes.
+TRAIN := $(BIN)/python -m engine train --threads 1 --save-minutes 8
+BIG := --hidden 256 --layers 4 --heads 4 --ffn 768 --seq-len 256 --batch 8
+SMALL := --hidden 192 --layers 3 --heads 4 --ffn 576 --seq-len 256 --batch 8
+models: $(STAMP)
+	$(TRAIN) --kind asarm  --domain text    --out assets/models/text-asarm     $(BIG) --minutes 50
+	$(TRAIN) --kind hybrid --domain text    --out assets/models/text-hybrid    $(BIG) --minutes 40
+	$(TRAIN) --kind judge  --domain text    --out assets/models/text-judge     $(SMALL) --minutes 12
+	$(TRAIN) --kind asarm  --domain code    --out assets/models/code-asarm     $(BIG) --minutes 22
+	$(TRAIN) --kind hybrid --domain code    --out assets/models/code-hybrid    $(BIG) --minutes 22
+	$(TRAIN) --kind judge  --domain code    --out assets/models/code-judge     $(SMALL) --minutes 12
+	$(TRAIN) --kind asarm  --domain protein --out assets/models/protein-asarm  $(BIG) --minutes 22
+	$(TRAIN) --kind hybrid --domain protein --out assets/models/protein-hybrid $(BIG) --minutes 22
+	$(TRAIN) --kind judge  --domain protein --out assets/models/protein-judge  $(SMALL) --minutes 12

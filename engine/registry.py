@@ -84,8 +84,9 @@ def _load(path: Path) -> LoadedModel:
         from transformers import XLNetLMHeadModel
 
         model = XLNetLMHeadModel.from_pretrained(str(path))
-    else:
-        model = AutoModel.from_pretrained(str(path))
+    else:  # bundled weights are stored in bfloat16; compute in the dtype the config was built with
+        dtype = torch.float64 if getattr(cfg, "dtype", None) in ("float64", torch.float64) else torch.float32
+        model = AutoModel.from_pretrained(str(path), dtype=dtype)
     model.eval()
     codec = Codec.load(path)
     if mt == "xlnet":

@@ -76,6 +76,10 @@ def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator
 
 
 def cli(argv: list[str]) -> int:
+    if argv[:1] == ["compact"]:  # python -m engine train compact FOLDER...
+        for folder in argv[1:]:
+            compact(Path(folder))
+        return 0
     ap = argparse.ArgumentParser(prog="python -m engine train")
     ap.add_argument("--kind", choices=sorted(MODEL_KINDS), required=True)
     ap.add_argument("--domain", choices=["text", "code", "protein"], required=True)
@@ -151,9 +155,21 @@ def valid_loss(model, valid: torch.Tensor, seq_len: int, n: int = 16) -> float:
     return float(model.training_loss(ids, 1.0, torch.Generator().manual_seed(7)))
 
 
+def compact(folder: Path) -> None:
+    """Store weights in bfloat16 (half the bytes: bundled checkpoints stay under 20 MB); the
+    registry loads them back as float32 for inference."""
+    from safetensors.torch import load_file, save_file
+
+    f = Path(folder) / "model.safetensors"
+    sd = load_file(str(f))
+    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, str(f),
+              metadata={"format": "pt"})
+
+
 def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
+    compact(out)
     codec.hf.save_pretrained(out)
     state = {
         "kind": a.kind,
