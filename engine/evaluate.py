@@ -101,7 +101,8 @@ def run_tests_in_subprocess(program: str, timeout: float = 10.0) -> bool:
         return p.returncode == 0
 
 
-def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined") -> dict:
+def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined",
+                    draft_model: str | None = None) -> dict:
     """Single-line infilling: the true middle line's token count is masked, context is cut to the
     model's window around it for generation, and the full program runs against the task's tests."""
     from .data import load_humaneval_single_line
@@ -119,7 +120,7 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         keep_suf = min(len(suf), room - keep_pre)
         text = lm.codec.decode(pre[len(pre) - keep_pre :]) + f"[MASK:{n}]" + lm.codec.decode(suf[:keep_suf])
         mi = parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens + 8)
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i)
+        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i, draft_model=draft_model)
         for _ in run.stream():
             pass
         res = run.result(with_log_prob=False)
@@ -128,7 +129,7 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
         passed += run_tests_in_subprocess(program)
     return {"humaneval_single_line_pass1": passed / len(tasks), "humaneval_tasks": len(tasks),
-            "humaneval_tokens_per_call": toks / calls if calls else None, "humaneval_sampler": sampler,
+            "humaneval_tokens_per_call": toks / calls if calls else None, "humaneval_calls_mean": calls / len(tasks), "humaneval_sampler": sampler,
             "humaneval_seconds": time.time() - t0}
 
 

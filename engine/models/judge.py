@@ -13,6 +13,9 @@ from .asarm import AsArmConfig, AsArmModel
 class JudgeConfig(AsArmConfig):
     model_type = "judge"
 
+    def __init__(self, **kwargs):  # transformers 5 does not run an inherited config __init__
+        super().__init__(**kwargs)
+
 
 class JudgeModel(AsArmModel):
     config_class = JudgeConfig
