@@ -129,7 +129,8 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
         passed += run_tests_in_subprocess(program)
     return {"humaneval_single_line_pass1": passed / len(tasks), "humaneval_tasks": len(tasks),
-            "humaneval_tokens_per_call": toks / calls if calls else None, "humaneval_calls_mean": calls / len(tasks), "humaneval_sampler": sampler,
+            "humaneval_tokens_per_call": toks / calls if calls else None,
+            "humaneval_calls_mean": calls / len(tasks), "humaneval_sampler": sampler,
             "humaneval_seconds": time.time() - t0}
 
 
