@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 from ..trace import Step
 from .assd import assd, assd_drafted, assd_pipelined
+from .diffusion_drafter import assd_diffusion
 from .drafters import NgramDrafter
+from .mdm import CallCounter, mdm, require_hybrid
+from .selfspec import self_spec
 from .sequential import sequential
 
 
@@ -25,6 +28,23 @@ def _ngram(ctx) -> Iterator[Step]:
     cfg = ctx.lm.codec
     drafter = NgramDrafter(cfg.vocab_size, cfg.special_ids)
     return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls)
+
+
+def _hybrid_counter(ctx) -> CallCounter:
+    require_hybrid(ctx.lm)
+    ctx.counter = CallCounter()
+    return ctx.counter
+
+
+def _mdm(ctx) -> Iterator[Step]:
+    counter = _hybrid_counter(ctx)
+    return mdm(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.steps, counter)
+
+
+def _self_spec(ctx) -> Iterator[Step]:
+    counter = _hybrid_counter(ctx)
+    return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.dtau, ctx.window,
+                     ctx.inner, counter)
 
 
 SAMPLERS: dict[str, SamplerSpec] = {
@@ -49,5 +69,17 @@ SAMPLERS: dict[str, SamplerSpec] = {
         SamplerSpec("assd-ngram", "asarm", True, ("k", "temperature"),
                     "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
                     _ngram),
+        SamplerSpec("mdm", "hybrid", False, ("steps", "temperature"),
+                    "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
+                    "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
+                    _mdm),
+        SamplerSpec("self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
+                    "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
+                    "window, the causal head verifies it; fractional calls per pass.",
+                    _self_spec),
+        SamplerSpec("assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
+                    "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
+                    "the AS-ARM verifies them. Exact.",
+                    assd_diffusion),
     ]
 }

@@ -1,0 +1,87 @@
+"""Diffusion-drafted ASSD (the SpecDiff idea carried to infilling, DESIGN 3.3).
+
+T steps of a masked diffusion model (a hybrid's non-causal head) propose the drafts of a round;
+the AS-ARM verifies them with the shared acceptance routine (engine.samplers.assd.assd_drafted),
+so the output is exactly the AS-ARM's distribution whatever the drafter does.
+
+For exactness every draft's proposal row may depend only on the context and on drafts of
+*earlier* ranks (the verification walks left to right). So the drafter reveals the round's ranks
+left to right in chunks whose sizes follow a cosine grid of T steps: each step is one
+non-causal pass on the decided tokens plus the drafts of earlier chunks; every position of the
+chunk is drawn from its own row. A step whose chunk is empty costs nothing. Calls are counted in
+the drafter network's own units (non-causal share of the hybrid per step) and added to the run's
+extra calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from ..acceptance import sample_categorical, tempered_probs
+from ..errors import IncompatibleModelsError
+from ..trace import Step
+from .assd import assd_drafted
+from .mdm import cosine_remaining, nc_pass
+
+
+class DiffusionDrafter:
+    name = "diffusion"
+
+    def __init__(self, model, steps: int):
+        self.model = model
+        self.steps = steps
+        self.mask = model.config.mask_token_id
+        self.bos = model.config.bos_token_id
+
+    def propose(
+        self, known: list[int | None], ranks: list[int], gen: torch.Generator, temperature: float = 1.0
+    ) -> tuple[list[int], list[torch.Tensor], float]:
+        ids = [self.bos] + [self.mask if t is None else t for t in known]
+        remaining = cosine_remaining(len(ranks), self.steps)
+        drafts: list[int] = []
+        rows: list[torch.Tensor] = []
+        spent = 0.0
+        for s in range(1, self.steps + 1):
+            n = remaining[s - 1] - remaining[s]
+            if not n:
+                continue
+            chunk = ranks[len(drafts) : len(drafts) + n]
+            _, logits = nc_pass(self.model, ids)
+            spent += self.model.config.nc_share
+            probs = tempered_probs(logits[[pos + 1 for pos in chunk]], temperature)
+            for j, pos in enumerate(chunk):
+                tok = sample_categorical(probs[j], gen)
+                ids[pos + 1] = tok
+                drafts.append(tok)
+                rows.append(probs[j])
+        return drafts, rows, spent
+
+
+def check_pair(lm, draft_lm) -> None:
+    """The AS-ARM and the drafting hybrid must share one tokenizer (same ids for same strings)."""
+    if draft_lm.kind != "hybrid":
+        raise IncompatibleModelsError(
+            f"--draft-model {draft_lm.name} is a {draft_lm.kind} model; assd-diffusion drafts with a hybrid "
+            "(masked diffusion) model."
+        )
+    if lm.codec.hf.get_vocab() != draft_lm.codec.hf.get_vocab():
+        raise IncompatibleModelsError(
+            f"{lm.name} and {draft_lm.name} use different vocabularies ({lm.codec.vocab_size} vs "
+            f"{draft_lm.codec.vocab_size} tokens); assd-diffusion needs an AS-ARM and a hybrid trained on the "
+            "same tokenizer (e.g. text-asarm with text-hybrid)."
+        )
+
+
+def assd_diffusion(ctx) -> Iterator[Step]:
+    if ctx.draft_lm is None:
+        raise IncompatibleModelsError("assd-diffusion needs a hybrid draft model (--draft-model).")
+    check_pair(ctx.lm, ctx.draft_lm)
+    if len(ctx.mi.tokens) > ctx.draft_lm.max_tokens:
+        raise IncompatibleModelsError(
+            f"The input is {len(ctx.mi.tokens)} tokens; the draft model {ctx.draft_lm.name} takes at most "
+            f"{ctx.draft_lm.max_tokens}."
+        )
+    drafter = DiffusionDrafter(ctx.draft_lm.model, ctx.steps)
+    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls)
