@@ -24,4 +24,5 @@ def test_real_trace_round_trip(tiny_asarm, tmp_path):
     counts = trace_counts(steps)
     assert stored.calls == counts["calls"] and stored.rounds == counts["rounds"]
     assert stored.completed_text == res.text and stored.logprob == res.log_prob
-    assert (stored.accepted, stored.rejected, stored.resampled) == (counts["accepted"], counts["rejected"], counts["resampled"])
+    decisions = (stored.accepted, stored.rejected, stored.resampled)
+    assert decisions == (counts["accepted"], counts["rejected"], counts["resampled"])
