@@ -1,0 +1,27 @@
+"""The Infilling studio web app (Gradio): `python -m app`.
+
+`create()` builds the queued Blocks page; `serve()` launches it. Queue settings come from the
+environment: INFILL_CONCURRENCY (simultaneous model runs, default 2) and INFILL_QUEUE_SIZE
+(waiting requests, default 64)."""
+
+from __future__ import annotations
+
+import os
+
+
+def create():
+    from .ui import build
+
+    demo = build()
+    demo.queue(
+        default_concurrency_limit=int(os.environ.get("INFILL_CONCURRENCY", "2")),
+        max_size=int(os.environ.get("INFILL_QUEUE_SIZE", "64")),
+    )
+    return demo
+
+
+def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
+    from .ui import launch_kwargs
+
+    demo = create()
+    return demo.launch(server_name=host, server_port=port, footer_links=["api"], **launch_kwargs(), **kwargs)

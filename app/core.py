@@ -1,0 +1,308 @@
+"""The app's logic without Gradio: which models a visitor may pick, preparing a run from form
+values, streaming it round by round into a TraceState while the store records it, and reading a
+stored session back for replay. Every input problem surfaces as an `InfillError` message."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from engine import registry
+from engine.api import LIMITS, InfillRun
+from engine.errors import BadParameterError, InfillError, ModelNotFoundError
+from engine.samplers import SAMPLERS
+from engine.trace import Step
+from storage import SessionRecord, StorageInputError, Store, open_store
+
+from .render import TraceState
+
+log = logging.getLogger("app")
+
+DOMAINS = ["text", "code", "protein"]
+MASK_PLACEHOLDER = "\u2581"
+
+EXAMPLES: dict[str, list[str]] = {
+    "text": [
+        "The old man walked to the [MASK:12] and looked at the sea.",
+        "Once upon a time, a little [MASK] lived in a small house near the [MASK:6].",
+        "In the beginning God created the heaven and the [MASK:5]. And the earth was [MASK:20].",
+    ],
+    "code": [
+        "def add(a, b):\n    [MASK:8]\n",
+        "def is_even(n):\n    return [MASK:6]\n\nprint(is_even(4))\n",
+        "for i in range(10):\n    if i % 2 == 0:\n        [MASK:10]\n",
+    ],
+    "protein": [
+        "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
+        "MVLSPADKTNVKAAWGKVGAHAGEYGAEALERMFLSFPTTKTYFPHF[MASK:20]GSAQVKGHGKKVADALTNAVAHV",
+        "[MASK:8]GLSDGEWQQVLNVWGKVEADIAGHGQEVLIRLFTGHPETLEKF",
+    ],
+}
+
+PARAM_HELP = {
+    "k": "drafts per round (speculation depth)",
+    "temperature": "softmax temperature of proposal and target",
+    "seed": "random seed: the same seed replays the same run",
+    "steps": "diffusion steps of the cosine grid",
+    "dtau": "window growth per outer step (self-speculative)",
+    "window": "window schedule (self-speculative)",
+    "inner": "inner verification loops per outer step",
+}
+
+
+def min_interval() -> float:
+    """Seconds between two streamed UI updates (a new round waits at least this long)."""
+    try:
+        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.08")))
+    except ValueError:
+        return 0.08
+
+
+# ----------------------------------------------------------------------------- store
+
+_store: Store | None = None
+_store_lock = threading.Lock()
+
+
+def store() -> Store:
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = open_store()
+        return _store
+
+
+# ----------------------------------------------------------------------------- models & samplers
+
+
+def sampler_kind(sampler: str) -> str:
+    spec = SAMPLERS.get(sampler)
+    return "hybrid" if spec is not None and spec.family == "hybrid" else "asarm"
+
+
+def list_models(domain: str | None = None, kind: str | None = None) -> list[str]:
+    try:
+        rows = registry.available()
+    except Exception:  # a broken folder must not take the page down
+        log.exception("listing models failed")
+        return []
+    return sorted(
+        r["name"] for r in rows
+        if (domain is None or r["domain"] == domain) and (kind is None or r["kind"] == kind)
+    )
+
+
+def no_model_message(domain: str, kind: str) -> str:
+    return (
+        f"No {kind} model is available for the {domain!r} domain yet. The operator can add "
+        "checkpoints under assets/models/ or list folders in INFILL_MODEL_DIRS."
+    )
+
+
+def sampler_help(sampler: str) -> str:
+    spec = SAMPLERS.get(sampler)
+    if spec is None:
+        return ""
+    knobs = ", ".join(f"{p}: {PARAM_HELP.get(p, '')}" for p in spec.params)
+    needs = "a hybrid (self-speculative) model" if spec.family == "hybrid" else "an AS-ARM model"
+    return f"{spec.help} Needs {needs}." + (f" Parameters: {knobs}." if knobs else "")
+
+
+@dataclass
+class Form:
+    domain: str
+    model: str | None
+    text: str
+    sampler: str
+    k: float = 5
+    temperature: float = 1.0
+    seed: float = 0
+    steps: float = 32
+    dtau: float = 0.05
+    window: str = "cosine"
+    inner: float = 1
+
+
+def _as_int(name: str, v) -> int:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise BadParameterError(f"{name} must be a number.") from None
+    if f != f or f in (float("inf"), float("-inf")) or f != int(f):
+        raise BadParameterError(f"{name} must be a whole number, got {v!r}.")
+    return int(f)
+
+
+def _as_float(name: str, v) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise BadParameterError(f"{name} must be a number.") from None
+    if f != f:
+        raise BadParameterError(f"{name} must be a number.")
+    return f
+
+
+def prepare(form: Form) -> InfillRun:
+    """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
+    if form.domain not in DOMAINS:
+        raise BadParameterError(f"Unknown domain {form.domain!r}. Choose one of: {', '.join(DOMAINS)}.")
+    if form.sampler not in SAMPLERS:
+        raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
+    if not isinstance(form.text, str):
+        raise BadParameterError("The input must be text.")
+    kind = sampler_kind(form.sampler)
+    allowed = list_models(form.domain, kind)
+    if not allowed:
+        raise ModelNotFoundError(no_model_message(form.domain, kind))
+    model = form.model or allowed[0]
+    if model not in allowed:
+        all_models = list_models()
+        if model in all_models:
+            raise BadParameterError(
+                f"Model {model!r} does not fit: the {form.sampler} sampler on {form.domain!r} needs one of: "
+                f"{', '.join(allowed)}."
+            )
+        raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
+    k = _as_int("k", form.k)
+    seed = _as_int("seed", form.seed)
+    if not 0 <= seed < 2**63:
+        raise BadParameterError("seed must be between 0 and 2**63 - 1.")
+    return InfillRun(
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
+        temperature=_as_float("temperature", form.temperature), k=k,
+        steps=_as_int("steps", form.steps), dtau=_as_float("dtau", form.dtau),
+        window=str(form.window), inner=_as_int("inner", form.inner), allow_paths=False,
+    )
+
+
+def token_view(run: InfillRun) -> dict:
+    """What replay needs to draw the input without loading the model."""
+    codec = run.lm.codec
+    ms = set(run.mi.masked)
+    return {
+        "model": run.lm.name,
+        "token_texts": [MASK_PLACEHOLDER if i in ms else codec.token_text(t) for i, t in enumerate(run.mi.tokens)],
+        "masked": list(run.mi.masked),
+        "span_ranges": [list(r) for r in run.mi.span_ranges],
+    }
+
+
+def new_state(view: dict) -> TraceState:
+    return TraceState(list(view["token_texts"]), list(view["masked"]))
+
+
+def stored_params(run: InfillRun) -> dict:
+    return {**run.params, "model": run.lm.name}
+
+
+def create_session(kind: str, runs: list[InfillRun], text: str, domain: str) -> str:
+    models = sorted({r.lm.name for r in runs})
+    payload = {"version": 1, "kind": kind, "views": {r.lm.name: token_view(r) for r in runs}}
+    return store().create_session(domain, " | ".join(models), text, payload)
+
+
+# ----------------------------------------------------------------------------- streaming
+
+
+@dataclass
+class Live:
+    """One run in progress (or finished): its state, its trace, its result."""
+
+    run: InfillRun
+    view: dict
+    state: TraceState
+    share_id: str
+    steps: list[Step] = field(default_factory=list)
+    done: bool = False
+    result: object = None
+    run_id: int | None = None
+    error: str = ""
+
+
+def rounds(live: Live) -> Iterator[Live]:
+    """Advance `live` one round per iteration (the last round when the sampler ends); the store
+    records the run (ok, cancelled if the consumer stops early, failed on an error)."""
+    run = live.run
+    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed)
+    with rec_cm as rec:
+        cur_round = None
+        for step in rec.wrap(run.stream()):
+            if cur_round is not None and step.round != cur_round:
+                yield live  # the previous round is complete
+            cur_round = step.round
+            live.steps.append(step)
+            live.state.apply(step)
+        res = run.result()
+        live.result = res
+        rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
+                   wall_seconds=res.seconds)
+        live.done = True
+    live.run_id = rec.run_id
+    yield live
+
+
+def throttled(it: Iterator[Live]) -> Iterator[Live]:
+    """Pass through at most one update per min_interval(); the final update always passes."""
+    gap, last = min_interval(), 0.0
+    for live in it:
+        now = time.perf_counter()
+        if live.done or now - last >= gap:
+            last = now
+            yield live
+
+
+def start(form: Form, kind: str = "infill") -> Live:
+    run = prepare(form)
+    share_id = create_session(kind, [run], form.text, form.domain)
+    view = token_view(run)
+    return Live(run, view, new_state(view), share_id)
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+@dataclass
+class Replay:
+    session: SessionRecord
+    runs: list  # RunRecord, oldest first
+    views: dict
+
+    def view_for(self, run) -> dict:
+        m = run.params.get("model")
+        if m in self.views:
+            return self.views[m]
+        return next(iter(self.views.values()))
+
+    @property
+    def kind(self) -> str:
+        return self.session.spans.get("kind", "infill") if isinstance(self.session.spans, dict) else "infill"
+
+
+def load_session(share_id: str) -> Replay:
+    share_id = (share_id or "").strip()
+    if not share_id:
+        raise BadParameterError("Give a share id (the part after ?s= in a share link).")
+    sess = store().get_session(share_id)
+    if sess is None:
+        raise BadParameterError("No stored session has this share id; check the link.")
+    views = sess.spans.get("views") if isinstance(sess.spans, dict) else None
+    if not views:
+        raise BadParameterError("This session was stored without the data needed to replay it.")
+    return Replay(sess, sorted(sess.runs, key=lambda r: r.id), views)
+
+
+def readable(e: BaseException) -> str:
+    """A message for the page: InfillError / storage messages verbatim, never a stack trace."""
+    if isinstance(e, (InfillError, StorageInputError)):
+        return str(e)
+    log.exception("unexpected error", exc_info=e)
+    return f"Something went wrong on the server ({type(e).__name__}). The run was not completed."
+
+
+__all__ = ["DOMAINS", "EXAMPLES", "LIMITS", "Form", "Live", "Replay", "prepare", "start", "rounds",
+           "throttled", "load_session", "readable", "list_models", "sampler_help", "store"]

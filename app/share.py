@@ -1,0 +1,60 @@
+"""Share links (`?s=<share id>`) and the recent-sessions list."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from .render import esc
+
+QUERY_KEY = "s"
+
+
+def base_url(request) -> str:
+    """The page's address as the visitor's browser sees it (best effort from the headers)."""
+    if request is None:
+        return ""
+    try:
+        headers = {k.lower(): v for k, v in dict(request.headers).items()}
+    except Exception:
+        headers = {}
+    ref = headers.get("referer", "")
+    if ref:
+        parts = urlsplit(ref)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    host = headers.get("x-forwarded-host") or headers.get("host") or ""
+    if not host:
+        return ""
+    scheme = headers.get("x-forwarded-proto", "http")
+    return f"{scheme}://{host}/"
+
+
+def share_link(request, share_id: str) -> str:
+    if not share_id:
+        return ""
+    return f"{base_url(request)}?{QUERY_KEY}={share_id}"
+
+
+def share_id_from(request) -> str:
+    if request is None:
+        return ""
+    try:
+        return str(dict(request.query_params).get(QUERY_KEY, "") or "")
+    except Exception:
+        return ""
+
+
+def recent_html(summaries) -> str:
+    if not summaries:
+        return "<p>No stored sessions yet.</p>"
+    rows = []
+    for s in summaries:
+        preview = s.text_preview if len(s.text_preview) <= 80 else s.text_preview[:80] + "…"
+        rows.append(
+            f'<tr><td><a href="?{QUERY_KEY}={esc(s.share_id)}" target="_blank" rel="noopener">open</a></td>'
+            f"<td><code>{esc(s.share_id)}</code></td><td>{esc(s.domain)}</td><td>{esc(s.model)}</td>"
+            f"<td>{s.run_count}</td><td>{esc(s.created_at.strftime('%Y-%m-%d %H:%M'))}</td>"
+            f'<td style="font-family: monospace">{esc(preview)}</td></tr>'
+        )
+    head = "<tr><th></th><th>share id</th><th>domain</th><th>model</th><th>runs</th><th>created (UTC)</th><th>input</th></tr>"
+    return f'<table class="tv-recent">{head}{"".join(rows)}</table>'

@@ -1,0 +1,136 @@
+"""Real-browser checks: Debian's chromium driven headless by Playwright (no `playwright install`).
+
+Run with `make e2e` (pytest -m e2e). Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+SCRIPT = "<script>alert(1)</script>"
+INPUT = f"Once upon a time {SCRIPT} the [MASK:40] and then they all went home."
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright")
+    root = tmp_path_factory.mktemp("e2e")
+    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL")}
+    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
+    os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
+    from app import core
+    from app.testing import launch_for_tests, make_tiny_models
+    from engine import registry
+
+    saved_assets = registry.ASSETS
+    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    make_tiny_models(root / "models")
+    core._store = None
+    demo, url = launch_for_tests()
+    yield url
+    demo.close()
+    registry.ASSETS = saved_assets
+    core._store = None
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def browser(app_url):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def _new_page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    page.wait_for_selector("#infill-text textarea", timeout=30_000)
+    return page
+
+
+def _roles(page, root="#player"):
+    return page.eval_on_selector_all(f"{root} [data-role]", "els => els.map(e => e.dataset.role + ':' + e.textContent)")
+
+
+def test_run_assd_see_colours_then_share_link_replays(browser, app_url):
+    page = _new_page(browser, app_url)
+    page.fill("#infill-text textarea", INPUT)
+    page.fill("#seed input", "1")  # this seed rejects a draft on the tiny random model
+    page.keyboard.press("Tab")
+    t0 = time.perf_counter()
+    page.click("#run")
+    page.wait_for_selector('#player [data-role="accepted"]', state="attached", timeout=30_000)
+    first_step = time.perf_counter() - t0
+    page.wait_for_function("document.querySelector('#status').innerText.includes('Done')", timeout=60_000)
+    total = time.perf_counter() - t0
+    page.screenshot(path=str(ARTIFACTS / "step-player.png"), full_page=True)
+    roles = _roles(page)
+    assert any(r.startswith("accepted:") for r in roles)
+    assert any(r.startswith("rejected:") for r in roles), "expected at least one rejected draft"
+    assert any(r.startswith("resampled:") for r in roles)
+    # the script tag is shown as text, never executed
+    text = page.inner_text("#player")
+    assert SCRIPT in text.replace("\n", "")
+    assert page.dialogs == []
+    completed = page.input_value("#completed textarea")
+    assert completed.startswith("Once upon a time " + SCRIPT)
+    link = page.input_value("#share-link textarea, #share-link input")
+    assert "?s=" in link
+    (ARTIFACTS / "timings.txt").write_text(
+        f"first coloured step after Run: {first_step:.2f} s\ntotal run (40 masked, tiny model): {total:.2f} s\n")
+
+    other = _new_page(browser, link)
+    other.wait_for_function("document.querySelector('#status').innerText.includes('Restored')", timeout=30_000)
+    assert other.input_value("#infill-text textarea") == INPUT
+    assert other.input_value("#completed textarea") == completed
+    assert _roles(other) == roles
+    assert other.dialogs == []
+    other.screenshot(path=str(ARTIFACTS / "share-link.png"), full_page=True)
+    other.close()
+    page.close()
+
+
+def test_mask_selection_button(browser, app_url):
+    page = _new_page(browser, app_url)
+    page.fill("#infill-text textarea", "hello world")
+    page.eval_on_selector("#infill-text textarea", "el => { el.focus(); el.setSelectionRange(6, 11); }")
+    page.click("#mask-selection")
+    page.wait_for_function(
+        "document.querySelector('#infill-text textarea').value === 'hello [MASK:5]'", timeout=15_000)
+    page.close()
+
+
+def test_compare_view(browser, app_url):
+    page = _new_page(browser, app_url)
+    page.fill("#infill-text textarea", "The quick brown fox [MASK:30] over the lazy dog.")
+    page.get_by_role("tab", name="Compare").click()
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-b [data-role='sampled']", state="attached", timeout=60_000)
+    page.wait_for_function("document.body.innerText.includes('both runs stored')", timeout=60_000)
+    page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    assert _roles(page, "#compare-a") and _roles(page, "#compare-b")
+    page.close()

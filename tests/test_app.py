@@ -1,0 +1,214 @@
+"""The app through its public API: launched on a free local port against tiny random models and a
+temporary database, driven with gradio_client (as a visitor's browser would drive it)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+PREFIX, SUFFIX = "The cat <script>alert(1)</script> sat on ", " mat."
+INPUT = PREFIX + "[MASK:24]" + SUFFIX
+
+
+def _form(text=INPUT, sampler="assd", model="text-asarm", domain="text", k=4, temperature=1.0, seed=3):
+    return (domain, model, text, sampler, k, temperature, seed, 32, 0.05, "cosine", 1)
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("app")
+    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL", "INFILL_UI_MIN_INTERVAL")}
+    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
+    os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
+    os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
+    from app import core
+    from app.testing import launch_for_tests, make_tiny_models
+    from engine import registry
+
+    saved_assets = registry.ASSETS
+    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    make_tiny_models(root / "models")
+    core._store = None
+    demo, url = launch_for_tests()
+    yield url
+    demo.close()
+    registry.ASSETS = saved_assets
+    if core._store is not None:
+        core._store.close()
+        core._store = None
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture()
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def _val(x):
+    """A plain value, or the value inside a gr.update(...) dict."""
+    return x.get("value") if isinstance(x, dict) and x.get("__type__") == "update" else x
+
+
+def _run(client, *form):
+    job = client.submit(*form, api_name="/infill")
+    updates = list(job)
+    return updates, job.outputs()[-1]
+
+
+def test_infill_streams_rounds_and_ends_with_completed_text(client):
+    updates, final = _run(client, *_form())
+    status, counters, player, detail, completed, link, _ = final
+    assert len(updates) >= 3, "expected one streamed update per round"
+    assert "Done" in status
+    assert completed.startswith(PREFIX) and completed.endswith(SUFFIX)
+    assert len(completed) == len(PREFIX) + 24 + len(SUFFIX)  # char model: one character per token
+    assert "[MASK" not in completed
+    assert re.search(r"\?s=[A-Za-z0-9_-]{16,}$", link)
+    assert "calls" in counters and "tokens/call" in counters
+    assert "tv-accepted" in player and "tv-legend" in player
+    assert detail["headers"][4].startswith("accept prob")
+    # intermediate updates show drafts or partially decided text
+    assert any("tv-masked" in u[2] for u in updates[:-1] if isinstance(u[2], str))
+
+
+def test_user_text_is_escaped(client):
+    _, final = _run(client, *_form())
+    player = final[2]
+    assert "<script>" not in player and "&lt;" in player
+    assert final[4].startswith(PREFIX)  # the completed text keeps the input verbatim
+
+
+def test_share_link_restores_the_same_session_without_running(client):
+    _, final = _run(client, *_form(seed=11))
+    share_id = final[5].split("?s=")[-1]
+    r = client.predict(share_id, api_name="/load_share")
+    domain, model, text, sampler, k, temperature, seed = map(_val, r[:7])
+    assert (domain, model, text, sampler, int(k), int(seed)) == ("text", "text-asarm", INPUT, "assd", 4, 11)
+    assert "Restored" in r[11]
+    assert r[13] == final[2], "the replayed final view equals the live one"
+    assert r[15] == final[4]
+    # a second visitor running the same input and seed gets the same text (seeded, exact replay)
+    _, again = _run(client, *_form(seed=11))
+    assert again[4] == final[4]
+
+
+def test_scrub_walks_the_stored_steps(client):
+    _, final = _run(client, *_form(seed=5))
+    n = int(_val(final[6]))
+    assert n > 3
+    start_html, _, start_counts = client.predict(0, api_name="/scrub")
+    assert 'data-role="accepted"' not in start_html and 'data-role="masked"' in start_html
+    end_html, _, _ = client.predict(n, api_name="/scrub")
+    assert end_html == final[2]
+    assert f"step 0/{n}" in start_counts
+
+
+def test_compare_returns_both_sides_and_charts(client):
+    r = client.predict(*_form(text="abc [MASK:12] def"), "sequential", "text-asarm", api_name="/compare")
+    status, html_a, html_b, cnt_a, cnt_b, summary, fig1, fig2, link = r
+    assert "Done" in status
+    assert "A: assd" in html_a and "B: sequential" in html_b
+    rows = summary["data"]
+    assert [row[1] for row in rows] == ["assd", "sequential"]
+    assert rows[1][3] == "12" and rows[1][5] == "12/12"  # sequential: one call per token
+    assert float(rows[0][3]) <= 12  # ASSD: calls <= masked tokens
+    assert fig1 and fig2
+    sid = link.split("?s=")[-1]
+    restored = client.predict(sid, api_name="/load_share")
+    restored = [_val(x) for x in restored]
+    assert restored[20] and "A: assd" in restored[20] and "B: sequential" in restored[21]
+
+
+@pytest.mark.parametrize(
+    ("form", "needle"),
+    [
+        (_form(text="no mask here"), "Nothing is masked"),
+        (_form(text="   "), "empty"),
+        (_form(text="x" * 300 + "[MASK]"), "at most 128"),
+        (_form(text="[MASK:0] hi"), "at least 1 token"),
+        (_form(domain="protein", model="protein-asarm", text="MKV 123 [MASK:5]"), "cannot represent"),
+        (_form(k=0), "minimum value 1"),  # refused by the slider's own range check
+        (_form(temperature=0), "minimum value 0.05"),
+        (_form(seed=-1), "minimum value 0"),
+        (_form(k=2.5), "whole number"),
+        (_form(k=100), "maximum value 64"),
+        (_form(model="../../etc"), "No model named"),
+        (_form(model="protein-asarm"), "does not fit"),
+        (_form(sampler="nonsense"), "Unknown sampler"),
+        (_form(domain="code", model=""), "No asarm model is available"),
+    ],
+)
+def test_bad_inputs_come_back_as_messages(client, form, needle):
+    from gradio_client.exceptions import AppError
+
+    try:
+        r = client.predict(*form, api_name="/infill")
+    except AppError as e:  # Gradio's component validation: a message, shown as an error toast
+        assert needle in str(e) and "Traceback" not in str(e)
+        return
+    status, player = r[0], r[2]
+    assert needle in status and "⚠️" in status
+    assert "Traceback" not in status and "Traceback" not in player
+
+
+def test_bad_share_ids_come_back_as_messages(client):
+    for bad in ["", "nope", "A" * 22, "<script>alert(1)</script>"]:
+        r = client.predict(bad, api_name="/load_share")
+        assert "⚠️" in r[11], r[11]
+        assert "<script>" not in (r[13] or "")
+
+
+def test_mask_selection_and_token_toggle(client):
+    text, status = client.predict("hello world", 6, 11, "text-asarm", "text", api_name="/mask_selection")
+    assert text == "hello [MASK:5]"
+    text, status = client.predict("hello", 3, 3, "text-asarm", "text", api_name="/mask_selection")
+    assert text == "hello" and "Select" in status
+    toks, _ = client.predict("ab[MASK:2]c", "text-asarm", "text", api_name="/show_tokens")
+    assert _val(toks) == [2, 3]
+    text, _ = client.predict([0, 2, 3], api_name="/toggle_tokens")  # same client session: its token view
+    assert text == "[MASK:1]b[MASK:2]c"
+
+
+def test_statistics_and_recent_sessions(client):
+    _run(client, *_form(seed=1))
+    f1, f2, f3, table, csv_path = client.predict("all", "all", "all", api_name="/stats")
+    samplers = {row[1] for row in table["data"]}
+    assert "assd" in samplers
+    assert Path(_val(csv_path)).read_text().startswith("model,sampler,params,metric")
+    only = client.predict("text", "text-asarm", "assd", api_name="/stats")[3]["data"]
+    assert {row[1] for row in only} == {"assd"}
+    html = client.predict(api_name="/recent")
+    assert "?s=" in html and "<script>" not in html
+
+
+def test_render_fold_roles_and_escaping():
+    from app.render import fold, view_html
+    from engine.trace import Step, StepKind
+
+    texts = ["<b>", "\u2581", "\u2581", "\u2581"]
+    steps = [
+        Step(StepKind.DRAFT_PASS, 0, calls=1),
+        Step(StepKind.DRAFT, 0, [1, 2, 3], [5, 6, 7], ["x", "<i>", "z"], [0.5, 0.4, 0.3], [None] * 3, calls=1),
+        Step(StepKind.ACCEPT, 0, [1], [5], ["x"], [0.5], [0.5], calls=1, note="first draft"),
+        Step(StepKind.DENSITY_PASS, 0, calls=2),
+        Step(StepKind.REJECT, 0, [2], [6], ["<i>"], [0.4], [0.1], calls=2),
+        Step(StepKind.RESAMPLE, 0, [2], [8], ["y"], [None], [0.6], calls=2),
+    ]
+    st = fold(texts, [1, 2, 3], steps)
+    assert st.roles == ["context", "accepted", "resampled", "drafted"]
+    assert st.decided == 2 and st.calls == 2
+    reject_row = [r for r in st.detail if r[5] == "rejected"][0]
+    assert reject_row[4] == "0.2500"  # min(1, q/p) = 0.1/0.4
+    html = view_html(st)
+    assert "<b>" not in html and "&lt;b&gt;" in html and "&lt;i&gt;" in html and "tv-rej" in html
+    st.apply(Step(StepKind.DRAFT_PASS, 1, calls=3))
+    assert st.roles[3] == "masked"  # undecided drafts go back to masked in the next round
