@@ -24,7 +24,10 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
+# Browser tests: Playwright's Python driver with Debian's Chromium (never `playwright install`).
 e2e: $(STAMP)
+	$(BIN)/python -m pip install -q playwright==1.65.2
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || true
 	$(BIN)/python -m pytest -q -m e2e
 
 lint: $(STAMP)
@@ -47,10 +50,10 @@ SMALL := --hidden 192 --layers 3 --heads 4 --ffn 576 --seq-len 256 --batch 8
 models: $(STAMP)
 	$(TRAIN) --kind asarm  --domain text    --out assets/models/text-asarm     $(BIG) --minutes 50
 	$(TRAIN) --kind hybrid --domain text    --out assets/models/text-hybrid    $(BIG) --minutes 40
-	$(TRAIN) --kind judge  --domain text    --out assets/models/text-judge     $(SMALL) --minutes 12
+	$(TRAIN) --kind judge  --domain text    --out assets/models/text-judge     $(SMALL) --minutes 8
 	$(TRAIN) --kind asarm  --domain code    --out assets/models/code-asarm     $(BIG) --minutes 22
 	$(TRAIN) --kind hybrid --domain code    --out assets/models/code-hybrid    $(BIG) --minutes 22
-	$(TRAIN) --kind judge  --domain code    --out assets/models/code-judge     $(SMALL) --minutes 12
+	$(TRAIN) --kind judge  --domain code    --out assets/models/code-judge     $(SMALL) --minutes 7
 	$(TRAIN) --kind asarm  --domain protein --out assets/models/protein-asarm  $(BIG) --minutes 22
 	$(TRAIN) --kind hybrid --domain protein --out assets/models/protein-hybrid $(BIG) --minutes 22
-	$(TRAIN) --kind judge  --domain protein --out assets/models/protein-judge  $(SMALL) --minutes 12
+	$(TRAIN) --kind judge  --domain protein --out assets/models/protein-judge  $(SMALL) --minutes 5
