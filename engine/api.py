@@ -121,7 +121,7 @@ class InfillRun:
         temperature: float = 1.0,
         k: int = 5,
         cache: bool | None = None,
-        steps: int = 32,
+        steps: int | None = None,
         dtau: float = 0.05,
         window: str = "cosine",
         inner: int = 1,
@@ -134,6 +134,7 @@ class InfillRun:
         self.spec = spec = SAMPLERS[sampler]
         if not isinstance(seed, int) or seed < 0:
             raise BadParameterError("seed must be a non-negative integer.")
+        steps = spec.default_steps if steps is None else steps
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
         if window not in ("cosine", "linear"):

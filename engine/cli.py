@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache", default=None, action=argparse.BooleanOptionalAction, help="KV cache (AS-ARM)")
-    p.add_argument("--steps", type=int, default=32, help="MDM steps / diffusion drafter steps")
+    p.add_argument("--steps", type=int, default=None, help="MDM steps (32) / drafter steps per round (4)")
     p.add_argument("--dtau", type=float, default=0.05, help="self-spec cosine window width")
     p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
     p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")

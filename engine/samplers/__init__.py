@@ -22,6 +22,7 @@ class SamplerSpec:
     params: tuple[str, ...]
     help: str
     run: Callable[..., Iterator[Step]]
+    default_steps: int = 32  # T when the caller gives none
 
 
 def _ngram(ctx) -> Iterator[Step]:
@@ -79,7 +80,7 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     _self_spec),
         SamplerSpec("assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
                     "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
-                    "the AS-ARM verifies them. Exact.",
-                    assd_diffusion),
+                    "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
+                    assd_diffusion, default_steps=4),
     ]
 }
