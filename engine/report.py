@@ -14,7 +14,6 @@ static export fails the figure is written as self-contained HTML and the report 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 import torch
 
 from .bench import mean_se
+from .data import sha256_file
 from .trace import StepKind
 
 DOMAINS = ("text", "code", "protein")
@@ -119,14 +119,6 @@ def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return out + [""]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def log(msg: str) -> None:
