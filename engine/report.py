@@ -680,13 +680,10 @@ class Report:
         tokens = sum(len(asarm.lm.codec.encode(t["middle"])) for t in tasks)  # same selection as humaneval_pass1
         rows, res_by = [], {}
         for s in samplers:
-            if s == "assd-diffusion" and not _is_default(hybrid):
-                notes.append(f"assd-diffusion skipped: humaneval_pass1 drafts with the registry's code-hybrid, "
-                             f"which is not {hybrid.ref}.")
-                continue
             log(f"HumanEval: {s} on {len(tasks)} tasks")
             try:
-                r = humaneval_pass1(asarm.ref, lim, sampler=s)
+                r = humaneval_pass1(asarm.ref, lim, sampler=s,
+                                    draft_model=hybrid.ref if s == "assd-diffusion" else None)
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 notes.append(f"{ERROR_MARK}: {s} failed ({type(e).__name__}: {e}).")
@@ -895,15 +892,6 @@ def _entropy(tokens: list[int]) -> float:
 
     return unigram_entropy(tokens)
 
-
-def _is_default(m: ModelInfo) -> bool:
-    """Whether the registry resolves m's name to m's folder (samplers that pick a default model)."""
-    from .registry import resolve
-
-    try:
-        return resolve(m.name).resolve() == m.path.resolve()
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _rel(path: Path) -> str:
