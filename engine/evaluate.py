@@ -84,7 +84,8 @@ def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
         for _ in run.stream():
             pass
         texts += [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
-    return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(texts),
+    return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(inputs),
+            "spelling_spans": len(texts),
             "spelling_sampler": sampler}
 
 
