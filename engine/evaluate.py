@@ -207,7 +207,7 @@ def cli(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine eval")
     ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
-    ap.add_argument("--humaneval-limit", type=int, default=None, help="evaluate a seeded subset of tasks")
+    ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
