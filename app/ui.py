@@ -4,6 +4,7 @@ app.render (HTML), app.plots (figures) and app.share (links)."""
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 import tempfile
@@ -43,7 +44,7 @@ EXTRA_CSS = """
 
 def _status(msg: str, kind: str = "info") -> str:
     icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
-    return f"{icon}{esc(msg)}" if msg else ""
+    return f"{icon}{html.escape(msg, quote=False)}" if msg else ""
 
 
 def _table(rows: list[list]) -> dict:
