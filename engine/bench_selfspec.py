@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .api import InfillRun
-from .metrics import judge_nll, spelling_accuracy, train_words, unigram_entropy
+from .metrics import judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .registry import available, default_model, load
 from .workloads import masked_windows
 
@@ -27,11 +27,11 @@ SELF_SPEC = [(0.2, 1), (0.1, 1), (0.05, 1), (0.1, 2), (0.05, 2), (0.02, 2)]
 
 
 def _judge(domain: str):
-    """(name, fn(texts) -> mean NLL) when a judge model and a scorer exist, else None."""
+    """(name, fn(token sequences) -> mean NLL per token) when the domain has a judge, else None."""
     judges = [r["name"] for r in available() if r["kind"] == "judge" and r["domain"] == domain]
     if not judges:
         return None
-    return judges[0], lambda texts: judge_nll(texts, model=judges[0])
+    return judges[0], lambda seqs: judge_nll_tokens(seqs, model=judges[0])
 
 
 def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, seed: int = 0,
@@ -46,7 +46,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     judge = _judge(lm.domain)
     rows = []
     for sampler, setting, kw in settings:
-        calls, texts, ents, toks = [], [], [], 0
+        calls, texts, seqs, ents, toks = [], [], [], [], 0
         for i, mi in enumerate(inputs):
             run = InfillRun(masked_input=mi, model=model, sampler=sampler, seed=seed + i, **kw)
             for _ in run.stream():
@@ -54,6 +54,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
             res = run.result(with_log_prob=False)
             calls.append(res.calls)
             texts.append(" ".join(s.text for s in res.spans))
+            seqs.append(res.tokens)  # the whole completed window, as section 1 of the report scores it
             gen = [res.tokens[p] for p in mi.masked]
             toks += len(gen)
             ents.append(unigram_entropy(gen))
@@ -62,7 +63,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
         if vocab is not None:
             rows.append({**row, "quality": spelling_accuracy(texts, vocab), "quality_metric": "spelling_accuracy"})
         if judge is not None:
-            rows.append({**row, "quality": judge[1](texts), "quality_metric": f"judge_nll:{judge[0]}"})
+            rows.append({**row, "quality": judge[1](seqs), "quality_metric": f"judge_nll:{judge[0]}"})
         if vocab is None and judge is None:
             rows.append({**row, "quality": row["entropy"], "quality_metric": "entropy"})
         if progress:
