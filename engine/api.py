@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import BadParameterError, IncompatibleModelsError
-from .masking import DEFAULT_SPAN, MaskedInput, Span, from_char_ranges, parse_masked_text
+from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
@@ -222,8 +222,5 @@ def score(
     if text is None or not ranges:
         raise BadParameterError("score needs a completed text and the character ranges that were filled.")
     lm = load(model or default_model(domain, "asarm"))
-    mi = from_char_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
-    tokens = list(mi.tokens)
-    for (a, b), (ta, tb) in zip(sorted(ranges), mi.span_ranges):
-        tokens[ta:tb] = lm.codec.encode(text[a:b])
+    mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
     return joint_log_prob(lm, mi, tokens)

@@ -140,6 +140,18 @@ def from_char_ranges(
     return _build(codec, parts, max_tokens, source=source)
 
 
+def completed_from_ranges(
+    text: str, ranges: list[tuple[int, int]], codec: Codec, *, max_tokens: int
+) -> tuple[MaskedInput, list[int]]:
+    """A completed text with the character ranges that were filled: the MaskedInput and the full
+    token ids with each span re-tokenized (what `score` evaluates)."""
+    mi = from_char_ranges(text, ranges, codec, max_tokens=max_tokens)
+    tokens = list(mi.tokens)
+    for (a, b), (ta, tb) in zip(sorted(ranges), mi.span_ranges):
+        tokens[ta:tb] = codec.encode(text[a:b])
+    return mi, tokens
+
+
 def from_token_positions(
     tokens: list[int], positions: list[int], codec: Codec, *, max_tokens: int
 ) -> MaskedInput:

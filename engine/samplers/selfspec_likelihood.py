@@ -24,7 +24,7 @@ import numpy as np
 
 from ..acceptance import tempered_probs
 from ..errors import BadParameterError
-from ..masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
+from ..masking import DEFAULT_SPAN, MaskedInput, completed_from_ranges, parse_masked_text
 from ..trace import DECIDING_KINDS
 from .mdm import causal_pass, model_ids, nc_pass
 from .selfspec import window_size
@@ -144,10 +144,7 @@ def score_self_spec(
         if text is None or not ranges:
             raise BadParameterError("score needs a completed text and the character ranges that were filled.")
         lm = load(model or default_model(domain, "hybrid"))
-        mi = from_char_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
-        tokens = list(mi.tokens)
-        for (a, b), (ta, tb) in zip(sorted(ranges), mi.span_ranges):
-            tokens[ta:tb] = lm.codec.encode(text[a:b])
+        mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
     if lm.kind != "hybrid":
         raise BadParameterError(f"{lm.name} is a {lm.kind} model; the self-spec likelihood needs a hybrid.")
     kw = {
