@@ -87,6 +87,10 @@ def make_plan(a: argparse.Namespace) -> Plan:
     if a.samplers:
         chosen = [s.strip() for s in a.samplers.split(",") if s.strip()]
         plan.samplers = ["sequential"] + [s for s in EXACT if s in chosen and s != "sequential"]
+    if getattr(a, "scaling_samples", None):
+        plan.scaling_samples = a.scaling_samples
+    if getattr(a, "ss_samples", None):
+        plan.ss_samples = a.ss_samples
     if a.humaneval_limit is not None:
         plan.humaneval_limit = a.humaneval_limit or None  # 0: every task
     return plan
@@ -252,12 +256,13 @@ def acceptance_events(trace) -> tuple[list[tuple[int, bool, float]], int]:
     return events, untested
 
 
-def run_one(mi, model: ModelInfo, sampler: str, seed: int, k: int, draft: ModelInfo | None = None,
+def run_one(mi, model: ModelInfo | str, sampler: str, seed: int, k: int, draft: ModelInfo | str | None = None,
             **kw) -> Record:
     from .api import InfillRun
 
-    run = InfillRun(masked_input=mi, model=model.ref, sampler=sampler, seed=seed, k=k,
-                    draft_model=draft.ref if draft is not None else None, **kw)
+    ref = model if isinstance(model, str) else model.ref
+    draft_ref = draft if draft is None or isinstance(draft, str) else draft.ref
+    run = InfillRun(masked_input=mi, model=ref, sampler=sampler, seed=seed, k=k, draft_model=draft_ref, **kw)
     for _ in run.stream():
         pass
     res = run.result(with_log_prob=False)
@@ -276,37 +281,65 @@ class Arm:
     kwargs: dict = field(default_factory=dict)
     draft: ModelInfo | None = None
 
+    def job(self) -> tuple:
+        """What a worker process needs to run this arm (folders, not loaded models)."""
+        return (self.label, self.sampler, self.model.name, self.model.ref,
+                self.draft.ref if self.draft is not None else None, self.kwargs)
+
+
+WORKERS = 1  # processes that measure inputs in parallel (--workers); each runs one torch thread
+_warmed: set[tuple[str, str]] = set()  # (arm, model folder) this process has already run once
+
+
+def _measure_input(i: int, inputs: dict[str, object], jobs: list[tuple], seed: int, k: int,
+                   warmup: bool) -> list[tuple[str, Record | str]]:
+    """Every arm on input i (one worker's share of `measure`): (label, record or error message)."""
+    out: list[tuple[str, Record | str]] = []
+    for label, sampler, model_name, ref, draft_ref, kw in jobs:
+        mi = inputs[model_name]
+        try:
+            if warmup and (label, ref) not in _warmed:  # first-call costs stay out of the timed run
+                run_one(mi, ref, sampler, seed + i, k, draft_ref, **kw)
+            _warmed.add((label, ref))
+            out.append((label, run_one(mi, ref, sampler, seed + i, k, draft_ref, **kw)))
+        except Exception as e:  # noqa: BLE001 - reported as a note, the other arms go on
+            out.append((label, f"{type(e).__name__}: {e}"))
+    return out
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
 
 def measure(inputs_by_model: dict[str, list], arms: list[Arm], seed: int, k: int, notes: list[str],
             warmup: bool = True) -> dict[str, list[Record]]:
     """Every arm on every input, interleaved; input i uses seed + i for every arm. An arm that
-    raises is dropped with a note (the others go on)."""
-    out: dict[str, list[Record]] = {a.label: [] for a in arms}
-    live = list(arms)
-    if warmup:  # first-call costs (allocator, kernels) would otherwise land on the first arm
-        for a in list(live):
-            inputs = inputs_by_model[a.model.name]
-            if inputs:
-                try:
-                    run_one(inputs[0], a.model, a.sampler, seed, k, a.draft, **a.kwargs)
-                except Exception as e:  # noqa: BLE001
-                    notes.append(f"{ERROR_MARK}: {a.label} on {a.model.name} failed ({type(e).__name__}: {e}); "
-                                 "left out.")
-                    live.remove(a)
-                    out.pop(a.label)
+    raises is dropped with a note (the others go on). With WORKERS > 1 the inputs are shared
+    among processes; every arm of one input still runs in the same process, one after another,
+    so per-input wall ratios compare runs made under the same load."""
     n = max((len(v) for v in inputs_by_model.values()), default=0)
+    work = []
     for i in range(n):
-        for a in list(live):
-            inputs = inputs_by_model[a.model.name]
-            if i >= len(inputs):
-                continue
-            try:
-                out[a.label].append(run_one(inputs[i], a.model, a.sampler, seed + i, k, a.draft, **a.kwargs))
-            except Exception as e:  # noqa: BLE001
-                notes.append(f"{ERROR_MARK}: {a.label} on {a.model.name} failed on input {i} "
-                             f"({type(e).__name__}: {e}); left out.")
-                live.remove(a)
-                out.pop(a.label)
+        row = {name: v[i] for name, v in inputs_by_model.items() if i < len(v)}
+        work.append((i, row, [a.job() for a in arms if a.model.name in row], seed, k, warmup))
+    if WORKERS > 1 and n > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(WORKERS, mp_context=mp.get_context("spawn"), initializer=_worker_init) as ex:
+            results = list(ex.map(_measure_input, *zip(*work, strict=True)))
+    else:
+        results = [_measure_input(*w) for w in work]
+    out: dict[str, list[Record]] = {a.label: [] for a in arms}
+    for i, res in enumerate(results):
+        for label, rec in res:
+            if label not in out:
+                continue  # failed on an earlier input
+            if isinstance(rec, str):
+                notes.append(f"{ERROR_MARK}: {label} failed on input {i} ({rec}); left out.")
+                out.pop(label)
+            else:
+                out[label].append(rec)
     return out
 
 
@@ -976,7 +1009,11 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=None,
                     help=f"exact samplers to measure (sequential always runs; default all: {','.join(EXACT)})")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (of the main process)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes measuring inputs in parallel in sections 1 and 5 (one torch thread each)")
+    ap.add_argument("--scaling-samples", type=int, default=None, help="inputs per point in section 5")
+    ap.add_argument("--ss-samples", type=int, default=None, help="inputs for section 3 (self-spec vs MDM)")
     ap.add_argument("--models-dir", default=None,
                     help="take <domain>-<kind> models from this folder only (default: the registry)")
     a = ap.parse_args(argv)
@@ -988,9 +1025,12 @@ def cli(argv: list[str]) -> int:
     if bad:
         ap.error(f"unknown sampler(s) {bad}; choose from {EXACT}")
     torch.set_num_threads(a.threads)
+    global WORKERS
+    WORKERS = max(1, a.workers)
     started = time.time()
     DATE = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    MACHINE_SHORT = f"{os.cpu_count()} cores {cpu_model()}, torch threads {torch.get_num_threads()}"
+    MACHINE_SHORT = f"{os.cpu_count()} cores {cpu_model()}, torch threads {torch.get_num_threads()}" + (
+        f", {WORKERS} worker processes of 1 thread each in sections 1 and 5" if WORKERS > 1 else "")
     plan = make_plan(a)
     command = "python -m engine report" + ("" if not argv else " " + shlex.join(argv))
     out_path = Path(a.out)
