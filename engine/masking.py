@@ -164,24 +164,23 @@ def from_token_positions(
         raise NoMaskError("No token is masked: click tokens to mask them.")
     if pos_set[0] < 0 or pos_set[-1] >= len(tokens):
         raise BadSpanLengthError("A masked token position lies outside the text.")
-    parts: list[str | int] = []
-    run: list[int] = []
+    _check_length(len(tokens), max_tokens)
+    # The ids are kept exactly as given: decoding a run and encoding it again may tokenize it
+    # differently (and change its length), so only the literal pieces are decoded.
+    pieces: list[str] = [""]
+    ranges: list[tuple[int, int]] = []
     i = 0
     while i < len(tokens):
-        if i in lookup:
-            if run:
-                parts.append(codec.decode(run))
-                run = []
-            j = i
-            while j < len(tokens) and j in lookup:
-                j += 1
-            parts.append(j - i)
-            i = j
+        j = i
+        masked_run = i in lookup
+        while j < len(tokens) and (j in lookup) == masked_run:
+            j += 1
+        if masked_run:
+            ranges.append((i, j))
+            pieces.append("")
         else:
-            run.append(tokens[i])
-            i += 1
-    if run:
-        parts.append(codec.decode(run))
-    mi = _build(codec, parts, max_tokens, source="")
-    mi.source = "".join(p if isinstance(p, str) else f"[MASK:{p}]" for p in parts)
-    return mi
+            pieces[-1] += codec.decode(tokens[i:j])
+        i = j
+    source = pieces[0] + "".join(f"[MASK:{b - a}]{piece}" for (a, b), piece in zip(ranges, pieces[1:]))
+    ids = [codec.mask_id if i in lookup else t for i, t in enumerate(tokens)]
+    return MaskedInput(ids, pos_set, pieces, ranges, codec.mask_id, source=source)

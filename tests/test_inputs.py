@@ -99,3 +99,20 @@ def test_result_and_score_agree(tiny_asarm):
     for key in ("text", "spans", "masked_tokens", "calls", "rounds", "seconds", "log_prob", "sampler", "model",
                 "seed", "steps"):
         assert key in j
+
+
+def test_token_positions_keep_the_given_ids_exactly():
+    """Ids that would merge if their text were encoded again (t + h + e -> 'the') stay as given, so a
+    window of n tokens stays n tokens long."""
+    from engine.train import TOKENIZERS
+
+    codec = Codec.load(TOKENIZERS / "text")
+    ids = codec.encode("t") + codec.encode("h") + codec.encode("e") + codec.encode(" cat sat")
+    assert len(codec.encode("the cat sat")) < len(ids)  # re-encoding would shorten the window
+    mi = from_token_positions(ids, [3], codec, max_tokens=len(ids))
+    assert len(mi.tokens) == len(ids)
+    assert [t for i, t in enumerate(mi.tokens) if i != 3] == [t for i, t in enumerate(ids) if i != 3]
+    assert mi.masked == [3] and mi.span_ranges == [(3, 4)]
+    text, spans = mi.fill(codec, {3: ids[3]})
+    assert text == "the cat sat" and spans[0].text == codec.decode([ids[3]])
+    assert mi.source == "the[MASK:1]" + codec.decode(ids[4:])
