@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from engine import registry
 from engine.api import LIMITS, InfillRun
-from engine.errors import BadParameterError, InfillError, ModelNotFoundError
+from engine.errors import BadParameterError, InfillError, InputTooLongError, ModelNotFoundError
 from engine.samplers import SAMPLERS
 from engine.trace import Step
 from storage import SessionRecord, StorageInputError, Store, open_store
@@ -23,6 +23,8 @@ from .render import TraceState
 log = logging.getLogger("app")
 
 DOMAINS = ["text", "code", "protein"]
+#: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
+MAX_INPUT_CHARS = 20_000
 MASK_PLACEHOLDER = "\u2581"
 
 EXAMPLES: dict[str, list[str]] = {
@@ -147,14 +149,24 @@ def _as_float(name: str, v) -> float:
     return f
 
 
+def check_text(text: object) -> str:
+    """The input box's value, refused before any work when it is not text or far too long."""
+    if not isinstance(text, str):
+        raise BadParameterError("The input must be text.")
+    if len(text) > MAX_INPUT_CHARS:
+        raise InputTooLongError(
+            f"The input is {len(text):,} characters long; the studio takes at most {MAX_INPUT_CHARS:,}."
+        )
+    return text
+
+
 def prepare(form: Form) -> InfillRun:
     """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
     if form.domain not in DOMAINS:
         raise BadParameterError(f"Unknown domain {form.domain!r}. Choose one of: {', '.join(DOMAINS)}.")
     if form.sampler not in SAMPLERS:
         raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
-    if not isinstance(form.text, str):
-        raise BadParameterError("The input must be text.")
+    check_text(form.text)
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
     if not allowed:

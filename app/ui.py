@@ -4,7 +4,9 @@ app.render (HTML), app.plots (figures) and app.share (links)."""
 
 from __future__ import annotations
 
+import functools
 import html
+import inspect
 import logging
 import os
 import tempfile
@@ -40,6 +42,36 @@ EXTRA_CSS = """
 #token-toggle label {padding: 1px 4px !important; font-family: ui-monospace, monospace; min-width: 0 !important;}
 .tv-recent td, .tv-recent th {padding: 2px 8px; text-align: left;}
 """
+
+
+def _warn(msg: str) -> None:
+    """A toast with the message as text (Gradio renders toast messages as HTML)."""
+    gr.Warning(html.escape(msg, quote=False))
+
+
+def guarded(fn):
+    """A handler whose every failure reaches the visitor as a readable message (gr.Error), never a
+    bare "Error" or a stack trace."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise gr.Error(html.escape(readable(e), quote=False)) from None
+        return gen
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(html.escape(readable(e), quote=False)) from None
+    return plain
 
 
 def _status(msg: str, kind: str = "info") -> str:
@@ -102,6 +134,10 @@ def mask_selection(text, a, b, model, domain):
     """Replace the selected characters with [MASK:n], n = their length in the model's tokens."""
     text = text or ""
     try:
+        core.check_text(text)
+    except InfillError as e:
+        return text, _status(str(e), "error")
+    try:
         a, b = int(a or 0), int(b or 0)
     except (TypeError, ValueError):
         a = b = 0
@@ -123,6 +159,7 @@ def _tok_label(s: str) -> str:
 def show_tokens(text, model, domain):
     """The clickable token view: one checkbox per token, checked = masked."""
     try:
+        core.check_text(text or "")
         lm = _codec_for(model, domain)
         mi = parse_masked_text(text or "", lm.codec, max_tokens=lm.max_tokens,
                                default_span=DEFAULT_SPAN.get(lm.domain, 8)) if "[MASK" in (text or "") else None
@@ -143,6 +180,7 @@ def show_tokens(text, model, domain):
             _status("Click tokens to mask or unmask them; the input box follows.", "info"))
 
 
+@guarded
 def toggle_tokens(selected, tok_state):
     """Rebuild the input text from the token view's checked (masked) positions."""
     if not tok_state:
@@ -187,7 +225,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner))
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
-        gr.Warning(msg)
+        _warn(msg)
         yield (_status(msg, "error"), "", view_html(None, message=msg), _empty_table(DETAIL_HEADERS),
                "", "", blank, None)
         return
@@ -200,7 +238,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
                    "", link, blank, None)
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
-        gr.Warning(msg)
+        _warn(msg)
         yield (*_player(live, _status(msg, "error")), "", link, blank, None)
         return
     res = live.result
@@ -211,6 +249,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
            gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace)
 
 
+@guarded
 def scrub(i, trace):
     """Render the stored trace after its first i steps."""
     if not trace:
@@ -221,6 +260,7 @@ def scrub(i, trace):
     return view_html(st, trace.get("title", "")), _table(st.detail), counters_md(st, f"step {i}/{len(steps)}")
 
 
+@guarded
 def replay(trace):
     """Animate a stored trace round by round (no model involved)."""
     if not trace:
@@ -271,7 +311,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
             lives.append(Live(run, view, core.new_state(view), sid))
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
-        gr.Warning(msg)
+        _warn(msg)
         empty = view_html(None, message=msg)
         yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "")
         return
@@ -297,7 +337,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
                 pass
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
-        gr.Warning(msg)
+        _warn(msg)
         yield (_status(msg, "error"), blank, blank, blank, blank, blank, blank, blank, link)
         return
     f1, f2 = plots.compare_figures([(f"A: {a.run.spec.name}", a.steps), (f"B: {b.run.spec.name}", b.steps)])
@@ -320,6 +360,7 @@ def _opt(v):
     return None if v in (None, "", "all") else v
 
 
+@guarded
 def stats(domain, model, sampler):
     groups = core.store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
     f1, f2, f3 = plots.stats_figures(groups)
@@ -339,6 +380,7 @@ def stats(domain, model, sampler):
     return f1, f2, f3, table, gr.update(value=path, visible=True)
 
 
+@guarded
 def stats_filters():
     ms = sorted(set(core.list_models()) | {s.model for s in core.store().list_sessions(200)})
     return gr.update(choices=["all", *ms]), gr.update(choices=["all", *SAMPLERS])
@@ -421,7 +463,7 @@ def build() -> gr.Blocks:
                                   label="Sampler", scale=1, allow_custom_value=True)
             example = gr.Dropdown(EXAMPLES[first_domain], label="Examples", scale=2)
         text = gr.Textbox(EXAMPLES[first_domain][0], lines=4, label="Input: [MASK] or [MASK:n] marks a span of n tokens",
-                          elem_id="infill-text", max_length=20000)
+                          elem_id="infill-text", max_length=core.MAX_INPUT_CHARS)
         with gr.Row():
             mask_btn = gr.Button("Mask selection", size="sm", elem_id="mask-selection")
             tok_btn = gr.Button("Show tokens (click to mask)", size="sm", elem_id="show-tokens")
@@ -559,7 +601,7 @@ def build() -> gr.Blocks:
                 v = _restore_values(share_id, request)
             except Exception as e:  # noqa: BLE001
                 msg = readable(e)
-                gr.Warning(msg)
+                _warn(msg)
                 return {status: _status(msg, "error"),
                         player: view_html(None, message=msg)}
             kind = core.sampler_kind(v["sampler"])

@@ -103,6 +103,8 @@ def parse_masked_text(
     for m in MASK_RE.finditer(text):
         if m.start() > pos:
             parts.append(text[pos : m.start()])
+        if m.group(1) is not None and len(m.group(1).lstrip("-")) > 9:  # int() of thousands of digits fails
+            raise BadSpanLengthError(f"[MASK:{m.group(1)[:12]}…]: a span cannot be longer than the model's {max_tokens} tokens.")
         n = default_span if m.group(1) is None else int(m.group(1))
         if n <= 0:
             raise BadSpanLengthError(f"{m.group(0)}: a masked span must be at least 1 token long.")

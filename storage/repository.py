@@ -199,7 +199,8 @@ def _json_text(name: str, value: object, limit: int) -> str:
 
 
 def _finite_or_none(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
+    """NaN and infinities are stored as NULL, so every export stays valid JSON."""
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def _step_row(seq: int, s: Step) -> dict[str, Any]:
@@ -348,9 +349,10 @@ class Store:
             )
 
     def list_sessions(
-        self, limit: int = 50, domain: str | None = None, offset: int = 0
+        self, limit: int = 50, domain: str | None = None, offset: int = 0,
+        share_ids: Sequence[object] | None = None,
     ) -> list[SessionSummary]:
-        """Newest first."""
+        """Newest first; only the given share ids when `share_ids` is not None (invalid ones are ignored)."""
         limit = max(0, min(int(limit), 1000))
         counts = (
             select(RunRow.session_id, func.count(RunRow.id).label("n"))
@@ -373,6 +375,11 @@ class Store:
         )
         if domain is not None:
             q = q.where(SessionRow.domain == domain)
+        if share_ids is not None:
+            wanted = [i for i in share_ids if is_valid_share_id(i)][:1000]
+            if not wanted:
+                return []
+            q = q.where(SessionRow.share_id.in_(wanted))
         with db.read_session(self.engine) as s:
             return [SessionSummary(*row) for row in s.execute(q).all()]
 
@@ -459,7 +466,7 @@ class Store:
                 calls=float(counts["calls"]),
                 rounds=int(counts["rounds"]),
                 masked_tokens=int(masked_tokens),
-                wall_seconds=float(wall_seconds),
+                wall_seconds=_finite_or_none(wall_seconds) or 0.0,
                 accepted=int(counts["accepted"]),
                 rejected=int(counts["rejected"]),
                 resampled=int(counts["resampled"]),

@@ -144,6 +144,8 @@ def test_compare_returns_both_sides_and_charts(client):
         (_form(model="../../etc"), "No model named"),
         (_form(model="protein-asarm"), "does not fit"),
         (_form(sampler="nonsense"), "Unknown sampler"),
+        (_form(text="a" * 20_001 + "[MASK:2]"), "at most 20,000"),
+        (_form(text="a [MASK:" + "9" * 5000 + "] b"), "span cannot be longer"),
         (_form(domain="code", model=""), "No asarm model is available"),
     ],
 )
@@ -172,6 +174,8 @@ def test_mask_selection_and_token_toggle(client):
     assert text == "hello [MASK:5]"
     text, status = client.predict("hello", 3, 3, "text-asarm", "text", api_name="/mask_selection")
     assert text == "hello" and "Select" in status
+    text, status = client.predict("x" * 30_000, 0, 5, "text-asarm", "text", api_name="/mask_selection")
+    assert len(text) == 30_000 and "at most 20,000" in status  # refused before tokenizing, text kept
     toks, _ = client.predict("ab[MASK:2]c", "text-asarm", "text", api_name="/show_tokens")
     assert _val(toks) == [2, 3]
     text, _ = client.predict([0, 2, 3], api_name="/toggle_tokens")  # same client session: its token view

@@ -265,6 +265,14 @@ def test_exports_parse_back(store: Store) -> None:
     )
 
 
+def test_infinite_numbers_keep_exports_valid_json(store: Store) -> None:
+    sid = new_session(store)
+    run_id = store.record_run(sid, "assd", {}, 1, assd_trace(3), logprob=float("-inf"), wall_seconds=float("inf"))
+    run = store.get_run(run_id)
+    assert run.logprob is None and run.wall_seconds == 0.0
+    json.loads(storage.run_to_json(run), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+
+
 def test_list_and_delete(store: Store) -> None:
     a = new_session(store, domain="text")
     b = new_session(store, domain="code")
@@ -273,6 +281,9 @@ def test_list_and_delete(store: Store) -> None:
     assert [s.share_id for s in listed] == [b, a]
     assert [s.run_count for s in listed] == [1, 0]
     assert [s.share_id for s in store.list_sessions(10, domain="code")] == [b]
+    # a visitor's own history: only the ids asked for; malformed ones are ignored, not queried
+    assert [s.share_id for s in store.list_sessions(10, share_ids=[a, "'; DROP TABLE sessions; --"])] == [a]
+    assert store.list_sessions(10, share_ids=[]) == []
     assert store.delete_session(b) is True
     assert store.delete_session(b) is False
     assert store.get_session(b) is None
