@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from .render import esc
 
@@ -44,9 +44,17 @@ def share_id_from(request) -> str:
         return ""
 
 
+def share_id_from_link(link: object) -> str:
+    """The share id inside a share link ('' when there is none)."""
+    if not isinstance(link, str) or "?" not in link:
+        return ""
+    return (parse_qs(urlsplit(link).query).get(QUERY_KEY) or [""])[0]
+
+
 def recent_html(summaries) -> str:
     if not summaries:
-        return "<p>No stored sessions yet.</p>"
+        return ("<p>No sessions in this browser yet. Runs you make and share links you open are listed here; "
+                "the list lives in this browser only, so others see a session only through its link.</p>")
     rows = []
     for s in summaries:
         preview = s.text_preview if len(s.text_preview) <= 80 else s.text_preview[:80] + "…"

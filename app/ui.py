@@ -389,8 +389,27 @@ def stats_filters():
 # ----------------------------------------------------------------------------- share / restore
 
 
-def recent():
-    return share.recent_html(core.store().list_sessions(20))
+HISTORY_MAX = 50  # share ids a browser remembers
+
+
+def _own_ids(ids) -> list[str]:
+    return [i for i in (ids if isinstance(ids, list) else []) if isinstance(i, str)][:HISTORY_MAX]
+
+
+@guarded
+def recent(ids):
+    """The sessions this browser ran or opened (ids kept in its localStorage), newest first. The store
+    is never listed wholesale: a share id is the only key to a session."""
+    return share.recent_html(core.store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
+
+
+def remember(link, ids):
+    """Add the session behind `link` to this browser's history and redraw the list."""
+    ids = _own_ids(ids)
+    sid = share.share_id_from_link(link)
+    if sid and sid not in ids:
+        ids = [sid, *ids][:HISTORY_MAX]
+    return ids, recent(ids)
 
 
 def _restore_values(share_id: str, request=None):
@@ -547,6 +566,7 @@ def build() -> gr.Blocks:
                     open_btn = gr.Button("Open", scale=1)
                     recent_btn = gr.Button("Refresh list", scale=1)
                 recent_html = gr.HTML("")
+        history = gr.BrowserState([], storage_key="infill-studio-history")
 
         # ---- editor events
         domain.change(on_domain, [domain, sampler, model], [model, example, status], api_visibility="private")
@@ -570,6 +590,7 @@ def build() -> gr.Blocks:
             run_infill, form_inputs, [status, counters, player, detail, completed, link, scrub_sl, trace_state],
             api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
         )
+        run_evt.then(remember, [link, history], [history, recent_html], api_visibility="private")
         stop_btn.click(lambda: _status("Stopped. The partial run is stored as cancelled."), None, [status],
                        cancels=[run_evt], api_name="stop", queue=False)
         scrub_sl.input(scrub, [scrub_sl, trace_state], [player, detail, counters], api_name="scrub",
@@ -581,6 +602,7 @@ def build() -> gr.Blocks:
             [cmp_status, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link],
             api_name="compare", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
         )
+        cmp_evt.then(remember, [cmp_link, history], [history, recent_html], api_visibility="private")
         cmp_stop.click(lambda: _status("Stopped."), None, [cmp_status], cancels=[cmp_evt], queue=False,
                        api_visibility="private")
 
@@ -589,7 +611,7 @@ def build() -> gr.Blocks:
         stats_btn.click(stats, [f_domain, f_model, f_sampler], stats_outputs, api_name="stats")
         for f in (f_domain, f_model, f_sampler):
             f.input(stats, [f_domain, f_model, f_sampler], stats_outputs, api_visibility="private")
-        recent_btn.click(recent, None, [recent_html], api_name="recent")
+        recent_btn.click(recent, [history], [recent_html], api_name="recent")
 
         restore_outputs = [domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
                            status, counters, player, detail, completed, link, scrub_sl, trace_state, tabs,
@@ -626,7 +648,7 @@ def build() -> gr.Blocks:
 
         def on_load(request: gr.Request):
             sid = share.share_id_from(request)
-            base = {recent_html: recent()}
+            base = {}
             d_upd, _, msg = on_domain(first_domain, sampler.value, None)
             if not sid:
                 base.update({model: d_upd, model_b: models_for(first_domain, sampler_b.value, None)[0],
@@ -638,8 +660,10 @@ def build() -> gr.Blocks:
             base.update(r)
             return base
 
-        open_btn.click(restore, [open_id], restore_outputs, api_name="load_share")
-        demo.load(on_load, None, [*restore_outputs, recent_html], api_visibility="private")
+        open_btn.click(restore, [open_id], restore_outputs, api_name="load_share").then(
+            remember, [link, history], [history, recent_html], api_visibility="private")
+        demo.load(on_load, None, restore_outputs, api_visibility="private").then(
+            remember, [link, history], [history, recent_html], api_visibility="private")
         demo.load(stats_filters, None, [f_model, f_sampler], api_visibility="private")
     return demo
 

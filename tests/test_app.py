@@ -183,15 +183,17 @@ def test_mask_selection_and_token_toggle(client):
 
 
 def test_statistics_and_recent_sessions(client):
-    _run(client, *_form(seed=1))
+    _, final = _run(client, *_form(seed=1))
+    sid = final[5].split("?s=")[-1]
     f1, f2, f3, table, csv_path = client.predict("all", "all", "all", api_name="/stats")
     samplers = {row[1] for row in table["data"]}
     assert "assd" in samplers
     assert Path(_val(csv_path)).read_text().startswith("model,sampler,params,metric")
     only = client.predict("text", "text-asarm", "assd", api_name="/stats")[3]["data"]
     assert {row[1] for row in only} == {"assd"}
-    html = client.predict(api_name="/recent")
-    assert "?s=" in html and "<script>" not in html
+    html = client.predict([sid, "<script>alert(1)</script>"], api_name="/recent")  # this browser's history
+    assert f"?s={sid}" in html and html.count("?s=") == 1 and "<script>" not in html
+    assert "?s=" not in client.predict([], api_name="/recent")  # another browser sees nobody's sessions
 
 
 def test_render_fold_roles_and_escaping():

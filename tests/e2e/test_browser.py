@@ -19,7 +19,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 SCRIPT = "<script>alert(1)</script>"
-INPUT = f"Once upon a time {SCRIPT} the [MASK:40] and then they all went home."
+IMG = "<img src=x onerror=alert(2)>"  # unlike an innerHTML <script>, this one would run if not escaped
+INPUT = f"Once upon a time {SCRIPT} the [MASK:30] and {IMG} home."
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +79,15 @@ def _roles(page, root="#player"):
 def test_run_assd_see_colours_then_share_link_replays(browser, app_url):
     page = _new_page(browser, app_url)
     page.fill("#infill-text textarea", INPUT)
-    page.fill("#seed input", "1")  # this seed rejects a draft on the tiny random model
+    page.fill("#seed input", "5")  # this seed rejects a draft on the tiny random model
     page.keyboard.press("Tab")
     t0 = time.perf_counter()
     page.click("#run")
-    page.wait_for_selector('#player [data-role="accepted"]', state="attached", timeout=30_000)
+    page.wait_for_function(  # the first accepted token, or a message: fail fast with what the page says
+        "document.querySelector('#player [data-role=\"accepted\"]') !== null"
+        " || /Done|\u26a0/.test(document.querySelector('#status').innerText)", timeout=30_000)
     first_step = time.perf_counter() - t0
+    assert page.query_selector('#player [data-role="accepted"]') is not None, page.inner_text("#status")
     page.wait_for_function("document.querySelector('#status').innerText.includes('Done')", timeout=60_000)
     total = time.perf_counter() - t0
     page.screenshot(path=str(ARTIFACTS / "step-player.png"), full_page=True)
@@ -93,14 +97,15 @@ def test_run_assd_see_colours_then_share_link_replays(browser, app_url):
     assert any(r.startswith("resampled:") for r in roles)
     # the script tag is shown as text, never executed
     text = page.inner_text("#player")
-    assert SCRIPT in text.replace("\n", "")
+    assert SCRIPT in text.replace("\n", "") and IMG in text.replace("\n", "")
+    assert page.query_selector("#player img") is None
     assert page.dialogs == []
     completed = page.input_value("#completed textarea")
     assert completed.startswith("Once upon a time " + SCRIPT)
     link = page.input_value("#share-link textarea, #share-link input")
     assert "?s=" in link
     (ARTIFACTS / "timings.txt").write_text(
-        f"first coloured step after Run: {first_step:.2f} s\ntotal run (40 masked, tiny model): {total:.2f} s\n")
+        f"first coloured step after Run: {first_step:.2f} s\ntotal run (30 masked, tiny model): {total:.2f} s\n")
 
     other = _new_page(browser, link)
     other.wait_for_function("document.querySelector('#status').innerText.includes('Restored')", timeout=30_000)
