@@ -41,6 +41,15 @@ class InfillResult:
     trace: list[Step] = field(repr=False)
     counts: dict = field(default_factory=dict)
     model_path: str = ""
+    masked_input: MaskedInput | None = field(default=None, repr=False)  # the exact ids the run started from
+
+    def input_for(self, lm: LoadedModel) -> MaskedInput:
+        """The run's MaskedInput: kept from the run itself (its source text, parsed again, may
+        tokenize differently when the input was built from token positions)."""
+        if self.masked_input is not None:
+            return self.masked_input
+        return parse_masked_text(self.source, lm.codec, max_tokens=lm.max_tokens,
+                                 default_span=DEFAULT_SPAN.get(lm.domain, 8))
 
     @property
     def tokens_per_call(self) -> float:
@@ -176,7 +185,7 @@ class InfillRun:
             text=text, spans=spans, masked_tokens=len(self.mi.masked), calls=counts["calls"],
             rounds=int(counts["rounds"]), seconds=self.seconds, log_prob=lp, sampler=self.spec.name,
             model=self.lm.name, seed=self.seed, params=dict(self.params), source=self.mi.source,
-            tokens=tokens, trace=self.trace, counts=counts, model_path=str(self.lm.path),
+            tokens=tokens, trace=self.trace, counts=counts, model_path=str(self.lm.path), masked_input=self.mi,
         )
 
 
@@ -215,10 +224,8 @@ def score(
 
         return score_self_spec(text, ranges, model=model, domain=domain, result=result, **kwargs)
     if result is not None:
-        lm = load(result.model_path or result.model)
-        run_mi = parse_masked_text(result.source, lm.codec, max_tokens=lm.max_tokens,
-                                   default_span=DEFAULT_SPAN.get(lm.domain, 8))
-        return joint_log_prob(lm, run_mi, result.tokens)
+        lm = load(model or result.model_path or result.model)
+        return joint_log_prob(lm, result.input_for(lm), result.tokens)
     if text is None or not ranges:
         raise BadParameterError("score needs a completed text and the character ranges that were filled.")
     lm = load(model or default_model(domain, "asarm"))

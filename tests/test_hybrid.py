@@ -111,8 +111,16 @@ def test_mdm_and_self_spec_through_the_api(tmp_path, monkeypatch):
         assert set(r.text) <= set("abc")
     # the likelihood of a stored self-spec run, through engine.score
     r = api.infill("ab[MASK:3]c", model=str(folder), sampler="self-spec", dtau=1.0, window="linear", inner=2)
+    monkeypatch.delenv("INFILL_MODEL_DIRS")  # the result knows its model's folder: no registry needed
     lp = api.score(result=r, sampler="self-spec")
-    assert lp < 0 and math.isfinite(lp)
+    from engine.registry import load
+    from engine.samplers.selfspec_likelihood import log_prob_given_order, order_from_trace
+
+    lm = load(str(folder))
+    want = log_prob_given_order(lm.model, r.masked_input, r.tokens, order_from_trace(r.trace), temperature=1.0,
+                                dtau=1.0, window="linear", inner=2)
+    assert lp < 0 and math.isclose(lp, want, rel_tol=1e-12)
+    monkeypatch.setenv("INFILL_MODEL_DIRS", str(tmp_path))
     with pytest.raises(Exception, match="AS-ARM|hybrid"):
         api.infill("ab[MASK:3]c", model=str(folder), sampler="assd")
     # diffusion-drafted ASSD: an AS-ARM verifies a hybrid's drafts (same tokenizer required)

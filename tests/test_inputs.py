@@ -116,3 +116,30 @@ def test_token_positions_keep_the_given_ids_exactly():
     text, spans = mi.fill(codec, {3: ids[3]})
     assert text == "the cat sat" and spans[0].text == codec.decode([ids[3]])
     assert mi.source == "the[MASK:1]" + codec.decode(ids[4:])
+
+
+def test_score_of_a_run_uses_the_runs_own_ids(tmp_path):
+    """A run built from token positions whose text would tokenize differently: engine.score(result=r)
+    still scores the ids the run filled (re-parsing r.source would shift every position)."""
+    import torch
+
+    import engine
+    from engine.api import InfillRun
+    from engine.models.asarm import AsArmConfig, AsArmModel
+    from engine.train import TOKENIZERS
+
+    codec = Codec.load(TOKENIZERS / "text")
+    torch.manual_seed(0)
+    cfg = AsArmConfig(vocab_size=codec.vocab_size, hidden_size=16, num_layers=1, num_heads=2,
+                      intermediate_size=32, max_positions=17, domain="text", mask_token_id=codec.mask_id)
+    AsArmModel(cfg).save_pretrained(tmp_path / "bpe-asarm")
+    codec.hf.save_pretrained(tmp_path / "bpe-asarm")
+    ids = codec.encode("t") + codec.encode("h") + codec.encode("e") + codec.encode(" cat sat")
+    mi = from_token_positions(ids, [3], codec, max_tokens=16)
+    assert len(parse_masked_text(mi.source, codec, max_tokens=16).tokens) != len(ids)  # the trap is real
+    run = InfillRun(masked_input=mi, model=str(tmp_path / "bpe-asarm"), sampler="assd", seed=0)
+    for _ in run.stream():
+        pass
+    r = run.result()
+    assert r.tokens[:3] == ids[:3] and r.tokens[4:] == ids[4:]
+    assert abs(engine.score(result=r) - r.log_prob) < 1e-9

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..acceptance import tempered_probs
 from ..errors import BadParameterError
-from ..masking import DEFAULT_SPAN, MaskedInput, completed_from_ranges, parse_masked_text
+from ..masking import MaskedInput, completed_from_ranges
 from ..trace import DECIDING_KINDS
 from .mdm import causal_pass, model_ids, nc_pass
 from .selfspec import window_size
@@ -133,9 +133,8 @@ def score_self_spec(
     if result is not None:
         if result.sampler != "self-spec":
             raise BadParameterError(f"this run used {result.sampler!r}, not self-spec")
-        lm = load(model or result.model)
-        mi = parse_masked_text(result.source, lm.codec, max_tokens=lm.max_tokens,
-                               default_span=DEFAULT_SPAN.get(lm.domain, 8))
+        lm = load(model or result.model_path or result.model)
+        mi = result.input_for(lm)
         tokens = list(result.tokens)
         params = dict(result.params)
         if order is None:
