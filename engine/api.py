@@ -61,6 +61,7 @@ class InfillResult:
             "spans": [s.to_dict() for s in self.spans],
             "masked_tokens": self.masked_tokens,
             "calls": self.calls,
+            "calls_best": self.counts.get("calls_best", self.calls),
             "rounds": self.rounds,
             "seconds": self.seconds,
             "log_prob": self.log_prob,

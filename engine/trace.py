@@ -76,8 +76,22 @@ def decided_tokens(trace: list[Step]) -> dict[int, int]:
     return out
 
 
+def best_case_calls(trace: list[Step]) -> float:
+    """Calls when a masked-diffusion step that revealed nothing is free (the input did not change,
+    so the next step reuses its output), as the self-speculative paper counts MDM; equal to the
+    raw count for every other sampler."""
+    productive = {s.round for s in trace if s.kind == StepKind.REVEAL}
+    saved, before = 0.0, 0.0
+    for s in trace:
+        if s.kind in PASS_KINDS:
+            if s.kind == StepKind.MDM_PASS and s.round not in productive:
+                saved += s.calls - before
+            before = s.calls
+    return (trace[-1].calls if trace else 0.0) - saved
+
+
 def trace_counts(trace: list[Step]) -> dict[str, float]:
-    """Calls, rounds and decision counts, all derived from the trace."""
+    """Calls (raw and best case), rounds and decision counts, all derived from the trace."""
     calls = trace[-1].calls if trace else 0.0
     rounds = max((s.round for s in trace), default=-1) + 1
     n = {k: 0 for k in ("accepted", "rejected", "resampled", "bonus", "sampled", "revealed")}
@@ -92,4 +106,4 @@ def trace_counts(trace: list[Step]) -> dict[str, float]:
     for s in trace:
         if s.kind in names:
             n[names[s.kind]] += len(s.positions)
-    return {"calls": calls, "rounds": rounds, **n}
+    return {"calls": calls, "calls_best": best_case_calls(trace), "rounds": rounds, **n}

@@ -96,6 +96,10 @@ def test_mdm_reveals_each_position_once_and_keeps_prompt(steps):
     assert math.isclose(trace[-1].calls, steps * share)
     productive = sum(1 for s in trace if s.kind == StepKind.REVEAL)
     assert math.isclose(counter.best, productive * share) and counter.best <= counter.calls
+    from engine.trace import trace_counts
+
+    counts = trace_counts(trace)  # what results, JSON and the bench report: derived from the trace alone
+    assert math.isclose(counts["calls_best"], counter.best) and math.isclose(counts["calls"], counter.calls)
     assert "best-case" in trace[-1].note
 
 

@@ -144,11 +144,13 @@ def test_quick_report_is_well_formed(tiny_world):
     assert len(acc) == 2 and all(acc)
     assert any(r[0] == "assd" and NUM.match(r[3]) and NUM.match(r[4]) for r in acc[0])
     # 3. self-spec against MDM, with the matched-quality ratio column
-    ss = [rows for head, rows in tables if head[:3] == ["sampler", "setting", "calls"]]
+    ss = [rows for head, rows in tables if head[:4] == ["sampler", "setting", "calls (best case)", "calls (raw)"]]
     assert len(ss) == 2
     for rows in ss:
         assert {r[0] for r in rows} == {"mdm", "self-spec"}
-        assert all(re.match(r"^\d+\.\d+$", r[2]) for r in rows)
+        assert all(re.match(r"^\d+\.\d+$", r[2]) and re.match(r"^\d+\.\d+$", r[3]) for r in rows)
+        assert all(float(r[2]) <= float(r[3]) for r in rows)  # the best case never costs more
+        assert all(r[2] == r[3] for r in rows if r[0] == "self-spec")
         assert all(r[-1] for r in rows if r[0] == "self-spec")
     # 4. HumanEval: a row per code sampler with a pass@1 and calls
     he = [rows for head, rows in tables if head[:4] == ["sampler", "tasks", "pass@1", "calls per task"]]
