@@ -66,12 +66,12 @@ def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None 
     return torch.tensor(ids, dtype=torch.long)
 
 
-def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator):
+def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator, bos_id: int = 1):
     """Random windows of seq_len tokens, with BOS prepended at model position 0."""
     while True:
         starts = torch.randint(0, len(stream) - seq_len - 1, (batch,), generator=gen)
         x = torch.stack([stream[s : s + seq_len] for s in starts])
-        bos = torch.full((batch, 1), 1, dtype=torch.long)
+        bos = torch.full((batch, 1), bos_id, dtype=torch.long)
         yield torch.cat([bos, x], 1)
 
 
@@ -89,6 +89,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn", type=int, default=768)
     ap.add_argument("--causal-layers", type=int, default=1, help="hybrid: causal blocks on top")
+    ap.add_argument("--backbone", default=None,
+                    help="hybrid: a local Hugging Face masked-LM folder (BERT / RoBERTa / ESM family, with its "
+                         "tokenizer.json) used frozen as the non-causal stack; only the causal block trains")
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -106,10 +109,12 @@ def cli(argv: list[str]) -> int:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     acc = Accelerator()
-    codec = domain_tokenizer(a.domain)
-    cfg_cls, model_cls = MODEL_KINDS[a.kind]
-    cfg = cfg_cls.for_training(a, codec)
-    model = model_cls(cfg)
+    if a.backbone:
+        codec, model = _backbone_hybrid(a, ap)
+    else:
+        codec = domain_tokenizer(a.domain)
+        cfg_cls, model_cls = MODEL_KINDS[a.kind]
+        model = model_cls(cfg_cls.for_training(a, codec))
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     train = token_stream(a.domain, "train", codec, a.data_chars)
     valid = token_stream(a.domain, "valid", codec, 400_000)
@@ -125,7 +130,7 @@ def cli(argv: list[str]) -> int:
     out = Path(a.out)
     t0 = last_save = time.time()
     ema, step = None, 0
-    data = batches(train, a.seq_len, a.batch, gen)
+    data = batches(train, a.seq_len, a.batch, gen, codec.bos_id)
     while step < a.steps and time.time() - t0 < a.minutes * 60:
         model.train()
         ids = next(data).to(acc.device)
@@ -147,11 +152,30 @@ def cli(argv: list[str]) -> int:
     return 0
 
 
+def _backbone_hybrid(a, ap: argparse.ArgumentParser):
+    """(codec, hybrid) for --backbone: the backbone's own tokenizer, a frozen non-causal stack."""
+    from .models.hybrid import HybridModel
+
+    if a.kind != "hybrid":
+        ap.error("--backbone needs --kind hybrid")
+    folder = Path(a.backbone)
+    if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
+        ap.error(f"--backbone {folder}: expected a save_pretrained folder with config.json and tokenizer.json")
+    codec = Codec.load(folder)
+    model = HybridModel.from_backbone(
+        folder, causal_layers=a.causal_layers, hidden_size=a.hidden, num_heads=a.heads, intermediate_size=a.ffn,
+        domain=a.domain, special_token_ids=codec.special_ids, bos_token_id=codec.bos_id,
+        mask_token_id=codec.mask_id, pad_token_id=codec.pad_id)
+    if a.seq_len + 1 > model.config.max_positions:
+        ap.error(f"--seq-len {a.seq_len} exceeds the backbone's {model.config.max_positions - 1} positions")
+    return codec, model
+
+
 @torch.no_grad()
-def valid_loss(model, valid: torch.Tensor, seq_len: int, n: int = 16) -> float:
+def valid_loss(model, valid: torch.Tensor, seq_len: int, bos_id: int, n: int = 16) -> float:
     gen = torch.Generator().manual_seed(123)
     model.eval()
-    ids = next(batches(valid, seq_len, n, gen)).to(model.device)
+    ids = next(batches(valid, seq_len, n, gen, bos_id)).to(model.device)
     return float(model.training_loss(ids, 1.0, torch.Generator().manual_seed(7)))
 
 
@@ -176,7 +200,7 @@ def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params
         "domain": a.domain,
         "steps": step,
         "train_loss_ema": ema,
-        "valid_loss": valid_loss(model, valid, a.seq_len),
+        "valid_loss": valid_loss(model, valid, a.seq_len, codec.bos_id),
         "minutes": (time.time() - t0) / 60,
         "params": n_params,
         "seq_len": a.seq_len,
