@@ -234,3 +234,19 @@ def test_train_entry_point_with_a_frozen_backbone(tmp_path, monkeypatch):
     assert r.text.startswith("MKT") and r.text.endswith("LLV") and len(r.text) == 11
     with pytest.raises(SystemExit):  # an AS-ARM cannot take a backbone
         train.cli(["--kind", "asarm", "--domain", "protein", "--backbone", str(tmp_path / "bb"), "--out", str(out)])
+
+
+@pytest.mark.parametrize("sampler", ["mdm", "self-spec"])
+def test_same_seed_same_trace(tmp_path, sampler):
+    from engine.api import InfillRun
+
+    folder = save_tiny_hybrid(tmp_path / "tiny-hybrid")
+    outs = set()
+    for seed in range(4):
+        traces = []
+        for _ in range(2):
+            run = InfillRun("ab[MASK:3]c", model=str(folder), sampler=sampler, steps=3, dtau=0.5, seed=seed)
+            traces.append([(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in run.stream()])
+        assert traces[0] == traces[1]
+        outs.add(tuple(t for s in traces[0] for t in s[2]))
+    assert len(outs) > 1, "different seeds should give different samples"

@@ -205,3 +205,22 @@ def test_diffusion_drafter_needs_the_same_tokenizer():
         check_pair(a, h_bad)
     with pytest.raises(IncompatibleModelsError, match="hybrid"):
         check_pair(a, a)
+
+
+@pytest.mark.parametrize("inner", [1, 2])
+def test_drafts_left_after_the_inner_loops_are_dropped(inner):
+    """One window over 4 masked positions with too few inner loops to verify them all: the drafts
+    left over are dropped and a new non-causal pass drafts them again. Frequencies still follow the
+    Proposition 3.1 likelihood, which models that path."""
+    codec = tiny_codec()
+    model = tiny_hybrid(seed=3, length=5)  # a seed whose draft and target heads disagree often
+    mi = masked_input(codec, {1: "b"}, 5)  # 4 masked positions: 81 outcomes
+    kw = dict(dtau=1.0, window="linear", inner=inner, temperature=0.5)
+    order = [4, 0, 3, 2]
+    probs = _exact(model, mi, order, **kw)
+    assert abs(sum(probs.values()) - 1) < 1e-9
+    gen = torch.Generator().manual_seed(5)
+    runs = [_sample(model, mi, gen, order=order, **kw) for _ in range(N)]
+    dropped = sum(1 for trace, _, _ in runs if sum(s.kind == StepKind.NC_PASS for s in trace) > 1)
+    assert dropped > N // 20, "the path under test must actually happen"
+    assert g_test(Counter(t for _, t, _ in runs), probs, N) > 1e-3
