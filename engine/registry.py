@@ -12,12 +12,14 @@ from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModel
+from transformers.utils import logging as hf_logging
 
 from . import models  # noqa: F401  (registers our model types with the Auto classes)
 from .errors import ModelNotFoundError
 from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
+hf_logging.disable_progress_bar()  # a "Loading weights" bar per model load would drown the CLI's output
 KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge"}
 
 

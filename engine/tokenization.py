@@ -37,7 +37,7 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     for ch in alphabet:
         vocab.setdefault(ch, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # "." misses newlines
     tok.decoder = decoders.Fuse()
     return _wrap(tok)
 

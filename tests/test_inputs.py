@@ -143,3 +143,11 @@ def test_score_of_a_run_uses_the_runs_own_ids(tmp_path):
     r = run.result()
     assert r.tokens[:3] == ids[:3] and r.tokens[4:] == ids[4:]
     assert abs(engine.score(result=r) - r.log_prob) < 1e-9
+
+
+def test_character_tokenizer_keeps_runs_of_newlines():
+    import string
+
+    codec = Codec(char_tokenizer(string.printable))
+    for s in ["\n\n", "a\n\nb\r\n\tc", "def f():\n\n    return 1\n"]:
+        assert codec.decode(codec.encode(s)) == s and len(codec.encode(s)) == len(s)
