@@ -218,3 +218,39 @@ def test_render_fold_roles_and_escaping():
     assert "<b>" not in html and "&lt;b&gt;" in html and "&lt;i&gt;" in html and "tv-rej" in html
     st.apply(Step(StepKind.DRAFT_PASS, 1, calls=3))
     assert st.roles[3] == "masked"  # undecided drafts go back to masked in the next round
+
+
+def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
+    """Stop cancels the run (gradio_client's job.cancel() fires the cancel event the Stop button is
+    wired to): the run ends early and is stored as cancelled with the steps it made."""
+    import time
+
+    from app import core
+
+    fast = core.rounds
+
+    def slow(live):  # the app runs in this process: give Stop time to arrive (tiny models are quick)
+        for lv in fast(live):
+            time.sleep(0.05)
+            yield lv
+
+    monkeypatch.setattr(core, "rounds", slow)
+
+    job = client.submit(*_form(text="x[MASK:110]y", sampler="sequential", seed=2), api_name="/infill")
+    deadline = time.time() + 60
+    while len(job.outputs()) < 2 and time.time() < deadline:  # the run is under way
+        time.sleep(0.01)
+    assert len(job.outputs()) >= 2
+    link = job.outputs()[-1][5]
+    assert job.cancel() is not False
+    sid = link.split("?s=")[-1]
+    run = None
+    while time.time() < deadline:
+        sess = core.store().get_session(sid)
+        if sess is not None and sess.runs:
+            run = sess.runs[0]
+            break
+        time.sleep(0.05)
+    assert run is not None, "the stopped run was stored"
+    assert run.status == "cancelled"
+    assert 0 < sum(1 for s in run.steps if s.kind.value == "sample") < 110  # stopped part way, steps kept
