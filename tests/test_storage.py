@@ -404,18 +404,24 @@ def test_database_error_midway_leaves_no_partial_run(
 
 KILL_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import sys, time
     sys.path.insert(0, {repo!r})
+    from sqlalchemy import event
     from storage import open_store
     from tests.test_storage import assd_trace
     st = open_store({url!r})
     sid = st.create_session("text", "m", "x", [])
-    i = 0
-    while True:
+    for i in range(2):
         st.record_run(sid, "assd", {{"k": 3}}, i, assd_trace(i, n_masked=200, k=3))
-        i += 1
-        if i == 2:
-            print("ready", flush=True)
+    print("ready", flush=True)
+
+    @event.listens_for(st.engine, "after_cursor_execute")
+    def hold(conn, cursor, statement, *args):  # steps inserted, transaction still open: get killed here
+        if statement.lstrip().upper().startswith("INSERT INTO STEPS"):
+            print("writing", flush=True)
+            time.sleep(30)
+
+    st.record_run(sid, "assd", {{"k": 3}}, 2, assd_trace(2, n_masked=200, k=3))
     """
 )
 
@@ -429,7 +435,7 @@ def test_sigkill_during_writes_leaves_a_sound_database(
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        time.sleep(0.3)  # it is in the middle of some write by now
+        assert proc.stdout.readline().strip() == b"writing"  # killed in the middle of a run's write
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -443,7 +449,7 @@ def test_sigkill_during_writes_leaves_a_sound_database(
     try:
         (sess,) = st.list_sessions()
         runs = st.get_session(sess.share_id).runs
-        assert len(runs) >= 2
+        assert sorted(int(r.seed) for r in runs) == [0, 1]  # the run being written is not there at all
         for run in runs:  # every run that is there is whole
             assert run.steps == assd_trace(run.seed, n_masked=200, k=3)
     finally:
