@@ -153,3 +153,15 @@ def test_same_seed_same_trace_every_sampler(tiny_asarm, sampler):
         assert traces[0] == traces[1]
         seen.add(tuple(t for s in traces[0] for t in s[2]))
     assert len(seen) > 1, "different seeds should give different samples"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["assd", "assd-cache", "assd-bonus", "assd-pipelined", "assd-ngram"])
+def test_deep_speculation_matches_exact_distribution(tiny_asarm, sampler):
+    """k = 5 over 5 masked positions (243 outcomes, 6,000 samples): every stopping point of a round,
+    every leftover proposal of the pipelined sampler and the bonus row get exercised."""
+    mi = masked_input(tiny_asarm.codec, {0: "a"}, 6)
+    exact = exact_distribution(tiny_asarm, mi)
+    counts = histogram(tiny_asarm, mi, sampler, 6000, k=5)
+    pval = g_test(counts, exact, 6000)
+    assert pval > ALPHA, f"{sampler}: G-test p = {pval:.2e}"
