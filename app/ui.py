@@ -49,6 +49,10 @@ def _warn(msg: str) -> None:
     gr.Warning(html.escape(msg, quote=False))
 
 
+def _as_error(e: Exception) -> gr.Error:
+    return gr.Error(html.escape(readable(e), quote=False))
+
+
 def guarded(fn):
     """A handler whose every failure reaches the visitor as a readable message (gr.Error), never a
     bare "Error" or a stack trace."""
@@ -60,7 +64,7 @@ def guarded(fn):
             except gr.Error:
                 raise
             except Exception as e:  # noqa: BLE001
-                raise gr.Error(html.escape(readable(e), quote=False)) from None
+                raise _as_error(e) from None
         return gen
 
     @functools.wraps(fn)
@@ -70,7 +74,7 @@ def guarded(fn):
         except gr.Error:
             raise
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(html.escape(readable(e), quote=False)) from None
+            raise _as_error(e) from None
     return plain
 
 
