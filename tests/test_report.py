@@ -211,3 +211,23 @@ def test_figures_fall_back_to_html_when_static_export_fails(tmp_path, monkeypatc
     paths, how = report.export_figures({"f": go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))}, tmp_path)
     assert paths["f"].suffix == ".html" and paths["f"].is_file()
     assert "HTML" in how and "no Chromium here" in how
+
+
+def test_worker_processes_measure_the_same_runs(tiny_asarm, monkeypatch):
+    """--workers shares inputs among processes; the records (seeded runs) are the ones one process makes."""
+    from pathlib import Path
+
+    from engine import report
+    from tests.tiny import masked_input
+
+    info = report.ModelInfo("tiny", "asarm", "text", Path(tiny_asarm.path), "", 6, tiny_asarm)
+    arms = [report.Arm(s, s, info) for s in ("sequential", "assd-pipelined")]
+    inputs = {"tiny": [masked_input(tiny_asarm.codec, {i: "b"}, 6) for i in range(3)]}
+    got = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(report, "WORKERS", workers)
+        notes: list[str] = []
+        recs = report.measure(inputs, arms, seed=5, k=3, notes=notes, warmup=False)
+        assert notes == []
+        got[workers] = {a: [(r.index, r.calls, r.generated, r.events) for r in rs] for a, rs in recs.items()}
+    assert got[1] == got[2] and all(len(v) == 3 for v in got[1].values())
