@@ -14,8 +14,8 @@ import time
 
 import gradio as gr
 
+from engine.api import parse_for
 from engine.errors import BadParameterError, InfillError
-from engine.masking import DEFAULT_SPAN, parse_masked_text
 from engine.registry import load
 from engine.samplers import SAMPLERS
 
@@ -165,8 +165,7 @@ def show_tokens(text, model, domain):
     try:
         core.check_text(text or "")
         lm = _codec_for(model, domain)
-        mi = parse_masked_text(text or "", lm.codec, max_tokens=lm.max_tokens,
-                               default_span=DEFAULT_SPAN.get(lm.domain, 8)) if "[MASK" in (text or "") else None
+        mi = parse_for(text or "", lm) if "[MASK" in (text or "") else None
         if mi is None:
             if not (text or "").strip():
                 raise InfillError("The input is empty: type some text first.")

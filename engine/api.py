@@ -23,6 +23,12 @@ from .trace import Step, decided_tokens, trace_counts
 LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau": (1e-4, 1.0), "inner": (1, 64)}
 
 
+def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
+    """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
+    domain's default span)."""
+    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=DEFAULT_SPAN.get(lm.domain, 8))
+
+
 @dataclass
 class InfillResult:
     text: str
@@ -46,10 +52,7 @@ class InfillResult:
     def input_for(self, lm: LoadedModel) -> MaskedInput:
         """The run's MaskedInput: kept from the run itself (its source text, parsed again, may
         tokenize differently when the input was built from token positions)."""
-        if self.masked_input is not None:
-            return self.masked_input
-        return parse_masked_text(self.source, lm.codec, max_tokens=lm.max_tokens,
-                                 default_span=DEFAULT_SPAN.get(lm.domain, 8))
+        return self.masked_input if self.masked_input is not None else parse_for(self.source, lm)
 
     @property
     def tokens_per_call(self) -> float:
@@ -156,10 +159,7 @@ class InfillRun:
         if masked_input is None:
             if text is None:
                 raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")
-            masked_input = parse_masked_text(
-                text, self.lm.codec, max_tokens=self.lm.max_tokens,
-                default_span=DEFAULT_SPAN.get(self.lm.domain, 8),
-            )
+            masked_input = parse_for(text, self.lm)
         self.mi = masked_input
         self.seed = seed
         self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
