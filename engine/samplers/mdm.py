@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import torch
 
 from ..acceptance import sample_categorical, tempered_probs
+from ..device import host64
 from ..errors import IncompatibleModelsError
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
@@ -55,7 +56,7 @@ def nc_pass(model, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-causal pass on one sequence: hidden [1, L, E] and float64 logits [L, V] (specials -inf)."""
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     h, logits = model.noncausal(x)
-    return h, logits[0].to(torch.float64).masked_fill(model.special_mask(), float("-inf"))
+    return h, host64(logits[0].masked_fill(model.special_mask(), float("-inf")))
 
 
 @torch.no_grad()
@@ -66,7 +67,7 @@ def causal_pass(model, h: torch.Tensor, positions: list[int], tokens: list[int])
     order = torch.tensor([[p + 1 for p in positions]], dtype=torch.long, device=dev)
     toks = torch.tensor([tokens], dtype=torch.long, device=dev)
     logits = model.causal(h, order, toks)[0]
-    return logits.to(torch.float64).masked_fill(model.special_mask(), float("-inf"))
+    return host64(logits.masked_fill(model.special_mask(), float("-inf")))
 
 
 def cosine_remaining(m: int, steps: int) -> list[int]:
