@@ -89,7 +89,8 @@ def test_a_mask_after_a_space_owns_it(domain):
     filled, spans = after.fill(codec, dict(zip(after.masked, word + word)))
     typed_outside = text.split(" [MASK")[0], text.split("]", 1)[1]
     assert filled.startswith(typed_outside[0]) and filled.endswith(typed_outside[1])
-    assert spans[0].text == codec.decode((word + word)[: len(after.masked)]) and filled == typed_outside[0] + spans[0].text + typed_outside[1]
+    assert spans[0].text == codec.decode((word + word)[: len(after.masked)])
+    assert filled == typed_outside[0] + spans[0].text + typed_outside[1]
 
 
 def test_word_unit_masks():
