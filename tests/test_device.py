@@ -165,6 +165,7 @@ def test_unknown_device_is_refused(monkeypatch):
     ["bench", "self-spec", "--samples", "1"],
     ["report", "--quick", "--out", "/nonexistent/never-written.md"],
     ["eval", "--domain", "text"],
+    ["train", "--kind", "asarm", "--domain", "protein", "--out", "/nonexistent/never-written", "--steps", "1"],
 ])
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_every_command_honours_the_setting(argv, how, capsys, monkeypatch):
