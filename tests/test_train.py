@@ -118,3 +118,38 @@ def test_bf16_autocast_reaches_the_loss(corpus, monkeypatch):
     seen.clear()
     assert train.cli(TINY + ["--out", str(out), "--steps", "2", "--minutes", "5"]) == 0  # auto on a CPU: fp32
     assert seen[:2] == [False, False]
+
+
+@pytest.mark.slow  # two interpreter start-ups and a 3 s budget: ~1 min on the shared 2-core machine
+def test_models_gpu_script_runs_the_trainer(corpus):
+    """scripts/train_all_gpu.sh (make models-gpu) on the CPU with one tiny job: the real driver."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = corpus / "gpu-out"
+    env = dict(os.environ, MINUTES="0.05", OUT=str(out), PY=sys.executable, DEVICE="cpu",
+               EXTRA="--threads 1", JOBS="protein-judge:judge:protein:16:2:2:32:2")
+    r = subprocess.run(["bash", str(root / "scripts" / "train_all_gpu.sh")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr + (out / "logs" / "train-protein-judge.log").read_text()
+    st = state(out / "protein-judge")
+    assert st["kind"] == "judge" and st["horizon_from"] == "time budget" and (out / "protein-judge" / "trainer.pt").is_file()
+    assert "protein-judge" in r.stdout and "all jobs done" in r.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_models_gpu_script_refuses_a_missing_gpu(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, OUT=str(tmp_path / "o"), PY=sys.executable, DEVICE="cuda")
+    r = subprocess.run(["bash", str(root / "scripts" / "train_all_gpu.sh")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: device 'cuda'")
+    assert not list((tmp_path / "o" / "logs").iterdir()), "no job may start"
