@@ -25,7 +25,7 @@ from transformers.utils import logging as hf_logging
 
 from . import models  # noqa: F401  (registers our model types with the Auto classes)
 from .device import resolve_device
-from .errors import ModelNotFoundError
+from .errors import IncompatibleModelsError, ModelNotFoundError
 from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
@@ -143,10 +143,17 @@ def resolve(name_or_path: str, allow_paths: bool = True) -> Path | str:
 def _hub_folder(hub_id: str) -> Path:
     """The local snapshot of a Hub id: downloaded when online (config, weights, tokenizer; not the
     TF / Flax / Rust copies), the cached one when offline; one actionable line when neither."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
 
-    try:
+    try:  # the config first: a family the studio cannot run is refused before any weights download
+        mt = json.loads(Path(hf_hub_download(hub_id, "config.json", local_files_only=hub_offline())).read_text()
+                        ).get("model_type", "?")
+        if mt not in KIND_BY_TYPE:
+            raise IncompatibleModelsError(
+                f"{hub_id!r} is a {mt!r} model; the studio runs AS-ARM (its own or XLNet), hybrid and judge "
+                "checkpoints."
+            )
         folder = Path(snapshot_download(
             hub_id, local_files_only=hub_offline(),
             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "pytorch_model*.bin"],

@@ -15,7 +15,7 @@ import pytest
 from engine import registry
 from engine.api import InfillRun, infill, score
 from engine.cli import main as engine_main
-from engine.errors import ModelNotFoundError
+from engine.errors import IncompatibleModelsError, ModelNotFoundError
 from tests.test_xlnet_adapter import save_tiny_xlnet
 
 HUB_ID = "someorg/tiny-xlnet"
@@ -27,18 +27,25 @@ def fake_hub(tmp_path, monkeypatch):
     folder = save_tiny_xlnet(tmp_path / "snapshot")
     calls = []
 
-    def snapshot_download(repo_id, local_files_only=False, **kw):
-        calls.append((repo_id, local_files_only))
-        if repo_id != HUB_ID:
+    other = tmp_path / "gpt"  # a family the studio cannot run
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "gpt2"}')
+    repos = {HUB_ID: folder, "someorg/gpt": other}
+
+    def check(repo_id, local_files_only, what):
+        calls.append((repo_id, local_files_only, what))
+        if repo_id not in repos:
             import httpx
 
             response = httpx.Response(404, request=httpx.Request("GET", f"https://huggingface.co/{repo_id}"))
             raise huggingface_hub.errors.RepositoryNotFoundError(f"{repo_id} not found", response=response)
-        return str(folder)
+        return repos[repo_id]
+
+    def snapshot_download(repo_id, local_files_only=False, **kw):
+        return str(check(repo_id, local_files_only, "snapshot"))
 
     def hf_hub_download(repo_id, filename, local_files_only=False, **kw):
-        calls.append((repo_id, local_files_only))
-        return str(folder / filename)
+        return str(check(repo_id, local_files_only, filename) / filename)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
@@ -53,7 +60,8 @@ def fake_hub(tmp_path, monkeypatch):
 def test_a_hub_id_loads_with_from_pretrained_and_runs(fake_hub):
     lm = registry.load(HUB_ID)
     assert (lm.name, lm.hub_id, lm.kind, lm.model_type) == (HUB_ID, HUB_ID, "asarm", "xlnet")
-    assert fake_hub == [(HUB_ID, True)], "offline (HF_HUB_OFFLINE=1): only the local cache may be read"
+    assert fake_hub == [(HUB_ID, True, "config.json"), (HUB_ID, True, "snapshot")], \
+        "offline (HF_HUB_OFFLINE=1): only the local cache may be read"
     r = infill("a[MASK:2]c", model=HUB_ID, sampler="assd", k=2, seed=1)
     assert r.model == HUB_ID and len(r.text) == 4 and set(r.text) <= set("abc")
     assert r.model_path == HUB_ID and score(result=r) == pytest.approx(r.log_prob, abs=1e-9)  # reloads by id
@@ -82,6 +90,12 @@ def test_the_app_never_loads_an_id_a_visitor_types(fake_hub, monkeypatch):
 def test_an_unknown_id_online_names_what_is_available(fake_hub):
     with pytest.raises(ModelNotFoundError, match="has no public model.*Available here: .*text-asarm"):
         registry.load("someorg/no-such-model")
+
+
+def test_a_family_the_studio_cannot_run_is_refused_before_its_weights_download(fake_hub):
+    with pytest.raises(IncompatibleModelsError, match="'gpt2' model; the studio runs AS-ARM"):
+        registry.load("someorg/gpt")
+    assert [c[2] for c in fake_hub] == ["config.json"]
 
 
 def test_offline_without_a_cached_copy_is_one_line_saying_what_to_do(capsys, monkeypatch):
