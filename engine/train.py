@@ -191,6 +191,8 @@ def cli(argv: list[str]) -> int:
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # accelerate trains on the current CUDA device
     if tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

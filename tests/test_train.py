@@ -37,13 +37,13 @@ def state(folder) -> dict:
 def test_a_minutes_run_without_steps_ends_at_the_lr_floor(corpus):
     """The cosine's horizon comes from the measured step rate: the run ends on the schedule's floor."""
     out = corpus / "timed"
-    assert train.cli(TINY + ["--out", str(out), "--minutes", "0.15", "--lr", "1e-3", "--min-lr", "0.1",
+    assert train.cli(TINY + ["--out", str(out), "--minutes", "0.25", "--lr", "1e-3", "--min-lr", "0.1",
                              "--warmup", "10", "--probe-steps", "5"]) == 0
     st = state(out)
     assert st["horizon_from"] == "time budget" and st["steps"] > 5
     assert st["horizon"] is not None and st["steps"] >= 0.9 * st["horizon"]
     assert 1e-4 <= st["lr_final"] < 1e-4 + 0.05 * (1e-3 - 1e-4), st  # floor = 0.1 x lr, reached (nearly)
-    assert st["minutes"] < 0.15 + 0.2  # the budget (plus the final save) bounds the run
+    assert st["minutes"] < 0.25 + 0.2  # the budget (plus the final save) bounds the run
 
 
 def test_steps_given_is_the_horizon():
