@@ -4,8 +4,10 @@ stored session back for replay. Every input problem surfaces as an `InfillError`
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -18,11 +20,14 @@ from engine.samplers import SAMPLERS
 from engine.trace import Step
 from storage import SessionRecord, StorageInputError, Store, open_store
 
-from .render import TraceState
+from .render import TraceState, fold
+from .textmap import bytes_fn
 
 log = logging.getLogger("app")
 
 DOMAINS = ["text", "code", "protein"]
+#: the sampler the page starts with (one constant; the fastest exact sampler on the bundled models)
+DEFAULT_SAMPLER = next((s for s in ("assd-cache", "assd") if s in SAMPLERS), next(iter(SAMPLERS)))
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
 MAX_INPUT_CHARS = 20_000
 MASK_PLACEHOLDER = "\u2581"
@@ -160,6 +165,60 @@ def check_text(text: object) -> str:
     return text
 
 
+#: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words)
+SENTINEL_RE = re.compile(r"\[MASK(?::\s*-?\d+\s*w?)?\]")
+ANY_SENTINEL_RE = re.compile(r"\[MASK(?::[^\]]*)?\]?")
+
+
+def check_sentinels(text: str) -> None:
+    """Refuse a malformed sentinel such as [MASK:abc] with a message that names it (instead of
+    reading it as plain text and then saying nothing is masked)."""
+    for m in ANY_SENTINEL_RE.finditer(text):
+        if not SENTINEL_RE.fullmatch(m.group(0)):
+            bad = m.group(0)[:24]
+            raise BadParameterError(
+                f"{bad!r} is not a span marker: write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words."
+            )
+
+
+def normalize_protein(text: str) -> tuple[str, str]:
+    """A protein sequence as protein tools read it: FASTA header lines (> or ;) dropped, line breaks
+    and spaces removed, letters upper-cased, a trailing stop '*' dropped; span markers kept as typed.
+    Returns (sequence, a sentence saying what changed, '' when nothing did)."""
+    lines = text.splitlines()
+    kept = [ln for ln in lines if not ln.lstrip().startswith((">", ";"))]
+    notes = []
+    if len(kept) < len(lines):
+        notes.append(f"dropped {len(lines) - len(kept)} FASTA header line" + ("s" if len(lines) - len(kept) > 1 else ""))
+    body = "\n".join(kept)
+    parts, pos, changed_case, spaces = [], 0, 0, 0
+    for m in list(ANY_SENTINEL_RE.finditer(body)) + [None]:
+        seg = body[pos: m.start() if m else len(body)]
+        spaces += sum(1 for ch in seg if ch.isspace())
+        seg = "".join(ch for ch in seg if not ch.isspace())
+        changed_case += sum(1 for ch in seg if ch.islower())
+        parts.append(seg.upper())
+        if m:
+            parts.append(m.group(0))
+            pos = m.end()
+    out = "".join(parts)
+    if out.endswith("*"):
+        out = out[:-1]
+        notes.append("dropped the stop '*'")
+    if spaces:
+        notes.append(f"removed {spaces} line breaks and spaces")
+    if changed_case:
+        notes.append(f"upper-cased {changed_case} letters")
+    return out, ("Read as a protein sequence: " + ", ".join(notes) + ".") if notes else ""
+
+
+def normalize(domain: str, text: str) -> tuple[str, str]:
+    """The input as the domain's model reads it, and a note about what changed ('' if nothing)."""
+    if domain == "protein" and isinstance(text, str):
+        return normalize_protein(text)
+    return text, ""
+
+
 def prepare(form: Form) -> InfillRun:
     """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
     if form.domain not in DOMAINS:
@@ -167,6 +226,8 @@ def prepare(form: Form) -> InfillRun:
     if form.sampler not in SAMPLERS:
         raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
     check_text(form.text)
+    check_sentinels(form.text)
+    form.text = normalize(form.domain, form.text)[0]
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
     if not allowed:
@@ -193,19 +254,38 @@ def prepare(form: Form) -> InfillRun:
 
 
 def token_view(run: InfillRun) -> dict:
-    """What replay needs to draw the input without loading the model."""
+    """What replay needs to draw the input without loading the model (token_ids lets it decode
+    multi-byte characters by offsets when the model's tokenizer is still listed)."""
     codec = run.lm.codec
     ms = set(run.mi.masked)
     return {
         "model": run.lm.name,
         "token_texts": [MASK_PLACEHOLDER if i in ms else codec.token_text(t) for i, t in enumerate(run.mi.tokens)],
+        "token_ids": [None if i in ms else int(t) for i, t in enumerate(run.mi.tokens)],
         "masked": list(run.mi.masked),
         "span_ranges": [list(r) for r in run.mi.span_ranges],
     }
 
 
-def new_state(view: dict) -> TraceState:
-    return TraceState(list(view["token_texts"]), list(view["masked"]))
+@functools.lru_cache(maxsize=32)
+def _bytes_for(model: str):
+    from engine.tokenization import Codec
+
+    try:
+        return bytes_fn(Codec.load(registry.resolve(model, allow_paths=False)))
+    except Exception:  # noqa: BLE001 - a model no longer listed: fall back to per-token texts
+        return None
+
+
+def bytes_for(view: dict):
+    """token id -> bytes for the view's model (None when its tokenizer is not available)."""
+    return _bytes_for(view.get("model") or "") if view.get("token_ids") is not None else None
+
+
+def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = None) -> TraceState:
+    """The display state of a view after `upto` of `steps` (all of them by default)."""
+    return fold(list(view["token_texts"]), list(view["masked"]), steps or [], upto,
+                ids=view.get("token_ids"), bytes_of=bytes_for(view))
 
 
 def stored_params(run: InfillRun) -> dict:
