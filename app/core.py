@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from engine import registry
 from engine.api import LIMITS, InfillRun
 from engine.errors import BadParameterError, InfillError, InputTooLongError, ModelNotFoundError
+from engine.masking import DEFAULT_SPAN, MASK_RE, tokens_per_word
 from engine.samplers import SAMPLERS
 from engine.trace import Step
 from storage import SessionRecord, StorageInputError, Store, open_store
@@ -165,8 +166,8 @@ def check_text(text: object) -> str:
     return text
 
 
-#: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words)
-SENTINEL_RE = re.compile(r"\[MASK(?::\s*-?\d+\s*w?)?\]")
+#: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words), as the engine reads it
+SENTINEL_RE = MASK_RE
 ANY_SENTINEL_RE = re.compile(r"\[MASK(?::[^\]]*)?\]?")
 
 
@@ -210,6 +211,16 @@ def normalize_protein(text: str) -> tuple[str, str]:
     if changed_case:
         notes.append(f"upper-cased {changed_case} letters")
     return out, ("Read as a protein sequence: " + ", ".join(notes) + ".") if notes else ""
+
+
+def mask_units(domain: str, codec) -> str:
+    """What the span markers mean for this domain and tokenizer, in one line for the input box."""
+    n, unit = DEFAULT_SPAN.get(domain, (8, ""))
+    bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
+    tpw = tokens_per_word(codec)
+    words = (f"[MASK:nw] = n words (about {tpw:.1f} tokens per word for this tokenizer)" if tpw != 1.0
+             else "[MASK:nw] = n letters (one token each)")
+    return f"[MASK] = {bare}; [MASK:n] = n tokens; {words}."
 
 
 def normalize(domain: str, text: str) -> tuple[str, str]:

@@ -29,7 +29,7 @@ def _byte_decoder() -> dict[str, int]:
 
 def bytes_fn(codec) -> Callable[[int], bytes]:
     """token id -> its exact bytes, for an engine Codec (byte-level or not)."""
-    if getattr(codec, "_byte_level", False):
+    if getattr(codec, "byte_level", getattr(codec, "_byte_level", False)):
         table = _byte_decoder()
         backend = codec.hf.backend_tokenizer
         special = set(codec.special_ids)

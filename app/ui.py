@@ -149,16 +149,16 @@ def input_info(text, model, domain):
         lm = _codec_for(model, domain)
         limit = lm.max_tokens
         if not text.strip():
-            return f"0 / {limit} tokens (this model's limit)."
+            return f"**0 / {limit} tokens** (this model's limit). " + core.mask_units(domain, lm.codec)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
-            line = (f"{n} / {limit} tokens (this model's limit), {masked} of them masked in {spans} span"
-                    + ("s" if spans != 1 else "") + ". [MASK] = one span of the domain's default length; "
-                    "[MASK:n] = n tokens.")
+            line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
+                    + ("s" if spans != 1 else "") + ". " + core.mask_units(domain, lm.codec))
         else:
             n = len(lm.codec.encode(text))
-            line = f"{n} / {limit} tokens (this model's limit). Nothing is masked yet: add [MASK] or [MASK:n]."
+            line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
+                    + core.mask_units(domain, lm.codec))
             if n > limit:
                 return _status(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
@@ -679,7 +679,8 @@ def build() -> gr.Blocks:
             example = gr.Dropdown(EXAMPLES[first_domain], label="Examples", scale=2)
         # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
         text = gr.Textbox(EXAMPLES[first_domain][0], lines=3, max_lines=8,
-                          label="Input: [MASK] or [MASK:n] marks a span of n tokens", elem_id="infill-text")
+                          label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",
+                          elem_id="infill-text")
         tok_count = gr.Markdown(input_info(EXAMPLES[first_domain][0], init_models[0] if init_models else None,
                                            first_domain), elem_id="token-count")
         with gr.Row(equal_height=True):
