@@ -124,7 +124,7 @@ def card_markdown(name: str | None) -> str:
         parts.append("Training: not recorded (no train_state.json).")
     shown = []
     for key, v in m.items():
-        if key in QUIET:
+        if key in QUIET or key.startswith("nll_"):  # the perplexity beside it says the same
             continue
         label, fmt = METRIC_LABELS.get(key, (key, "{:.3g}" if _num(v) is not None else "{}"))
         try:

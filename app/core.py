@@ -325,11 +325,35 @@ class Live:
     result: object = None
     run_id: int | None = None
     error: str = ""
+    stopped: bool = False  # Stop ended it; stored as cancelled
+
+
+_stops: set[str] = set()
+_stops_lock = threading.Lock()
+
+
+def request_stop(share_id: str) -> None:
+    """Ask the run of this session to stop after the round it is in (Stop's cooperative path:
+    it works whether or not the web framework manages to cancel the streaming task)."""
+    with _stops_lock:
+        _stops.add(share_id)
+
+
+def clear_stop(share_id: str) -> None:
+    """Forget a Stop request (the consumer of the session's runs calls this when they are over)."""
+    with _stops_lock:
+        _stops.discard(share_id)
+
+
+def stop_requested(share_id: str) -> bool:
+    with _stops_lock:
+        return share_id in _stops
 
 
 def rounds(live: Live) -> Iterator[Live]:
     """Advance `live` one round per iteration (the last round when the sampler ends); the store
-    records the run (ok, cancelled if the consumer stops early, failed on an error)."""
+    records the run (ok, cancelled if the consumer stops early or Stop was requested, failed on an
+    error)."""
     run = live.run
     rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed)
     with rec_cm as rec:
@@ -337,13 +361,18 @@ def rounds(live: Live) -> Iterator[Live]:
         for step in rec.wrap(run.stream()):
             if cur_round is not None and step.round != cur_round:
                 yield live  # the previous round is complete
+                if stop_requested(live.share_id):
+                    rec.steps.pop()  # the step read after Stop was never shown
+                    live.stopped = True
+                    break
             cur_round = step.round
             live.steps.append(step)
             live.state.apply(step)
-        res = run.result()
-        live.result = res
-        rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
-                   wall_seconds=res.seconds)
+        if not live.stopped:
+            res = run.result()
+            live.result = res
+            rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
+                       wall_seconds=res.seconds)
         live.done = True
     live.run_id = rec.run_id
     yield live

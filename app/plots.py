@@ -103,7 +103,8 @@ def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:
     rows = (len(groups) + 1) // 2
     _layout(f1, "Acceptance rate by draft position in the round", rows,
             xaxis_title="draft position in the round (0 = first draft)",
-            yaxis_title="accepted / tested (fraction)", yaxis_range=[0, 1.05])
+            yaxis_title="accepted / tested (fraction)", yaxis_range=[0, 1.05], showlegend=True)
+    f1.update_xaxes(dtick=1)
     f2 = go.Figure()
     for g in groups:
         if g.tokens_per_call:

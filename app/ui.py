@@ -302,13 +302,24 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         yield (*_player(live, _status(msg, "error")), "", "", blank, None, "")
         return
     res = live.result
+    core.clear_stop(sid)
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
+    if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
+        trace = {"view": live.view, "steps": live.steps, "title": _title(live, live.run.spec.name, live.run.lm.name)}
+        yield (*_player(live, _stopped_msg(live.state)), "", link,
+               gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace, "")
+        return
     trace = {"view": live.view, "steps": live.steps, "title": _title(live, res.sampler, res.model)}
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = _status(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                    + note, "ok")
     yield (*_player(live, done), res.text, link,
            gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace, "")
+
+
+def _stopped_msg(st) -> str:
+    return _status(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
+                   "cancelled; Play replays it and the link opens it.")
 
 
 def stop_run(sid, request: gr.Request = None):
@@ -319,6 +330,7 @@ def stop_run(sid, request: gr.Request = None):
     idle = (gr.update(interactive=True), gr.update(interactive=False))
     if not sid:
         return (_status("Nothing is running."), keep, keep, keep, *idle)
+    core.request_stop(sid)
     run = None
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline:
@@ -333,12 +345,11 @@ def stop_run(sid, request: gr.Request = None):
     view = rp.view_for(run)
     trace = {"view": view, "steps": run.steps, "title": f"{run.sampler} on {run.params.get('model', '')}"}
     n = len(run.steps)
+    core.clear_stop(sid)
     if run.status == "ok":
         msg = _status("The run had already finished before Stop arrived; it is stored complete.", "ok")
     else:
-        st = core.new_state(view, run.steps)
-        msg = _status(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
-                      "cancelled; Play replays it and the link opens it.")
+        msg = _stopped_msg(core.new_state(view, run.steps))
     return (msg, share.share_link(request, sid), trace,
             gr.update(minimum=0, maximum=n, value=n, interactive=True), *idle)
 
@@ -504,7 +515,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         msg = readable(e)
         _warn(msg)
         empty = view_html(None, message=msg)
-        yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "")
+        yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "", "")
         return
     a, b = lives
     its = [core.rounds(a), core.rounds(b)]
@@ -522,7 +533,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
                 last = now
                 yield (_status(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
                        view_html(a.state, f"A: {a.run.spec.name}"), view_html(b.state, f"B: {b.run.spec.name}"),
-                       counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, "")
+                       counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, "", sid)
                 if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
                     last_fig = now
                     f1, f2 = plots.compare_figures([(f"A: {a.run.spec.name}", a.steps),
@@ -533,14 +544,25 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
-        yield (_status(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "")
+        yield (_status(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "", "")
         return
+    core.clear_stop(sid)
     link = share.share_link(request, sid)  # both recorders have stored their runs
     f1, f2 = plots.compare_figures([(f"A: {a.run.spec.name}", a.steps), (f"B: {b.run.spec.name}", b.steps)])
-    yield (_status("Done: both runs stored; share them with the link.", "ok"),
+    stopped = a.stopped or b.stopped
+    yield (_status("Stopped: the partial runs are stored as cancelled; the link opens them." if stopped else
+                   "Done: both runs stored; share them with the link.", "info" if stopped else "ok"),
            view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
            view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
-           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link)
+           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link, "")
+
+
+def stop_compare(sid):
+    """Stop both sides after their current round (they are stored as cancelled)."""
+    if sid:
+        core.request_stop(sid)
+        return _status("Stopping after this round…"), *_idle()
+    return _status("Nothing is running."), *_idle()
 
 
 def _completed_html(lv: Live) -> str:
@@ -718,13 +740,13 @@ def build() -> gr.Blocks:
             with gr.Tab("Step player", id="player"):
                 counters = gr.Markdown("", elem_id="counters")
                 with gr.Row(elem_id="player-controls", equal_height=True):
-                    back_btn = gr.Button("◀ step", size="sm", scale=0, elem_id="step-back")
-                    play_btn = gr.Button("▶ play", size="sm", scale=0, elem_id="play")
-                    pause_btn = gr.Button("⏸ pause", size="sm", scale=0, elem_id="pause")
-                    fwd_btn = gr.Button("step ▶", size="sm", scale=0, elem_id="step-forward")
-                    speed = gr.Dropdown(SPEEDS, value=DEFAULT_SPEED, label="playback speed", scale=1,
+                    back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
+                    play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
+                    pause_btn = gr.Button("❚❚ pause", size="sm", scale=1, min_width=70, elem_id="pause")
+                    fwd_btn = gr.Button("step forward ▶", size="sm", scale=1, min_width=110, elem_id="step-forward")
+                    speed = gr.Dropdown(SPEEDS, value=DEFAULT_SPEED, label="playback speed", scale=2, min_width=160,
                                         elem_id="speed", show_label=False, container=False)
-                    replay_btn = gr.Button("Replay from start", size="sm", scale=0, elem_id="replay")
+                    replay_btn = gr.Button("replay from start", size="sm", scale=1, min_width=120, elem_id="replay")
                 player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player",
                                  js_on_load=None)
                 scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
@@ -760,7 +782,9 @@ def build() -> gr.Blocks:
                 with gr.Row():
                     fig_rev = gr.Plot(show_label=False)
                     fig_run = gr.Plot(show_label=False)
-                cmp_link = gr.Textbox(label="Share link", buttons=["copy"], interactive=False)
+                cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
+                                      interactive=False)
+                cmp_sid = gr.State("")
             with gr.Tab("Statistics", id="stats") as stats_tab:
                 with gr.Row():
                     f_domain = gr.Dropdown(["all", *DOMAINS], value="all", label="Domain")
@@ -815,7 +839,7 @@ def build() -> gr.Blocks:
         run_evt.then(_idle, None, [run_btn, stop_btn], api_visibility="private").then(
             remember, [link, history], [history, recent_html], api_visibility="private")
         stop_btn.click(stop_run, [run_sid], [status, link, trace_state, scrub_sl, run_btn, stop_btn],
-                       cancels=[run_evt], api_name="stop").then(
+                       cancels=[run_evt], api_name="stop", queue=False).then(
             remember, [link, history], [history, recent_html], api_visibility="private")
         frame_outputs = [player, detail, counters, scrub_sl]
         scrub_sl.input(scrub, [scrub_sl, trace_state], [player, detail, counters], api_name="scrub",
@@ -830,13 +854,13 @@ def build() -> gr.Blocks:
         replay_btn.click(replay, [trace_state], frame_outputs, api_name="replay", show_progress="hidden")
         cmp_evt = cmp_btn.click(_busy, None, [cmp_btn, cmp_stop], queue=False, api_visibility="private").then(
             run_compare, [*form_inputs, sampler_b, model_b],
-            [cmp_status, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link],
+            [cmp_status, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link, cmp_sid],
             api_name="compare", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
         )
         cmp_evt.then(_idle, None, [cmp_btn, cmp_stop], api_visibility="private").then(
             remember, [cmp_link, history], [history, recent_html], api_visibility="private")
-        cmp_stop.click(lambda: (_status("Stopped; the partial runs are stored as cancelled."), *_idle()), None,
-                       [cmp_status, cmp_btn, cmp_stop], cancels=[cmp_evt], queue=False, api_visibility="private")
+        cmp_stop.click(stop_compare, [cmp_sid], [cmp_status, cmp_btn, cmp_stop], queue=False,
+                       api_visibility="private")
 
         # ---- statistics and sessions
         stats_outputs = [fig_acc, fig_tpc, fig_cvm, stats_table, csv_btn]
