@@ -261,6 +261,9 @@ def toggle_tokens(selected, tok_state):
 # ----------------------------------------------------------------------------- step player
 
 
+TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
+
+
 def _player(live: Live, status: str):
     st = live.state
     return (
@@ -289,12 +292,17 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     note = core.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
     try:
-        first = True
+        first, table_at = True, 0.0
         for lv in core.throttled(core.rounds(live)):
             if lv.done:
                 break
-            yield (*_player(lv, _status(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")),
-                   "", "", idle_scrub if first else blank, None if first else blank, sid)
+            frame = list(_player(lv, _status(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")))
+            now = time.perf_counter()
+            if now - table_at < TABLE_INTERVAL:  # the round's table at most twice a second while streaming:
+                frame[3] = blank  # nobody reads it faster, and each one costs the run time (issue 15, item 8)
+            else:
+                table_at = now
+            yield (*frame, "", "", idle_scrub if first else blank, None if first else blank, sid)
             first = False
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
