@@ -33,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-http", action="store_true", help="skip the launched-app measurement")
     a = ap.parse_args(argv)
 
+    # one torch thread in every process (this one and the server), so the ways compete for nothing
+    # but the machine and a server idling between runs spins no OpenMP workers
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     tmp = tempfile.mkdtemp(prefix="app-bench-")
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.db")
     from engine.api import infill
@@ -88,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ways["http"] = http
     try:
-        for fn in ways.values():  # warm-up: model load, first-call allocations
-            fn()
+        for k, fn in ways.items():  # warm-up: model load, first-call allocations
+            print(f"warm-up {k}: {fn():.2f} s", flush=True)
         times: dict[str, list[float]] = {k: [] for k in ways}
         for _ in range(a.repeats):
             for k, fn in ways.items():
@@ -99,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(timeout=30)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"same run: {sampler} on {a.model}, 48 masked tokens, seed 0; {a.repeats} repeats, alternating")
+    print(f"same run: {sampler} on {a.model}, 48 masked tokens, seed 0; {a.repeats} repeats, alternating; "
+          f"torch threads {torch.get_num_threads()}")
     for k, v in times.items():
         ratio = "" if k == "cli" else (f"   {med[k] / med['cli']:.2f}x cli by medians, "
                                        f"{min(v) / min(times['cli']):.2f}x by minima")
