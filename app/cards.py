@@ -115,7 +115,9 @@ def card_markdown(name: str | None) -> str:
                 b += f" of {batch:g} x {seq:g} tokens (about {steps * batch * seq / 1e6:,.0f}M tokens)"
             bits.append(b)
         if _num(st.get("minutes")) is not None:
-            bits.append(f"{st['minutes']:.0f} minutes on {esc(st.get('device') or st.get('hardware') or '?')}")
+            dev = str(st.get("device") or "")
+            where = "a GPU" if dev.startswith("cuda") else (dev or str(st.get("hardware") or "?"))
+            bits.append(f"{st['minutes']:.0f} minutes on {esc(where)}")
         if _num(st.get("valid_loss")) is not None:
             bits.append(f"validation loss {st['valid_loss']:.2f}")
         if bits:

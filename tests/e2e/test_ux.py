@@ -164,7 +164,7 @@ def test_stop_and_replay_states(browser, app_url, request, slow_runs):  # noqa: 
         _wait_status(page, "Stopped after", timeout=20_000)
     except Exception:
         shot(page, request, "debug")
-        raise AssertionError(_status(page))
+        raise AssertionError(_status(page)) from None
     assert "cancelled" in _status(page)
     page.wait_for_function("document.querySelector('#stop').disabled", timeout=10_000)
     assert _enabled(page, "#run")
