@@ -279,18 +279,21 @@ def token_view(run: InfillRun) -> dict:
 
 
 @functools.lru_cache(maxsize=32)
-def _bytes_for(model: str):
+def _bytes_for_folder(folder: str):
     from engine.tokenization import Codec
 
-    try:
-        return bytes_fn(Codec.load(registry.resolve(model, allow_paths=False)))
-    except Exception:  # noqa: BLE001 - a model no longer listed: fall back to per-token texts
-        return None
+    return bytes_fn(Codec.load(folder))
 
 
 def bytes_for(view: dict):
-    """token id -> bytes for the view's model (None when its tokenizer is not available)."""
-    return _bytes_for(view.get("model") or "") if view.get("token_ids") is not None else None
+    """token id -> bytes for the view's model (None when its tokenizer is not available). Cached
+    by the model's folder, not its name: two folders may carry the same name."""
+    if view.get("token_ids") is None:
+        return None
+    try:
+        return _bytes_for_folder(str(registry.resolve(view.get("model") or "", allow_paths=False)))
+    except Exception:  # noqa: BLE001 - a model no longer listed: fall back to per-token texts
+        return None
 
 
 def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = None) -> TraceState:
