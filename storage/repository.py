@@ -21,7 +21,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, or_, select
 from sqlalchemy.orm import selectinload
 
 from engine.trace import Step, StepKind, decided_tokens, trace_counts
@@ -569,14 +569,16 @@ class Store:
     ) -> list[GroupStats]:
         """Statistics of 'ok' runs grouped per model x sampler x parameters.
 
+        The model is the one the run really used (its params' "model" when recorded, else the
+        session's): a compare session of two models counts each run under its own model.
         since / until filter on the run's creation time (since <= created_at < until; naive
         datetimes are taken as UTC).
         """
         conds = [RunRow.status == "ok"]
         if domain is not None:
             conds.append(SessionRow.domain == domain)
-        if model is not None:
-            conds.append(SessionRow.model == model)
+        if model is not None:  # narrowed in SQL, decided exactly per run below
+            conds.append(or_(SessionRow.model == model, SessionRow.model.contains(model, autoescape=True)))
         if sampler is not None:
             conds.append(RunRow.sampler == sampler)
         if since is not None:
@@ -591,6 +593,13 @@ class Store:
         )
         ids = base.subquery()
 
+        def key(m: str, smp: str, pk: str) -> tuple[str, str, str] | None:
+            ran = json.loads(pk).get("model")
+            eff = ran if isinstance(ran, str) and ran else m
+            if model is not None and eff != model:
+                return None
+            return eff, smp, pk
+
         groups: dict[tuple[str, str, str], GroupStats] = {}
         with db.read_session(self.engine) as s:
             runs_q = (
@@ -600,10 +609,13 @@ class Store:
                 .order_by(*gcols, RunRow.id)
             )
             for m, smp, pk, masked, calls, rounds in s.execute(runs_q):
-                g = groups.get((m, smp, pk))
+                kk = key(m, smp, pk)
+                if kk is None:
+                    continue
+                g = groups.get(kk)
                 if g is None:
-                    g = groups[(m, smp, pk)] = GroupStats(
-                        m, smp, json.loads(pk), 0, 0, 0.0, 0, [], [], {}, []
+                    g = groups[kk] = GroupStats(
+                        kk[0], smp, json.loads(pk), 0, 0, 0.0, 0, [], [], {}, []
                     )
                 g.runs += 1
                 g.masked_tokens += masked
@@ -625,18 +637,30 @@ class Store:
                 )
 
             rt = RankStatRow.__table__
+            by_rank: dict[tuple[str, str, str], dict[int, list[int]]] = {}
             for m, smp, pk, rank, acc, rej in s.execute(
                 grouped(rt, rt.c.rank, func.sum(rt.c.accepted), func.sum(rt.c.rejected))
             ):
-                groups[(m, smp, pk)].acceptance_by_rank.append(
-                    RankRate(rank, int(acc), int(rej))
+                kk = key(m, smp, pk)
+                if kk is None or kk not in groups:
+                    continue
+                tot = by_rank.setdefault(kk, {}).setdefault(int(rank), [0, 0])
+                tot[0] += int(acc)
+                tot[1] += int(rej)
+            for kk, ranks in by_rank.items():
+                groups[kk].acceptance_by_rank.extend(
+                    RankRate(r, a, j) for r, (a, j) in sorted(ranks.items())
                 )
 
             rd = RoundStatRow.__table__
             for m, smp, pk, tokens, n in s.execute(
                 grouped(rd, rd.c.tokens, func.count())
             ):
-                groups[(m, smp, pk)].tokens_per_round[int(tokens)] = int(n)
+                kk = key(m, smp, pk)
+                if kk is None or kk not in groups:
+                    continue
+                tpr = groups[kk].tokens_per_round
+                tpr[int(tokens)] = tpr.get(int(tokens), 0) + int(n)
         return list(groups.values())
 
 
