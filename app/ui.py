@@ -8,8 +8,6 @@ import functools
 import html
 import inspect
 import logging
-import os
-import tempfile
 import time
 
 import gradio as gr
@@ -21,7 +19,9 @@ from engine.samplers import SAMPLERS
 
 from . import core, plots, share
 from .core import DOMAINS, EXAMPLES, Form, Live, readable
+from .exports import write_export
 from .render import CSS, DETAIL_HEADERS, counters_md, esc, fold, view_html
+from .slots import active_runs
 
 log = logging.getLogger("app")
 
@@ -225,7 +225,8 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     """Stream a run: one update per round (throttled), ending with the completed text."""
     blank = gr.update()
     try:
-        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner))
+        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
+                          owner=getattr(request, "session_hash", None))
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         _warn(msg)
@@ -243,6 +244,8 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         msg = readable(e)
         _warn(msg)
         yield (*_player(live, _status(msg, "error")), "", link, blank, None)
+        return
+    if live.result is None:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     res = live.result
     trace = {"view": live.view, "steps": live.steps, "title": _title(live, res.sampler, res.model)}
@@ -311,7 +314,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         lives = []
         for run in (ra, rb):
             view = core.token_view(run)
-            lives.append(Live(run, view, core.new_state(view), sid))
+            lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
@@ -338,6 +341,8 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         for it in its:  # let both recorders finish (store the runs)
             for _ in it:
                 pass
+        if a.cancelled or b.cancelled:
+            return
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
@@ -376,9 +381,7 @@ def stats(domain, model, sampler):
                      "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"])
     from storage import stats_to_csv
 
-    fd, path = tempfile.mkstemp(prefix="infill-stats-", suffix=".csv")
-    with os.fdopen(fd, "w") as f:
-        f.write(stats_to_csv(groups))
+    path = write_export("infill-stats", stats_to_csv(groups))
     table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
     return f1, f2, f3, table, gr.update(value=path, visible=True)
 
@@ -588,7 +591,7 @@ def build() -> gr.Blocks:
                        trigger_mode="always_last")
 
         # ---- runs (the model-bound events share one concurrency pool)
-        limit = int(os.environ.get("INFILL_CONCURRENCY", "2"))
+        limit = active_runs()  # runs in progress; app.slots lets INFILL_CONCURRENCY of them compute at once
         run_evt = run_btn.click(
             run_infill, form_inputs, [status, counters, player, detail, completed, link, scrub_sl, trace_state],
             api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
