@@ -286,6 +286,7 @@ def rounds(live: Live) -> Iterator[Live]:
     visitor cancelled it while it waited for its first slot ends at once and stores nothing."""
     run = live.run
     turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    run.pause = turns.preempt  # lighter runs take the slot between two network passes
     rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
                               session=_pending_session(live.share_id))
     with rec_cm as rec:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .budget import Budget
+from .budget import Budget, Meter, install
 from .errors import BadParameterError, IncompatibleModelsError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
@@ -171,20 +171,27 @@ class InfillRun:
         self.budget = budget
         if budget is not None:
             budget.check_params(len(self.mi.masked), self.params)
+        self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
     def stream(self) -> Iterator[Step]:
         """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
-        InfillError) after the step that went over it; the trace keeps every step so far."""
+        InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
+        for lm in (self.lm, self.draft_lm):
+            if lm is not None and (self.budget is not None or self.pause is not None):
+                install(lm.model)
+        meter = Meter(self.budget, ctx.calls, self.pause)
         t0 = time.perf_counter()
         steps = self.spec.run(ctx)
         while True:
-            t = time.perf_counter()
-            step = next(steps, None)
-            self.compute_seconds += time.perf_counter() - t
+            try:
+                with meter:
+                    step = next(steps, None)
+            finally:
+                self.compute_seconds = meter.seconds
             if step is None:
                 break
             self.trace.append(step)

@@ -1,10 +1,13 @@
 """Per-run budgets: a run stops, with a clear message, once it has computed for too long or spent
 too many network calls; and parameters whose cost grows with the input are bounded by it.
 
-A budget is checked by `InfillRun.stream` after every step, so the steps decided so far stay in
-the trace (the app stores such a run with status 'stopped'). Seconds are the time the run spends
-computing, not the time it waits for a free model slot or for its consumer, so a run that queues
-behind others on a busy server is not cut short for it.
+A budget is checked before every network pass (a forward pre-hook on the models' embeddings,
+`install`) and after every step, so one long step (a diffusion drafter can spend minutes on
+one round) cannot outrun it, and the steps decided so far stay in the trace (the app stores such
+a run with status 'stopped'). Seconds are the time the run spends computing, not the time it
+waits for a free model slot or for its consumer, so a run that queues behind others on a busy
+server is not cut short for it. The same checkpoint lets a consumer pause a run between two
+network passes (`Meter.pause`: the app hands its compute slot to a lighter run there).
 
 The library and CLI run without a budget; the app takes `Budget.from_env()`:
 INFILL_RUN_MAX_SECONDS (default 20) and INFILL_RUN_MAX_CALLS (default 1024); 0 switches one off.
@@ -13,6 +16,9 @@ INFILL_RUN_MAX_SECONDS (default 20) and INFILL_RUN_MAX_CALLS (default 1024); 0 s
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import BadParameterError, InfillError
@@ -79,3 +85,58 @@ class Budget:
             raise BadParameterError(
                 f"steps x inner = {steps * inner:,} is more than this input needs: with {masked} masked tokens "
                 f"the server takes steps x inner up to {cap_work:,} (16 per masked token, at least 256).")
+
+
+_local = threading.local()
+
+
+class Meter:
+    """One run's accounting while its sampler computes in this thread: computing seconds (pauses
+    excluded), the budget check at each checkpoint, and the consumer's optional pause."""
+
+    def __init__(self, budget: Budget | None, calls: Callable[[], float], pause: Callable[[], None] | None = None):
+        self.budget, self.calls, self.pause = budget, calls, pause
+        self.seconds = 0.0
+        self._t = 0.0
+        self._outer = None
+
+    def __enter__(self) -> Meter:
+        self._outer = getattr(_local, "meter", None)
+        _local.meter = self
+        self._t = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.perf_counter() - self._t
+        _local.meter = self._outer
+
+    def checkpoint(self) -> None:
+        now = time.perf_counter()
+        self.seconds += now - self._t
+        self._t = now
+        if self.budget is not None:
+            self.budget.check(self.seconds, self.calls())
+        if self.pause is not None:
+            self.pause()
+            self._t = time.perf_counter()  # time paused is not computing time
+
+
+def checkpoint() -> None:
+    """Called before every network pass: checks the running run's budget (raising
+    BudgetExceededError) and lets its consumer pause it. No-op outside a metered run."""
+    m = getattr(_local, "meter", None)
+    if m is not None:
+        m.checkpoint()
+
+
+def install(model) -> None:
+    """Put `checkpoint` before every network pass of `model` (a torch module): a forward pre-hook
+    on its embedding layers, which every pass of every model kind starts with. Idempotent."""
+    import torch
+
+    if getattr(model, "_infill_checkpoints", False):
+        return
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            m.register_forward_pre_hook(lambda _m, _a: checkpoint())
+    model._infill_checkpoints = True
