@@ -27,10 +27,6 @@ def max_body_bytes() -> int:
     return v if v > 0 else DEFAULT_MAX_BODY_BYTES
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _is_upload(path: str) -> bool:
     return path.rstrip("/").endswith("/upload")
 
@@ -68,28 +64,34 @@ class BodyLimit:
             if receive is None:
                 return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
         seen = 0
-        started = False
+        started = refused = False
 
         async def counted_receive():
-            nonlocal seen
+            nonlocal seen, started, refused
+            if refused:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    # answer here (FastAPI turns an exception raised while it reads the body into a
+                    # 400), then tell the app the client is gone and drop whatever it still sends
+                    refused = True
+                    if not started:
+                        started = True
+                        await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+                    return {"type": "http.disconnect"}
             return msg
 
         async def tracked_send(msg):
             nonlocal started
+            if refused:
+                return
             if msg["type"] == "http.response.start":
                 started = True
             await send(msg)
 
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except _TooLarge:
-            if not started:
-                await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+        await self.app(scope, counted_receive, tracked_send)
 
 
 async def _note_cancel(receive, limit: int):
