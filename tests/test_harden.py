@@ -232,7 +232,7 @@ def test_slots_go_to_the_lightest_waiting_run_first():
 
     threads = []
     for prio in [(3, 1), (1, 2), (0, 9)]:  # a long run, a medium one, a newly arrived small one
-        t = threading.Thread(target=waiter, args=(prio,))
+        t = threading.Thread(target=waiter, args=(prio,), daemon=True)
         t.start()
         threads.append(t)
         time.sleep(0.05)
@@ -373,7 +373,7 @@ def test_a_job_cancelled_while_waiting_for_a_slot_leaves_nothing(studio, monkeyp
     one.acquire((0, 0))  # another run holds the only slot
     live = core.start(_form(core), owner="visitor-1")
     done = threading.Event()
-    t = threading.Thread(target=lambda: (_run_all(core, live), done.set()))
+    t = threading.Thread(target=lambda: (_run_all(core, live), done.set()), daemon=True)
     t.start()
     time.sleep(0.3)
     assert not done.is_set()  # queued
