@@ -53,7 +53,7 @@ EXAMPLES: dict[str, list[str]] = {
 PARAM_HELP = {
     "k": "drafts per round (speculation depth)",
     "temperature": "softmax temperature of proposal and target",
-    "seed": "random seed: the same seed replays the same run",
+    "seed": "random seed, 0 to 2**64 - 1: the same seed replays the same run",
     "steps": "diffusion steps of the cosine grid",
     "dtau": "window growth per outer step (self-speculative)",
     "window": "window schedule (self-speculative)",
