@@ -10,18 +10,23 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine import registry
 from engine.api import LIMITS, InfillRun
+from engine.budget import Budget
 from engine.errors import BadParameterError, InfillError, InputTooLongError, ModelNotFoundError
 from engine.masking import DEFAULT_SPAN, MASK_RE, tokens_per_word
 from engine.samplers import SAMPLERS
+from engine.seeding import SEED_MAX
 from engine.trace import Step
-from storage import SessionRecord, StorageInputError, Store, open_store
+from storage import NewSession, SessionRecord, StorageInputError, Store, new_share_id, open_store
 
+from . import cancels
 from .render import TraceState, fold
+from .slots import Cancelled, Turns, slots
 from .textmap import bytes_fn
 
 log = logging.getLogger("app")
@@ -54,7 +59,7 @@ EXAMPLES: dict[str, list[str]] = {
 PARAM_HELP = {
     "k": "drafts per round (speculation depth)",
     "temperature": "softmax temperature of proposal and target",
-    "seed": "random seed: the same seed replays the same run",
+    "seed": "random seed, 0 to 2**64 - 1: the same seed replays the same run",
     "steps": "diffusion steps of the cosine grid",
     "dtau": "window growth per outer step (self-speculative)",
     "window": "window schedule (self-speculative)",
@@ -136,12 +141,21 @@ class Form:
 
 
 def _as_int(name: str, v) -> int:
+    """A whole number, exactly: ints and digit strings as they are (a seed may need all 64 bits),
+    floats only where a double holds the value exactly (below 2**53)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 40:
+        return int(v.strip())
     try:
         f = float(v)
     except (TypeError, ValueError):
         raise BadParameterError(f"{name} must be a number.") from None
     if f != f or f in (float("inf"), float("-inf")) or f != int(f):
         raise BadParameterError(f"{name} must be a whole number, got {v!r}.")
+    if abs(f) >= 2**53:
+        raise BadParameterError(f"{name} = {v!r} is too large to be exact as a decimal number; send it as a "
+                                "whole number (an integer, or a string of digits).")
     return int(f)
 
 
@@ -254,13 +268,14 @@ def prepare(form: Form) -> InfillRun:
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
     k = _as_int("k", form.k)
     seed = _as_int("seed", form.seed)
-    if not 0 <= seed < 2**63:
-        raise BadParameterError("seed must be between 0 and 2**63 - 1.")
+    if not 0 <= seed <= SEED_MAX:
+        raise BadParameterError("seed must be between 0 and 2**64 - 1.")
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
         temperature=_as_float("temperature", form.temperature), k=k,
         steps=_as_int("steps", form.steps), dtau=_as_float("dtau", form.dtau),
         window=str(form.window), inner=_as_int("inner", form.inner), allow_paths=False,
+        budget=Budget.from_env(),
     )
 
 
@@ -306,10 +321,35 @@ def stored_params(run: InfillRun) -> dict:
     return {**run.params, "model": run.lm.name}
 
 
+#: sessions announced to a visitor (share id shown) but not stored yet: the first run's record
+#: stores its session in the same transaction (storage.NewSession); bounded, oldest dropped
+_pending: OrderedDict[str, NewSession] = OrderedDict()
+_pending_lock = threading.Lock()
+_PENDING_MAX = 4096
+
+
 def create_session(kind: str, runs: list[InfillRun], text: str, domain: str) -> str:
+    """A share id for these runs' session; the session is stored with its first run, so a run
+    killed before it is recorded leaves nothing behind (and no session is ever without runs)."""
     models = sorted({r.lm.name for r in runs})
     payload = {"version": 1, "kind": kind, "views": {r.lm.name: token_view(r) for r in runs}}
-    return store().create_session(domain, " | ".join(models), text, payload)
+    new = NewSession(domain, " | ".join(models), text, payload)
+    share_id = new_share_id()
+    with _pending_lock:
+        _pending[share_id] = new
+        while len(_pending) > _PENDING_MAX:
+            _pending.popitem(last=False)
+    return share_id
+
+
+def _pending_session(share_id: str) -> NewSession | None:
+    with _pending_lock:
+        return _pending.get(share_id)
+
+
+def _stored(share_id: str) -> None:
+    with _pending_lock:
+        _pending.pop(share_id, None)
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -329,6 +369,9 @@ class Live:
     run_id: int | None = None
     error: str = ""
     stopped: bool = False  # Stop ended it; stored as cancelled
+    owner: str | None = None  # the visitor's Gradio session hash (for cancels)
+    created: float = field(default_factory=time.monotonic)
+    cancelled: bool = False  # the visitor cancelled before the run computed anything
 
 
 _stops: set[str] = set()
@@ -354,30 +397,43 @@ def stop_requested(share_id: str) -> bool:
 
 
 def rounds(live: Live) -> Iterator[Live]:
-    """Advance `live` one round per iteration (the last round when the sampler ends); the store
-    records the run (ok, cancelled if the consumer stops early or Stop was requested, failed on an
-    error)."""
+    """Advance `live` one round per iteration (the last round when the sampler ends), each step
+    computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
+    consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
+    visitor cancelled it while it waited for its first slot ends at once and stores nothing."""
     run = live.run
-    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed)
+    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    run.pause = turns.preempt  # lighter runs take the slot between two network passes
+    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
+                              session=_pending_session(live.share_id))
     with rec_cm as rec:
         cur_round = None
-        for step in rec.wrap(run.stream()):
-            if cur_round is not None and step.round != cur_round:
-                yield live  # the previous round is complete
-                if stop_requested(live.share_id):
-                    rec.steps.pop()  # the step read after Stop was never shown
-                    live.stopped = True
-                    break
-            cur_round = step.round
-            live.steps.append(step)
-            live.state.apply(step)
+        try:
+            for step in rec.wrap(turns.iterate(run.stream())):
+                if cur_round is not None and step.round != cur_round:
+                    yield live  # the previous round is complete
+                    turns.cancelled = None  # from here on a cancel stops a run that was seen: stored
+                    if stop_requested(live.share_id):
+                        rec.steps.pop()  # the step read after Stop was never shown
+                        live.stopped = True
+                        break
+                cur_round = step.round
+                live.steps.append(step)
+                live.state.apply(step)
+            if not live.stopped:
+                with turns.turn():
+                    res = run.result()
+        except Cancelled:
+            rec.discard()
+            live.cancelled = live.done = True
+            return
         if not live.stopped:
-            res = run.result()
             live.result = res
             rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
                        wall_seconds=res.seconds)
         live.done = True
     live.run_id = rec.run_id
+    _stored(live.share_id)
     yield live
 
 
@@ -391,11 +447,11 @@ def throttled(it: Iterator[Live]) -> Iterator[Live]:
             yield live
 
 
-def start(form: Form, kind: str = "infill") -> Live:
+def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, new_state(view), share_id)
+    return Live(run, view, new_state(view), share_id, owner=owner)
 
 
 # ----------------------------------------------------------------------------- replay
@@ -424,7 +480,8 @@ def load_session(share_id: str) -> Replay:
         raise BadParameterError("Give a share id (the part after ?s= in a share link).")
     sess = store().get_session(share_id)
     if sess is None:
-        raise BadParameterError("No stored session has this share id; check the link.")
+        raise BadParameterError("No stored session has this share id; check the link (a run is stored when it "
+                                "ends, so a link opened while its run is still going is not there yet).")
     views = sess.spans.get("views") if isinstance(sess.spans, dict) else None
     if not views:
         raise BadParameterError("This session was stored without the data needed to replay it.")

@@ -8,8 +8,6 @@ import functools
 import html
 import inspect
 import logging
-import os
-import tempfile
 import time
 
 import gradio as gr
@@ -22,7 +20,9 @@ from engine.trace import PASS_KINDS
 
 from . import cards, core, plots, share
 from .core import DOMAINS, EXAMPLES, Form, Live, readable
+from .exports import write_export
 from .render import CSS, DETAIL_HEADERS, counters_md, esc, view_html
+from .slots import active_runs
 from .textmap import bytes_fn, char_pieces
 
 log = logging.getLogger("app")
@@ -281,7 +281,8 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     blank = gr.update()
     idle_scrub = gr.update(interactive=False)
     try:
-        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner))
+        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
+                          owner=getattr(request, "session_hash", None))
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         _warn(msg)
@@ -308,6 +309,9 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         msg = readable(e)
         _warn(msg)
         yield (*_player(live, _status(msg, "error")), "", "", blank, None, "")
+        return
+    if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
+        core.clear_stop(sid)
         return
     res = live.result
     core.clear_stop(sid)
@@ -518,7 +522,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         lives = []
         for run in (ra, rb):
             view = core.token_view(run)
-            lives.append(Live(run, view, core.new_state(view), sid))
+            lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
@@ -549,6 +553,8 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         for it in its:  # let both recorders finish (store the runs)
             for _ in it:
                 pass
+        if a.cancelled or b.cancelled:
+            return
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
@@ -599,9 +605,7 @@ def stats(domain, model, sampler):
                      "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"])
     from storage import stats_to_csv
 
-    fd, path = tempfile.mkstemp(prefix="infill-stats-", suffix=".csv")
-    with os.fdopen(fd, "w") as f:
-        f.write(stats_to_csv(groups))
+    path = write_export("infill-stats", stats_to_csv(groups))
     table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
     return f1, f2, f3, table, gr.update(value=path, visible=True)
 
@@ -838,7 +842,7 @@ def build() -> gr.Blocks:
                        trigger_mode="always_last")
 
         # ---- runs (the model-bound events share one concurrency pool)
-        limit = int(os.environ.get("INFILL_CONCURRENCY", "2"))
+        limit = active_runs()  # runs in progress; app.slots lets INFILL_CONCURRENCY of them compute at once
         run_evt = run_btn.click(_busy, None, [run_btn, stop_btn], queue=False, api_visibility="private").then(
             run_infill, form_inputs,
             [status, counters, player, detail, completed, link, scrub_sl, trace_state, run_sid],
