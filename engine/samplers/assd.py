@@ -155,6 +155,13 @@ def assd_drafted(
         rnd += 1
 
 
+def next_first_is_exact(stopped: int, drafted: int) -> bool:
+    """After a round of the pipelined sampler: is the next round's first proposal row already the
+    exact target? Only when every draft was accepted (stopped == drafted): after a rejection at j the
+    rows were computed before the resampled token existed, so they must be verified like any draft."""
+    return stopped == drafted
+
+
 def assd_pipelined(
     oracle: DensityOracle,
     mi: MaskedInput,
@@ -199,5 +206,5 @@ def assd_pipelined(
         n += j + 1 if j < m else m
         ranks, at = next_rows[j]
         props = out[at : at + len(ranks)]
-        exact_first = j == m
+        exact_first = next_first_is_exact(j, m)
         rnd += 1
