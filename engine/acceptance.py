@@ -8,9 +8,8 @@ source of silently wrong distributions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import torch
 
