@@ -85,19 +85,35 @@ def exact(asarm):
     return {t: exact_distribution(lm, mi, t) for t in (1.0, 0.5)}
 
 
-def pvalue(asarm, exact, sampler: str, **kw) -> float:
+_REAL: dict = {}  # histograms of the unmutated samplers, shared by the tests of wrong likelihoods
+
+
+def pvalue(asarm, exact, sampler: str, mutated: bool = True, **kw) -> float:
     lm, mi = asarm
-    counts = histogram(lm, mi, sampler, N, **kw)
+    key = (sampler, tuple(sorted(kw.items())))
+    if mutated or key not in _REAL:
+        counts = histogram(lm, mi, sampler, N, **kw)
+        if not mutated:
+            _REAL[key] = counts
+    counts = counts if mutated else _REAL[key]
     return g_test(counts, exact[kw.get("temperature", 1.0)], N)
 
 
-def self_spec_pvalue(hybrid) -> float:
+def self_spec_counts(hybrid) -> Counter:
     from tests.test_selfspec import _sample
 
-    model, mi, exact = hybrid
+    model, mi, _ = hybrid
     gen = torch.Generator().manual_seed(11)
-    counts = Counter(_sample(model, mi, gen, order=ORDER, **SELF_SPEC)[1] for _ in range(N))
-    return g_test(counts, exact, N)
+    return Counter(_sample(model, mi, gen, order=ORDER, **SELF_SPEC)[1] for _ in range(N))
+
+
+def self_spec_pvalue(hybrid, mutated: bool = True) -> float:
+    if mutated or "self-spec" not in _REAL:
+        counts = self_spec_counts(hybrid)
+        if not mutated:
+            _REAL["self-spec"] = counts
+    counts = counts if mutated else _REAL["self-spec"]
+    return g_test(counts, hybrid[2], N)
 
 
 # ----------------------------------------------------------------------------- the mutants
@@ -206,7 +222,7 @@ def apply(monkeypatch, how: str, fn) -> None:
 
 @pytest.mark.parametrize("sampler,kw", sorted({(s, tuple(kw.items())) for s, kw, _, _ in MUTANTS.values()}))
 def test_real_sampler_passes(asarm, exact, sampler, kw):
-    p = pvalue(asarm, exact, sampler, **dict(kw))
+    p = pvalue(asarm, exact, sampler, mutated=False, **dict(kw))
     print(f"\n{sampler} {dict(kw)}: p = {p:.2e}")
     assert p > PASS, f"{sampler} {dict(kw)}: G-test p = {p:.2e}"
 
@@ -221,7 +237,7 @@ def test_mutant_fails(asarm, exact, monkeypatch, name):
 
 
 def test_self_spec_passes(hybrid):
-    p = self_spec_pvalue(hybrid)
+    p = self_spec_pvalue(hybrid, mutated=False)
     print(f"\nself-spec: p = {p:.2e}")
     assert p > PASS, f"self-spec: G-test p = {p:.2e}"
 
@@ -235,3 +251,32 @@ def test_self_spec_mutant_fails(hybrid, monkeypatch, mutant):
     p = self_spec_pvalue(hybrid)
     print(f"\n{mutant}: p = {p:.2e}")
     assert p < FAIL, f"{mutant} was not caught: G-test p = {p:.2e}"
+
+
+# ----------------------------------------------------------------------------- wrong likelihoods
+# The same G-test must also reject a wrong reference: the real samplers' histograms against a
+# likelihood that forgets one of the run's settings.
+
+
+def test_untempered_likelihood_is_rejected(asarm, exact):
+    """L1: the sequential joint at T = 1 for a run at T = 0.5."""
+    p = pvalue(asarm, {0.5: exact[1.0]}, "assd", mutated=False, k=3, temperature=0.5)
+    print(f"\nL1 untempered likelihood: p = {p:.2e}")
+    assert p < FAIL
+
+
+def test_self_spec_likelihood_without_inner_loops_is_rejected(hybrid):
+    """L2: Proposition 3.1 with one verify loop for a run with two (the re-targeting forgotten)."""
+    from tests.test_selfspec import _exact
+
+    model, mi, exact = hybrid
+    wrong = _exact(model, mi, ORDER, **{**SELF_SPEC, "inner": 1})
+    assert max(tv_dict(wrong, exact), 0) >= 0.05  # the two likelihoods really differ
+    self_spec_pvalue(hybrid, mutated=False)
+    p = g_test(_REAL["self-spec"], wrong, N)
+    print(f"\nL2 self-spec likelihood with inner = 1: p = {p:.2e}")
+    assert p < FAIL
+
+
+def tv_dict(a: dict, b: dict) -> float:
+    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
