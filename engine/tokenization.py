@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -84,7 +85,8 @@ class Codec:
         self.special_ids = sorted(
             {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id, *hf.all_special_ids) if i is not None}
         )
-        self._byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
+        self.byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
+        self._not_space_led: torch.Tensor | None = None
         # User text is text: "[PAD]", "[MASK]", "<sep>" typed by a person are ordinary characters,
         # never special ids (a special id in the context gives zero-sum proposal rows). A private
         # copy of the backend with encode_special_tokens on, so `hf` itself is left as loaded.
@@ -104,7 +106,7 @@ class Codec:
             what = ", ".join(repr(c) for c in bad[:20]) if bad else repr(text[:40])
             raise UnrepresentableTextError(
                 "This model cannot represent these characters: " + what
-                + (f" (its alphabet: {self.alphabet()})" if not self._byte_level else "")
+                + (f" (its alphabet: {self.alphabet()})" if not self.byte_level else "")
             )
         special = set(self.special_ids) & set(ids)
         if special:  # a tokenizer whose specials are not added tokens (cannot happen for ours)
@@ -117,6 +119,15 @@ class Codec:
     def decode(self, ids: list[int]) -> str:
         return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
 
+    def not_space_led(self) -> torch.Tensor:
+        """[V] bool, True for ids whose text does not begin with a space (specials included): what a
+        span that owns the space before it may not start with (engine.masking)."""
+        if self._not_space_led is None:
+            self._not_space_led = torch.tensor(
+                [i in self.special_ids or not self.decode([i]).startswith(" ") for i in range(self.vocab_size)]
+            )
+        return self._not_space_led
+
     def token_text(self, tid: int) -> str:
         """Readable text of one token (byte-level pieces may be partial characters)."""
         return self.decode([tid])
@@ -126,7 +137,7 @@ class Codec:
         character); special tokens stand for no text."""
         if tid in self.special_ids:
             return b""
-        if self._byte_level:
+        if self.byte_level:
             table = self.__dict__.setdefault("_bytes_of", _byte_level_table())
             return bytes(table[ch] for ch in self.hf.convert_ids_to_tokens(tid))
         return self.decode([tid]).encode("utf-8")

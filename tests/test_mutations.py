@@ -179,12 +179,12 @@ def stale_chain(real):
     draft instead of its resampled token)."""
     first: dict[tuple, list[int]] = {}
 
-    def causal_pass(model, h, positions, tokens):
+    def causal_pass(model, h, positions, tokens, *rest):
         key = tuple(positions)
         if key not in first:
             first.clear()
             first[key] = list(tokens)
-        return real(model, h, positions, first[key])
+        return real(model, h, positions, first[key], *rest)
 
     return causal_pass
 
