@@ -57,11 +57,16 @@ SELF_SPEC = dict(dtau=1.0, window="linear", inner=2)  # one window of 3, two ver
 
 @pytest.fixture(scope="module")
 def hybrid():
-    """Tiny hybrid (seed 29, weights N(0, 2)) on 'xbxx' with the decode order 3, 0, 2."""
+    """Tiny hybrid (seed 11, weights N(0, 1)) on 'xbxx' with the decode order 3, 0, 2; its causal
+    block's token embedding and output projection are scaled by 6, so the causal targets depend
+    strongly on the chain (what M6 gets wrong)."""
     from engine.samplers.mdm import causal_pass, model_ids, nc_pass
     from tests.test_selfspec import _exact
 
-    model = tiny_hybrid(seed=29, length=4, scale=2.0)
+    model = tiny_hybrid(seed=11, length=4, scale=1.0)
+    with torch.no_grad():
+        model.tok_embed.weight.mul_(6.0)
+        model.out_proj.weight.mul_(6.0)
     codec = importlib.import_module("tests.tiny").tiny_codec()
     mi = masked_input(codec, {1: "b"}, 4)
     sym = [codec.encode(ch)[0] for ch in ALPHABET]
@@ -176,15 +181,15 @@ def keep_rejected_draft(self, pos, tok):
 
 def stale_chain(real):
     """M6: the self-speculative inner loop re-targets with the chain as first drafted (the rejected
-    draft instead of its resampled token)."""
-    first: dict[tuple, list[int]] = {}
+    draft instead of its resampled token). The sampler passes the same `chain` list to every causal
+    pass of one window and a new list for the next window, so the first copy per list is the stale
+    chain."""
+    first: dict[str, list[int]] = {}
 
     def causal_pass(model, h, positions, tokens, *rest):
-        key = tuple(positions)
-        if key not in first:
-            first.clear()
-            first[key] = list(tokens)
-        return real(model, h, positions, first[key], *rest)
+        if first.get("list") is not tokens:  # a new window: remember its chain as drafted
+            first["list"], first["drafted"] = tokens, list(tokens)
+        return real(model, h, positions, first["drafted"], *rest)
 
     return causal_pass
 
