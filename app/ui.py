@@ -14,6 +14,7 @@ import gradio as gr
 
 from engine.api import parse_for
 from engine.errors import BadParameterError, InfillError
+from engine.masking import from_token_positions
 from engine.registry import load
 from engine.samplers import SAMPLERS
 from engine.trace import PASS_KINDS
@@ -236,26 +237,18 @@ def show_tokens(text, model, domain):
 
 @guarded
 def toggle_tokens(selected, tok_state):
-    """Rebuild the input text from the token view's checked (masked) positions."""
+    """Rebuild the input text from the token view's checked (masked) positions, with the engine's
+    one token-masking function (masks widen to whole characters, so the rest stays byte-identical)."""
     if not tok_state:
         return gr.update(), _status("Press Show tokens first.", "error")
     lm = load(tok_state["model"], allow_paths=False)
     ids, mask_id = tok_state["ids"], tok_state["mask_id"]
-    sel = {int(i) for i in (selected or [])}
-    out, i = [], 0
-    while i < len(ids):
-        if i in sel or ids[i] == mask_id:
-            j = i
-            while j < len(ids) and (j in sel or ids[j] == mask_id):
-                j += 1
-            out.append(f"[MASK:{j - i}]")
-        else:
-            j = i
-            while j < len(ids) and j not in sel and ids[j] != mask_id:
-                j += 1
-            out.append(lm.codec.decode(ids[i:j]))
-        i = j
-    return "".join(out), ""
+    sel = sorted({int(i) for i in (selected or [])} | {i for i, t in enumerate(ids) if t == mask_id})
+    if not sel:
+        return lm.codec.decode(ids), ""
+    mi = from_token_positions(ids, sel, lm.codec, max_tokens=len(ids))
+    widened = len(mi.masked) > len(sel)
+    return mi.source, (_status("Masks widened to whole characters.", "info") if widened else "")
 
 
 # ----------------------------------------------------------------------------- step player

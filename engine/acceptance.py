@@ -8,9 +8,12 @@ source of silently wrong distributions.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
+
+from .errors import DistributionError
 
 
 def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -26,8 +29,14 @@ def uniform(gen: torch.Generator) -> float:
 
 
 def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
-    """Inverse-CDF draw from a float64 probability vector (normalised here)."""
-    cdf = torch.cumsum(probs.to(torch.float64), dim=0)
+    """Inverse-CDF draw from a float64 probability vector (normalised here). A row with NaN,
+    infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
+    probs = probs.to(torch.float64)
+    total = float(probs.sum())
+    if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
+        raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
+                                "negative or all zero); the model or drafter is broken for this input.")
+    cdf = torch.cumsum(probs, dim=0)
     u = uniform(gen) * float(cdf[-1])
     idx = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)[0])
     idx = min(idx, probs.numel() - 1)
@@ -57,7 +66,14 @@ def speculative_accept(
     p = p.to(torch.float64)
     q = q.to(torch.float64)
     px, qx = float(p[draft]), float(q[draft])
-    a = 1.0 if px <= 0 else min(1.0, qx / px)  # px == 0 cannot happen for a draft drawn from p
+    # a draft drawn from p has p(draft) > 0; anything else (NaN from a zero-sum row, 0, inf) would
+    # make min(1, q/p) meaningless and silently accept or reject: refuse instead
+    if not (math.isfinite(px) and px > 0):
+        raise DistributionError(f"The proposal gives its own draft probability {px!r}; a draft must be drawn "
+                                "from a proper proposal row (finite, positive mass on the draft).")
+    if not (math.isfinite(qx) and qx >= 0 and math.isfinite(float(q.sum()))):
+        raise DistributionError(f"The target row is not a distribution (q(draft) = {qx!r}).")
+    a = min(1.0, qx / px)
     if uniform(gen) < a:
         return Verdict(True, draft, a, px, qx, qx)
     residual = torch.clamp(q - p, min=0.0)

@@ -39,3 +39,8 @@ class ModelNotFoundError(InfillError):
 
 class IncompatibleModelsError(InfillError):
     pass
+
+
+class DistributionError(InfillError):
+    """A model or drafter gave a row that cannot be sampled or tested (NaN, infinite, all zero, or
+    zero mass on the token it drew): refusing beats a silently wrong sample."""

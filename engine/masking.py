@@ -267,18 +267,41 @@ def completed_from_ranges(
     return mi, tokens
 
 
+def char_groups(tokens: list[int], codec: Codec) -> list[int]:
+    """Group id of every token: a group is the shortest run of tokens that starts and ends on a
+    character boundary (one token, unless a byte-level token holds only part of a character)."""
+    groups, g, data = [], -1, b"".join(codec.token_bytes(t) for t in tokens)
+    offset = 0
+    for t in tokens:
+        if offset == 0 or offset >= len(data) or (data[offset] & 0xC0) != 0x80:  # not a UTF-8 continuation byte
+            g += 1
+        groups.append(g)
+        offset += len(codec.token_bytes(t))
+    return groups
+
+
+def snap_to_characters(tokens: list[int], positions: list[int], codec: Codec) -> list[int]:
+    """Masked positions widened to whole characters: masking half of a two-byte character would
+    leave the other half as undecodable text outside the span (and "naïve" would not come back)."""
+    groups = char_groups(tokens, codec)
+    hit = {groups[i] for i in positions if 0 <= i < len(tokens)}
+    return sorted({*(i for i, g in enumerate(groups) if g in hit), *positions})
+
+
 def from_token_positions(
     tokens: list[int], positions: list[int], codec: Codec, *, max_tokens: int
 ) -> MaskedInput:
-    """Mask given token positions of an already tokenized text (the app's click-to-mask view)."""
+    """Mask given token positions of an already tokenized text (the app's click-to-mask view, the
+    benchmark workloads). Positions are widened to whole characters (`snap_to_characters`), so the
+    text outside the spans decodes, and comes back, byte-identical."""
     if not tokens:
         raise EmptyTextError("The input is empty.")
-    pos_set = sorted(set(positions))
-    lookup = set(pos_set)
-    if not pos_set:
+    if not positions:
         raise NoMaskError("No token is masked: click tokens to mask them.")
-    if pos_set[0] < 0 or pos_set[-1] >= len(tokens):
+    if min(positions) < 0 or max(positions) >= len(tokens):
         raise BadSpanLengthError("A masked token position lies outside the text.")
+    pos_set = snap_to_characters(tokens, positions, codec)
+    lookup = set(pos_set)
     _check_length(len(tokens), max_tokens)
     # The ids are kept exactly as given: decoding a run and encoding it again may tokenize it
     # differently (and change its length), so only the literal pieces are decoded.

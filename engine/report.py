@@ -35,14 +35,13 @@ import torch
 from .bench import mean_se
 from .data import sha256_file
 from .device import device_name
-from .trace import StepKind
+from .trace import tested_decisions, untested_accepts
 
 DOMAINS = ("text", "code", "protein")
 EXACT = ["sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion"]
 SPECULATIVE = [s for s in EXACT if s != "sequential"]
 ALPHA = 0.01  # significance level of the exactness checks
 ERROR_MARK = "**error**"  # prefix of notes about a failed section (the test looks for it)
-UNTESTED_NOTES = ("first draft", "exact row")  # accepted without a test (exact rows)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
 
@@ -239,22 +238,12 @@ class Record:
 
 
 def acceptance_events(trace) -> tuple[list[tuple[int, bool, float]], int]:
-    """Tested drafts of an ASSD trace with their position in the round and min(1, q/p)."""
-    where: dict[int, int] = {}
-    events, untested = [], 0
-    for st in trace:
-        if st.kind == StepKind.DRAFT:
-            where = {p: i for i, p in enumerate(st.positions)}
-        elif st.kind in (StepKind.ACCEPT, StepKind.REJECT) and st.positions:
-            if st.kind == StepKind.ACCEPT and st.note in UNTESTED_NOTES:
-                untested += 1
-                continue
-            p, q = st.p[0], st.q[0]
-            if p is None or q is None or st.positions[0] not in where:
-                continue
-            a = 1.0 if p <= 0 else min(1.0, q / p)
-            events.append((where[st.positions[0]], st.kind == StepKind.ACCEPT, a))
-    return events, untested
+    """Tested drafts of a speculative trace with their position in the round and min(1, q/p), and
+    the number of drafts kept untested; engine.trace.tested_decisions decides what counts, for the
+    report, the store's statistics and the app alike."""
+    events = [(i, acc, 1.0 if p <= 0 else min(1.0, q / p))
+              for i, acc, p, q in tested_decisions(trace) if p is not None and q is not None]
+    return events, untested_accepts(trace)
 
 
 def run_one(mi, model: ModelInfo | str, sampler: str, seed: int, k: int, draft: ModelInfo | str | None = None,

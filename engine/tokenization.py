@@ -58,6 +58,18 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     return _wrap(tok)
 
 
+def _byte_level_table() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: vocabulary character -> the byte it stands for."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), 256)]
+    chars, n = list(keep), 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars)}
+
+
 class Codec:
     """The engine's view of a tokenizer: ids in, ids out, exact text, clear refusals."""
 
@@ -68,30 +80,45 @@ class Codec:
         self.mask_id = hf.mask_token_id
         self.unk_id = hf.unk_token_id
         self.vocab_size = len(hf)
+        # every special token of the tokenizer (XLNet's <sep>, <cls>, <eod>, <eop>, </s> too): the
+        # models mask these ids to -inf, so they are never sampled
         self.special_ids = sorted(
-            {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id) if i is not None}
+            {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id, *hf.all_special_ids) if i is not None}
         )
         self.byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
         self._not_space_led: torch.Tensor | None = None
+        # User text is text: "[PAD]", "[MASK]", "<sep>" typed by a person are ordinary characters,
+        # never special ids (a special id in the context gives zero-sum proposal rows). A private
+        # copy of the backend with encode_special_tokens on, so `hf` itself is left as loaded.
+        self._text = Tokenizer.from_str(hf.backend_tokenizer.to_str())
+        self._text.encode_special_tokens = True
 
     @classmethod
     def load(cls, folder: str | Path) -> Codec:
         return cls(PreTrainedTokenizerFast.from_pretrained(str(folder)))
 
     def encode(self, text: str) -> list[int]:
+        """Ids of user text. Special-token strings in it are ordinary characters (encoded as such or
+        refused like any other character the model cannot represent), never special ids."""
         lone = sorted({ch for ch in text if "\ud800" <= ch <= "\udfff"})
         if lone:  # not text at all (no UTF-8 form); the Rust tokenizer would raise a TypeError
             raise UnrepresentableTextError(
                 "This model cannot represent these characters: " + ", ".join(repr(c) for c in lone[:20])
                 + " (lone surrogates: half of a character that was cut in two)"
             )
-        ids = self.hf.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        ids = self._text.encode(text, add_special_tokens=False).ids
         if self.unk_id is not None and self.unk_id in ids:
-            bad = sorted({ch for ch in text if self.hf.backend_tokenizer.encode(ch).ids == [self.unk_id]})
+            bad = sorted({ch for ch in text if self.unk_id in self._text.encode(ch, add_special_tokens=False).ids})
+            what = ", ".join(repr(c) for c in bad[:20]) if bad else repr(text[:40])
             raise UnrepresentableTextError(
-                "This model cannot represent these characters: "
-                + ", ".join(repr(c) for c in bad[:20])
+                "This model cannot represent these characters: " + what
                 + (f" (its alphabet: {self.alphabet()})" if not self.byte_level else "")
+            )
+        special = set(self.special_ids) & set(ids)
+        if special:  # a tokenizer whose specials are not added tokens (cannot happen for ours)
+            raise UnrepresentableTextError(
+                "This text would become the model's special tokens "
+                + ", ".join(repr(self.decode([i])) for i in sorted(special)) + "; change those characters."
             )
         return ids
 
@@ -110,6 +137,16 @@ class Codec:
     def token_text(self, tid: int) -> str:
         """Readable text of one token (byte-level pieces may be partial characters)."""
         return self.decode([tid])
+
+    def token_bytes(self, tid: int) -> bytes:
+        """The exact UTF-8 bytes one token stands for (a byte-level token may hold part of a
+        character); special tokens stand for no text."""
+        if tid in self.special_ids:
+            return b""
+        if self.byte_level:
+            table = self.__dict__.setdefault("_bytes_of", _byte_level_table())
+            return bytes(table[ch] for ch in self.hf.convert_ids_to_tokens(tid))
+        return self.decode([tid]).encode("utf-8")
 
     def alphabet(self) -> str:
         vocab = self.hf.get_vocab()

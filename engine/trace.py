@@ -6,6 +6,7 @@ app's step player are all built from this stream and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -54,6 +55,10 @@ class Step:
     calls: float = 0.0
     elapsed: float = 0.0
     note: str = ""
+    #: ACCEPT / REJECT only: the draft went through the speculative test min(1, q/p). Samplers set
+    #: it False for a draft kept without a test because its proposal row already was the exact
+    #: target (ASSD's first draft of a round, the pipelined exact row, self-spec's first slot).
+    tested: bool = True
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -64,7 +69,52 @@ class Step:
     def from_dict(cls, d: dict) -> Step:
         d = dict(d)
         d["kind"] = StepKind(d["kind"])
+        if "tested" not in d:  # a trace saved before the flag existed
+            d["tested"] = legacy_tested(d["kind"], d.get("note", ""))
         return cls(**d)
+
+
+#: notes that marked untested accepts before Step.tested existed (only for old stored traces)
+LEGACY_UNTESTED_NOTES = ("first draft", "exact row", "first draft: causal = non-causal")
+
+
+def legacy_tested(kind: StepKind | str, note: str) -> bool:
+    """Step.tested for a trace recorded before the flag: every REJECT was tested, an ACCEPT unless
+    its note said it was an exact row."""
+    kind = StepKind(kind)
+    return kind == StepKind.REJECT or (kind == StepKind.ACCEPT and note not in LEGACY_UNTESTED_NOTES)
+
+
+def tested_decisions(trace: list[Step]) -> Iterator[tuple[int, bool, float | None, float | None]]:
+    """(position in the round, accepted, p, q) of every draft that went through the speculative test.
+
+    The position in the round is the draft's index in its round's most recent DRAFT step (drafted
+    positions are listed in decode order; 0 = the round's first draft). Untested accepts (exact
+    rows) are left out: they say nothing about how often drafts pass the test."""
+    where: dict[int, int] = {}
+    for s in trace:
+        if s.kind == StepKind.DRAFT:
+            where = {pos: i for i, pos in enumerate(s.positions)}
+        elif s.kind in (StepKind.ACCEPT, StepKind.REJECT) and s.tested:
+            for j, pos in enumerate(s.positions):
+                if pos in where:
+                    p = s.p[j] if j < len(s.p) else None
+                    q = s.q[j] if j < len(s.q) else None
+                    yield where[pos], s.kind == StepKind.ACCEPT, p, q
+
+
+def acceptance_by_position(trace: list[Step]) -> dict[int, list[int]]:
+    """Position in the round -> [accepted, rejected] over tested drafts: the one definition the
+    app's statistics, the store and the report all use."""
+    out: dict[int, list[int]] = {}
+    for i, accepted, _, _ in tested_decisions(trace):
+        out.setdefault(i, [0, 0])[0 if accepted else 1] += 1
+    return dict(sorted(out.items()))
+
+
+def untested_accepts(trace: list[Step]) -> int:
+    """Drafts kept without a test (exact rows)."""
+    return sum(len(s.positions) for s in trace if s.kind == StepKind.ACCEPT and not s.tested)
 
 
 def decided_tokens(trace: list[Step]) -> dict[int, int]:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -160,6 +162,8 @@ class StepRow(Base):
     calls: Mapped[float] = mapped_column(Float)
     elapsed: Mapped[float] = mapped_column(Float)
     note: Mapped[str] = mapped_column(Text, default="")
+    # ACCEPT / REJECT: the draft went through the speculative test (engine.trace.Step.tested)
+    tested: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class RankStatRow(Base):

@@ -24,7 +24,7 @@ from typing import Any, Self
 from sqlalchemy import Engine, delete, func, or_, select
 from sqlalchemy.orm import selectinload
 
-from engine.trace import Step, StepKind, decided_tokens, trace_counts
+from engine.trace import Step, StepKind, acceptance_by_position, decided_tokens, trace_counts
 from storage import db
 from storage.models import (
     RUN_STATUSES,
@@ -48,7 +48,6 @@ MAX_STEPS = 1_000_000
 SHARE_ID_RE = re.compile(r"[A-Za-z0-9_-]{16,64}")
 SHARE_ID_BYTES = 16
 
-_DECISION_RANKED = (StepKind.ACCEPT, StepKind.REJECT)
 _DECIDING = {
     StepKind.ACCEPT,
     StepKind.RESAMPLE,
@@ -226,6 +225,7 @@ def _step_row(seq: int, s: Step) -> dict[str, Any]:
         "calls": float(s.calls),
         "elapsed": float(s.elapsed),
         "note": s.note,
+        "tested": bool(s.tested),
     }
 
 
@@ -241,6 +241,7 @@ def _step_from_row(r: StepRow) -> Step:
         calls=r.calls,
         elapsed=r.elapsed,
         note=r.note,
+        tested=bool(r.tested),
     )
 
 
@@ -248,23 +249,10 @@ def _step_from_row(r: StepRow) -> Step:
 
 
 def rank_counts(trace: Sequence[Step]) -> dict[int, list[int]]:
-    """rank within the round -> [accepted, rejected].
-
-    The rank of an ACCEPT/REJECT position is its index in the same round's most recent DRAFT
-    step (drafted positions are listed in rank order). Decisions with no matching draft are
-    not counted.
-    """
-    out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    draft_rank: dict[int, dict[int, int]] = {}
-    for s in trace:
-        if s.kind == StepKind.DRAFT:
-            draft_rank[s.round] = {pos: i for i, pos in enumerate(s.positions)}
-        elif s.kind in _DECISION_RANKED:
-            ranks = draft_rank.get(s.round, {})
-            for pos in s.positions:
-                if pos in ranks:
-                    out[ranks[pos]][0 if s.kind == StepKind.ACCEPT else 1] += 1
-    return dict(out)
+    """rank within the round -> [accepted, rejected] of the drafts that went through the
+    speculative test: engine.trace.acceptance_by_position, the one definition the app and the
+    report share (untested exact rows are not counted as accepted)."""
+    return acceptance_by_position(list(trace))
 
 
 def round_counts(trace: Sequence[Step]) -> dict[int, tuple[int, float]]:
@@ -808,6 +796,7 @@ TRACE_COLUMNS = (
     "calls",
     "elapsed",
     "note",
+    "tested",
 )
 
 
@@ -829,6 +818,7 @@ def trace_to_csv(steps: Sequence[Step]) -> str:
                 repr(float(s.calls)),
                 repr(float(s.elapsed)),
                 s.note,
+                json.dumps(bool(s.tested)),
             ]
         )
     return buf.getvalue()

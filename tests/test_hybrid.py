@@ -16,7 +16,7 @@ from engine.trace import StepKind
 from tests.tiny import masked_input, tiny_codec
 
 
-def tiny_hybrid(seed: int = 0, length: int = 6, codec=None) -> HybridModel:
+def tiny_hybrid(seed: int = 0, length: int = 6, codec=None, scale: float = 0.6) -> HybridModel:
     """A random float64 hybrid with large weights (conditionals differ a lot)."""
     torch.manual_seed(seed)
     codec = codec or tiny_codec()
@@ -28,7 +28,7 @@ def tiny_hybrid(seed: int = 0, length: int = 6, codec=None) -> HybridModel:
     with torch.no_grad():
         for prm in model.parameters():
             if prm.dim() > 1:
-                prm.normal_(0, 0.6)
+                prm.normal_(0, scale)
     return model.eval()
 
 

@@ -720,3 +720,34 @@ def test_sqlite_pragmas_and_default_url(
     assert sdb.database_url() == f"sqlite:///{(tmp_path / 'd' / 'studio.db').resolve()}"
     monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u@h/db")
     assert sdb.database_url() == "postgresql+psycopg://u@h/db"
+
+
+def test_migrations_keep_every_step_of_existing_runs(tmp_path):
+    """A SQLite batch migration recreates a table; with foreign keys on, dropping the old `runs`
+    would cascade into steps and statistics. Down to the first revision and up again loses nothing."""
+    import sqlalchemy as sa
+
+    from engine.trace import Step, StepKind
+    from storage import db as sdb
+
+    url = f"sqlite:///{tmp_path / 'mig.db'}"
+    st = open_store(url)
+    sid = st.create_session("text", "m", "x [MASK:2]", [])
+    trace = [Step(StepKind.DRAFT, 0, [1, 2], [5, 6], ["a", "b"], [0.5, 0.5], [None, None]),
+             Step(StepKind.ACCEPT, 0, [1], [5], ["a"], [0.5], [0.5], tested=False),
+             Step(StepKind.REJECT, 0, [2], [6], ["b"], [0.5], [0.1])]
+    st.record_run(sid, "assd", {"k": 2}, 0, trace)
+    st.close()
+
+    def count(engine, table):
+        with engine.connect() as c:
+            return c.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar()
+
+    engine = sdb.make_engine(url)
+    before = count(engine, "steps"), count(engine, "rank_stats")
+    assert before[0] == 3 and before[1] >= 1
+    sdb.downgrade(engine, "0001")
+    assert count(engine, "steps") == 3
+    sdb.upgrade(engine)
+    assert (count(engine, "steps"), count(engine, "rank_stats")) == before
+    engine.dispose()

@@ -19,7 +19,7 @@ def tiny_codec() -> Codec:
     return Codec(char_tokenizer(ALPHABET))
 
 
-def save_tiny_asarm(folder: Path, seed: int = 0, length: int = 6) -> Path:
+def save_tiny_asarm(folder: Path, seed: int = 0, length: int = 6, scale: float = 0.6) -> Path:
     """A random two-stream model in float64, with large weights so conditionals differ a lot."""
     torch.manual_seed(seed)
     codec = tiny_codec()
@@ -29,7 +29,7 @@ def save_tiny_asarm(folder: Path, seed: int = 0, length: int = 6) -> Path:
     with torch.no_grad():
         for prm in model.parameters():
             if prm.dim() > 1:
-                prm.normal_(0, 0.6)
+                prm.normal_(0, scale)
     model.save_pretrained(folder)
     codec.hf.save_pretrained(folder)
     return folder
@@ -87,3 +87,39 @@ def g_test(counts: dict, probs: dict, n: int) -> float:
             g += 2 * c * math.log(c / (n * pr))
     assert set(counts) <= set(probs), "a sampler produced an impossible outcome"
     return float(chi2.sf(g, len(probs) - 1))
+
+
+def tv(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Total variation distance between two probability vectors."""
+    return 0.5 * float((a - b).abs().sum())
+
+
+def asarm_dependence(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[str, float]:
+    """How strongly the fixture's conditionals depend on the other masked positions.
+
+    prev_tv: over every later masked position and every prefix stem, the largest TV between the
+      target rows q(x_r | stem, x_{r-1} = a) for different a; the minimum over (r, stem) is reported,
+      so *every* factor depends on its predecessor by at least this much.
+    draft_tv: for every later position, the largest TV between its parallel (draft) row and a
+      target row; the minimum over positions (drafts are often rejected when this is large).
+    max_joint / max_first: the most likely outcome and the most likely first token (no dominant one).
+    """
+    from engine.acceptance import tempered_probs
+    from engine.api import make_oracle
+
+    sym = [lm.codec.encode(ch)[0] for ch in ALPHABET]
+    m = len(mi.masked)
+    rows = {}
+    for r in range(m):
+        for pre in itertools.product(sym, repeat=r):
+            logits = make_oracle(lm, mi, False).call(list(zip(mi.masked[:r], pre)), [(mi.masked[r], r)])
+            rows[pre] = tempered_probs(logits, temperature)[0]
+    prev_tv = min(
+        max(tv(rows[stem + (a,)], rows[stem + (b,)]) for a in sym for b in sym)
+        for r in range(1, m) for stem in itertools.product(sym, repeat=r - 1)
+    )
+    p = tempered_probs(make_oracle(lm, mi, False).call([], [(pos, 0) for pos in mi.masked]), temperature)
+    draft_tv = min(max(tv(p[r], rows[pre]) for pre in itertools.product(sym, repeat=r)) for r in range(1, m))
+    joint = exact_distribution(lm, mi, temperature)
+    return {"prev_tv": prev_tv, "draft_tv": draft_tv, "max_joint": max(joint.values()),
+            "max_first": float(rows[()].max())}

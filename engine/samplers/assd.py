@@ -34,11 +34,11 @@ def verify(
         v = speculative_accept(drafts[i], p_rows[i], q_rows[i], gen)
         if v.accepted:
             oracle.commit(ranks[i], drafts[i])
-            yield rec(StepKind.ACCEPT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft])
+            yield rec(StepKind.ACCEPT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft], tested=True)
             continue
         yield rec(
             StepKind.REJECT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft],
-            note=f"acceptance probability {v.accept_prob:.4f}",
+            note=f"acceptance probability {v.accept_prob:.4f}", tested=True,
         )
         oracle.commit(ranks[i], v.token)
         yield rec(StepKind.RESAMPLE, rnd, [ranks[i]], [v.token], q=[v.q_token], note="residual max(q - p, 0)")
@@ -51,7 +51,7 @@ def _commit_exact(
 ) -> Step:
     """A draft whose proposal row already saw every decided token *is* a target sample."""
     oracle.commit(pos, tok)
-    return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why)
+    return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why, tested=False)
 
 
 def assd(
@@ -155,6 +155,13 @@ def assd_drafted(
         rnd += 1
 
 
+def next_first_is_exact(stopped: int, drafted: int) -> bool:
+    """After a round of the pipelined sampler: is the next round's first proposal row already the
+    exact target? Only when every draft was accepted (stopped == drafted): after a rejection at j the
+    rows were computed before the resampled token existed, so they must be verified like any draft."""
+    return stopped == drafted
+
+
 def assd_pipelined(
     oracle: DensityOracle,
     mi: MaskedInput,
@@ -199,5 +206,5 @@ def assd_pipelined(
         n += j + 1 if j < m else m
         ranks, at = next_rows[j]
         props = out[at : at + len(ranks)]
-        exact_first = j == m
+        exact_first = next_first_is_exact(j, m)
         rnd += 1

@@ -38,6 +38,7 @@ class Recorder:
         p: list[float | None] | None = None,
         q: list[float | None] | None = None,
         note: str = "",
+        tested: bool = True,
     ) -> Step:
         positions = list(positions or [])
         tokens = list(tokens or [])
@@ -52,4 +53,5 @@ class Recorder:
             calls=float(self.calls()),
             elapsed=time.perf_counter() - self.t0,
             note=note,
+            tested=tested,
         )

@@ -47,7 +47,8 @@ class NgramDrafter:
             row = uni
             if prev is not None and prev in big:
                 b = big[prev] * self.allowed
-                row = self.mix * b / b.sum() + (1 - self.mix) * uni
+                if float(b.sum()) > 0:  # a context seen only before special tokens has no bigram row
+                    row = self.mix * b / b.sum() + (1 - self.mix) * uni
             tok = sample_categorical(row, gen)
             work[pos] = tok
             drafts.append(tok)

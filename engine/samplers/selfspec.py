@@ -88,10 +88,10 @@ def self_spec(
                 if v.accepted:
                     ids[pos + 1] = chain[k]
                     yield rec(StepKind.ACCEPT, rnd, [pos], [chain[k]], [v.p_draft], [v.q_draft],
-                              note="first draft: causal = non-causal" if k == 0 else "")
+                              note="first draft: causal = non-causal" if k == 0 else "", tested=k > 0)
                     continue
                 yield rec(StepKind.REJECT, rnd, [pos], [chain[k]], [v.p_draft], [v.q_draft],
-                          note=f"acceptance probability {v.accept_prob:.4f}")
+                          note=f"acceptance probability {v.accept_prob:.4f}", tested=True)
                 chain[k] = v.token
                 ids[pos + 1] = v.token
                 yield rec(StepKind.RESAMPLE, rnd, [pos], [v.token], q=[v.q_token], note="residual max(q - p, 0)")
