@@ -22,7 +22,6 @@ modes therefore get the exact length of a right answer, so the comparison isolat
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import random
@@ -32,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from .api import InfillRun, joint_log_prob
-from .masking import MaskedInput, from_char_ranges, parse_masked_text
+from .masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
 from .registry import LoadedModel, default_model, load
 
 DATA = Path(__file__).resolve().parent / "benchdata"
@@ -61,21 +60,17 @@ def load_protein_items() -> tuple[list[dict], float]:
     return d["items"], float(d["mask_rate"])
 
 
-def engine_has_word_boundary() -> bool:
-    """True once engine.masking.parse_masked_text takes the word_boundary switch."""
-    return "word_boundary" in inspect.signature(parse_masked_text).parameters
-
-
-def mask_word(text: str, start: int, end: int, lm: LoadedModel, word_boundary: bool) -> MaskedInput:
-    """Mask text[start:end] (a word or a line's code, with a space right before it) for `lm`, its
-    length the token count of that reference as the mask owns it: with word_boundary the mask
-    takes the space before it (the fix), without it the space stays in the context."""
+def mask_word(text: str, start: int, end: int, lm: LoadedModel, word_boundary: bool,
+              length: str = "reference") -> MaskedInput:
+    """Mask text[start:end] (a word, or a line's code after its indentation; a space right before
+    it) through the engine's own parser, as a person's typed mask reaches it. word_boundary=True:
+    the mask owns that space (the fix); False: the space stays in the context (before the fix).
+    length "reference": [MASK:n] with n the token count of the reference as the mask owns it;
+    "default": a bare [MASK] (in text, one word converted with the tokenizer's average)."""
     a = start - 1 if word_boundary else start
-    n = len(lm.codec.encode(text[a:end]))
-    if engine_has_word_boundary():  # the engine's own parser, as a person's [MASK:n] reaches it
-        masked = text[:start] + f"[MASK:{n}]" + text[end:]
-        return parse_masked_text(masked, lm.codec, max_tokens=lm.max_tokens, word_boundary=word_boundary)
-    return from_char_ranges(text, [(a, end)], lm.codec, max_tokens=lm.max_tokens)
+    sentinel = f"[MASK:{len(lm.codec.encode(text[a:end]))}]" if length == "reference" else "[MASK]"
+    return parse_masked_text(text[:start] + sentinel + text[end:], lm.codec, max_tokens=lm.max_tokens,
+                             default_span=DEFAULT_SPAN.get(lm.domain, 8), word_boundary=word_boundary)
 
 
 def _sample(mi: MaskedInput, model: str, sampler: str, k: int, seed: int, temperature: float) -> str:
@@ -98,30 +93,30 @@ def judge_word(completed: str, prefix: str, suffix: str, accept: set[str], vocab
 
 
 def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bool], sampler: str, k: int,
-               limit: int | None = None, vocab: frozenset[str] | None = None) -> dict:
+               limit: int | None = None, vocab: frozenset[str] | None = None,
+               lengths: tuple[str, ...] = ("reference",)) -> dict:
     lm = load(model)
     items = load_text_items()[:limit]
     rows = []
-    for wb in modes:
-        for t in temperatures:
-            acc = whole = intact = runs = 0
-            fills: Counter[str] = Counter()
-            for idx, it in enumerate(items):
-                before, after = it["text"].split("[MASK]")
-                ref = before + it["accept"][0] + after
-                mi = mask_word(ref, len(before), len(before) + len(it["accept"][0]), lm, wb)
-                for s in range(seeds):
-                    out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
-                    j = judge_word(out, before[:-1], after, set(it["accept"]), vocab)
-                    acc += j["accepted"]
-                    whole += j["whole_word"]
-                    intact += j["context_intact"]
-                    runs += 1
-                    if idx == 0:
-                        fills[repr(j["fill"])] += 1
-            rows.append({"word_boundary": wb, "temperature": t, "runs": runs, "accepted": acc / runs,
-                         "whole_word": whole / runs, "context_intact": intact / runs,
-                         "example": {"text": items[0]["text"], "fills": dict(fills.most_common(5))}})
+    for length, wb, t in ((n, w, t) for n in lengths for w in modes for t in temperatures):
+        acc = whole = intact = runs = 0
+        fills: Counter[str] = Counter()
+        for idx, it in enumerate(items):
+            before, after = it["text"].split("[MASK]")
+            ref = before + it["accept"][0] + after
+            mi = mask_word(ref, len(before), len(before) + len(it["accept"][0]), lm, wb, length)
+            for s in range(seeds):
+                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                j = judge_word(out, before[:-1], after, set(it["accept"]), vocab)
+                acc += j["accepted"]
+                whole += j["whole_word"]
+                intact += j["context_intact"]
+                runs += 1
+                if idx == 0:
+                    fills[repr(j["fill"])] += 1
+        rows.append({"length": length, "word_boundary": wb, "temperature": t, "runs": runs, "accepted": acc / runs,
+                     "whole_word": whole / runs, "context_intact": intact / runs,
+                     "example": {"text": items[0]["text"], "fills": dict(fills.most_common(5))}})
     return {"model": lm.name, "sentences": len(items), "seeds": seeds,
             "whole_word_dictionary": "text training split" if vocab is not None else "none (word shape only)",
             "rows": rows}
@@ -219,17 +214,17 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
 
 def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | None = None,
               modes: list[bool] | None = None, sampler: str = "assd", k: int = 5, limit: int | None = None,
-              models: dict[str, str] | None = None, progress=None) -> dict:
+              models: dict[str, str] | None = None, progress=None,
+              lengths: tuple[str, ...] = ("reference",)) -> dict:
     temperatures = temperatures or [1.0, 0.4]
     modes = [False, True] if modes is None else modes
     models = models or {}
-    out: dict = {"sampler": sampler, "k": k, "seeds": seeds, "temperatures": temperatures,
-                 "engine_word_boundary_switch": engine_has_word_boundary()}
+    out: dict = {"sampler": sampler, "k": k, "seeds": seeds, "temperatures": temperatures}
     for d in domains:
         model = models.get(d) or default_model(d, "asarm")
         if d == "text":
             vocab = _text_vocab()
-            out["text"] = bench_text(model, seeds, temperatures, modes, sampler, k, limit, vocab)
+            out["text"] = bench_text(model, seeds, temperatures, modes, sampler, k, limit, vocab, lengths)
         elif d == "code":
             out["code"] = bench_code(model, seeds, temperatures, modes, sampler, k, limit)
         elif d == "protein":
@@ -261,7 +256,8 @@ def print_report(res: dict) -> None:
         print(f"text: {r['model']}, {r['sentences']} sentences x {r['seeds']} seeds, {res['sampler']} k={res['k']}; "
               f"whole words checked against: {r['whole_word_dictionary']}")
         for row in r["rows"]:
-            print(f"  {_mode(row['word_boundary']):<30} T={row['temperature']:<4} accepted {row['accepted']:6.1%}  "
+            print(f"  {row['length']:<9} {_mode(row['word_boundary']):<30} T={row['temperature']:<4} "
+                  f"accepted {row['accepted']:6.1%}  "
                   f"whole word {row['whole_word']:6.1%}  ({row['runs']} fills)")
     if "code" in res:
         r = res["code"]
@@ -289,12 +285,21 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--modes", default="before,after", help="before: space in the context; after: the mask owns it")
     ap.add_argument("--sampler", default="assd")
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--lengths", default="reference",
+                    help="text mask lengths: reference ([MASK:n], n the tokens of the first accepted word), "
+                         "default (a bare [MASK]: one word); comma-separated")
     ap.add_argument("--limit", type=int, default=None, help="first N items of each set (a quick check)")
     ap.add_argument("--text-model", default=None)
     ap.add_argument("--code-model", default=None)
     ap.add_argument("--protein-model", default=None)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (1: tiny forward passes gain nothing from more, and lose a lot on a busy machine)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
     modes = [{"before": False, "after": True}[m.strip()] for m in a.modes.split(",") if m.strip()]
     models = {"text": a.text_model, "code": a.code_model, "protein": a.protein_model}
 
@@ -303,7 +308,8 @@ def run(argv: list[str]) -> int:
 
     res = run_fills([d.strip() for d in a.domains.split(",") if d.strip()], a.seeds,
                     [float(t) for t in a.temperatures.split(",")], modes, a.sampler, a.k, a.limit,
-                    {d: m for d, m in models.items() if m}, progress=show)
+                    {d: m for d, m in models.items() if m}, progress=show,
+                    lengths=tuple(x.strip() for x in a.lengths.split(",") if x.strip()))
     if a.json:
         print(json.dumps(res))
     else:

@@ -51,8 +51,9 @@ CODE_ITEMS: list[dict[str, str]] = [
                '        out.extend(xs)\n    return out\n',
      "masked": "out.extend(xs)",
      "tests": "assert flatten([[1, 2], [3], []]) == [1, 2, 3]\nassert flatten([]) == []\n"},
-    {"source": 'def unique(xs):\n    """The items of xs without repeats, in first-seen order."""\n    seen = set()\n    out = []\n'
-               '    for x in xs:\n        if x not in seen:\n            seen.add(x)\n            out.append(x)\n'
+    {"source": 'def unique(xs):\n    """The items of xs without repeats, in first-seen order."""\n'
+               '    seen = set()\n    out = []\n    for x in xs:\n'
+               '        if x not in seen:\n            seen.add(x)\n            out.append(x)\n'
                '    return out\n',
      "masked": "out.append(x)",
      "tests": "assert unique([3, 1, 3, 2, 1]) == [3, 1, 2]\nassert unique([]) == []\n"},
@@ -91,7 +92,8 @@ CODE_ITEMS: list[dict[str, str]] = [
     {"source": 'def contains(xs, item):\n    """True when item is in xs."""\n    return item in xs\n',
      "masked": "return item in xs",
      "tests": "assert contains([1, 2], 2)\nassert not contains([], 1)\n"},
-    {"source": 'def min_index(xs):\n    """The index of the smallest item of a non-empty list."""\n    return xs.index(min(xs))\n',
+    {"source": 'def min_index(xs):\n    """The index of the smallest item of a non-empty list."""\n'
+               '    return xs.index(min(xs))\n',
      "masked": "return xs.index(min(xs))",
      "tests": "assert min_index([3, 1, 2]) == 1\nassert min_index([5]) == 0\n"},
     {"source": 'def count_positive(xs):\n    """How many items of xs are greater than zero."""\n'
