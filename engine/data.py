@@ -940,13 +940,16 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
         _say(f"protein: SKIPPED debian package mmseqs2-examples: {res.error}")
         _say("protein: no source could be had; nothing written")
         return False
-    held_out = {seq for _, seq in query}
-    leaked = sum(1 for _, seq in db if seq in held_out)
-    db = [(i, s) for i, s in db if s not in held_out]  # keep the test set unseen
+    bench = json.loads((Path(__file__).parent / "benchdata" / "fills_protein.json").read_text())["items"]
+    test_seqs = {seq for _, seq in query}
+    held_out = test_seqs | {b["sequence"] for b in bench}  # the test split and `engine bench fills`
+    db, dropped = dedup_proteins(db, held_out)  # keep the test set unseen
     train, valid = split_documents(db, seed, PROTEIN_FRACTIONS)
     res.ok, res.documents = True, len(db) + len(query)
     res.bytes = sum(len(s) for _, s in db) + sum(len(s) for _, s in query)
-    res.notes = (f"DB.fasta.gz: {len(db)} sequences kept ({leaked} identical to a query removed); "
+    res.notes = (f"DB.fasta.gz: {len(db)} sequences kept; dropped {dropped['duplicate']} repeats, "
+                 f"{dropped['identical']} identical to and {dropped['overlap']} sharing a "
+                 f">= {LEAK_KMER + LEAK_STRIDE - 1}-residue stretch with a query or a benchmark protein; "
                  f"QUERY.fasta.gz: {len(query)} sequences = test split")
     _say(f"protein: debian mmseqs2-examples {res.version}: {res.notes}")
     sources = [res]
@@ -958,8 +961,7 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
         big.error = " ".join(str(e).split())
         _say(f"protein: SKIPPED debian package metastudent-data: {big.error}")
     else:
-        bench = json.loads((Path(__file__).parent / "benchdata" / "fills_protein.json").read_text())["items"]
-        kept, counts = dedup_proteins(records, held_out | {b["sequence"] for b in bench}, seen=(s for _, s in db))
+        kept, counts = dedup_proteins(records, held_out, seen=(s for _, s in db))
         more_train, more_valid = split_documents(kept, seed, PROTEIN_FRACTIONS)
         train, valid = train + more_train, valid + more_valid
         big.ok, big.documents, big.bytes = True, len(kept), sum(len(s) for _, s in kept)
