@@ -89,8 +89,12 @@ def test_mask_owns_the_space_only_after_the_fix() -> None:
     assert len(before.masked) == len(lm.codec.encode("fire"))
 
 
-def test_command_runs_on_a_tiny_subset(capsys) -> None:
+def test_command_runs_on_a_tiny_subset(capsys, monkeypatch, tmp_path) -> None:
+    """Without corpora (as on CI): whole words by shape, the Swiss-Prot composition as unigram."""
     from engine.bench import cli
+
+    monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(bench_fills, "_text_vocab", lambda: None)  # train_words caches across tests
 
     assert cli(["fills", "--limit", "1", "--seeds", "1", "--temperatures", "1", "--lengths", "reference,default",
                 "--json"]) == 0
@@ -100,6 +104,8 @@ def test_command_runs_on_a_tiny_subset(capsys) -> None:
     for r in res["text"]["rows"]:
         assert r["runs"] == 1 and r["context_intact"] == 1.0 and 0 <= r["accepted"] <= r["whole_word"] <= 1
     assert [r["runs"] for r in res["code"]["rows"]] == [1, 1]
+    assert res["text"]["whole_word_dictionary"] == "none (word shape only)"
     p = res["protein"]
+    assert p["unigram_source"] == "UniProtKB/Swiss-Prot composition"
     assert p["proteins"] == 1 and p["masked_residues"] == round(0.15 * len(load_protein_items()[0][0]["sequence"]))
     assert p["nll_model"] > 0 and p["nll_unigram"] > 0 and 0 <= p["recovery"]["1.0"] <= 1
