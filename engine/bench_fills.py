@@ -14,9 +14,10 @@ Three small sets written for this benchmark (engine/benchdata, none from the cor
 in the context (the model must fill after a lone-space token, as the engine parsed text before
 the fix); `True` lets the mask own that space, so the fill is a token that carries its own space.
 
-Mask length: the token count of the reference fill as the mask owns it (text: the first accepted
-word, which the sets list first because it is the most likely one; code: the original line). Both
-modes therefore get the exact length of a right answer, so the comparison isolates the space.
+Mask length (`--lengths`): `reference` is the token count of the reference fill as the mask owns
+it (text: the first accepted word, which the sets list first because it is the most likely one;
+code: the original line), so both modes get the exact length of a right answer and the comparison
+isolates the space. `default` (text only) is a bare [MASK], one word, what a person types.
 """
 
 from __future__ import annotations
