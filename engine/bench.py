@@ -1,4 +1,4 @@
-"""`python -m engine bench assd|self-spec`: samplers side by side on the same inputs and seeds.
+"""`python -m engine bench assd|self-spec|fills`: samplers side by side on the same inputs and seeds.
 
 Timings are only ever compared within one run (ratios), never asserted in tests.
 """
@@ -85,6 +85,10 @@ def cli(argv: list[str]) -> int:
         from .bench_selfspec import run
 
         return run(argv[1:])
+    if argv and argv[0] == "fills":
+        from .bench_fills import run as run_fills
+
+        return run_fills(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m engine bench assd")
     ap.add_argument("which", choices=["assd"])
     ap.add_argument("--model", default=None)

@@ -205,6 +205,97 @@ def parse_fasta(text: str) -> list[tuple[str, str]]:
     return records
 
 
+# NCBIstdaa: the residue code of BLAST protein databases (.psq), byte value -> letter.
+NCBISTDAA = "-ABCDEFGHIKLMNPQRSTVWXYZU*OJ"
+LEAK_KMER = 32  # a training sequence sharing a stretch this long with a test sequence is dropped
+LEAK_STRIDE = 8  # ... checked every LEAK_STRIDE positions: any shared stretch >= 39 residues is caught
+
+
+def read_blast_protein_db(pin: bytes, psq: bytes, phr: bytes | None = None) -> list[tuple[str, str]]:
+    """(id, sequence) of every record of a BLAST version-4 protein database (.pin/.psq/.phr).
+
+    Why by hand: Debian ships these files as the only form of metastudent-data's sequences, and
+    `blastdbcmd` is a second large package; the v4 layout is small. .pin: big-endian int32 version
+    (4) and type (1 = protein), title and timestamp as int32 length + bytes, int32 record count,
+    int64 residue total (little-endian), int32 longest, then count+1 big-endian int32 header offsets
+    and count+1 sequence offsets. .psq: NCBIstdaa bytes, records separated by a zero byte. The id is
+    the first word (before `|`) of the ASN.1 title in .phr, else `oid<n>`. Letters outside
+    PROTEIN_ALPHABET are dropped, as parse_fasta does.
+    """
+    import struct
+
+    def i32(off: int) -> int:
+        return struct.unpack_from(">i", pin, off)[0]
+
+    version, kind = i32(0), i32(4)
+    if version != 4 or kind != 1:
+        raise ValueError(f"not a version-4 BLAST protein database (version {version}, type {kind})")
+    off = 8 + 4 + i32(8)  # title
+    off += 4 + i32(off)  # timestamp
+    n = i32(off)
+    off += 4 + 8 + 4
+    hdr = struct.unpack_from(f">{n + 1}i", pin, off)
+    seqo = struct.unpack_from(f">{n + 1}i", pin, off + 4 * (n + 1))
+    allowed = set(PROTEIN_ALPHABET)
+    table = bytes.maketrans(bytes(range(len(NCBISTDAA))), NCBISTDAA.encode("ascii"))
+    out: list[tuple[str, str]] = []
+    for i in range(n):
+        raw = psq[seqo[i] : seqo[i + 1]].rstrip(b"\x00")
+        seq = raw.translate(table).decode("ascii", "replace")
+        seq = "".join(c for c in seq if c in allowed) if not set(seq) <= allowed else seq
+        name = _blast_title(phr[hdr[i] : hdr[i + 1]]) if phr is not None else ""
+        if seq:
+            out.append((name.split("|")[0].split()[0] if name.strip() else f"oid{i}", seq))
+    return out
+
+
+def _blast_title(asn: bytes) -> str:
+    """The first VisibleString (tag 0x1a) of a BER-encoded Blast-def-line-set: the title."""
+    j = asn.find(b"\x1a")
+    if j < 0 or j + 1 >= len(asn):
+        return ""
+    length, k = asn[j + 1], j + 2
+    if length & 0x80:  # long form: the low bits say how many length bytes follow
+        nb = length & 0x7F
+        length, k = int.from_bytes(asn[k : k + nb], "big"), k + nb
+    return asn[k : k + length].decode("ascii", "replace")
+
+
+def _kmers(seq: str, k: int, stride: int = 1) -> Iterable[str]:
+    return (seq[i : i + k] for i in range(0, max(len(seq) - k, 0) + 1, stride))
+
+
+def dedup_proteins(
+    records: Iterable[tuple[str, str]], held_out: Iterable[str], *, seen: Iterable[str] = (),
+    k: int = LEAK_KMER, stride: int = LEAK_STRIDE,
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Keep each sequence once, and none that is in or overlaps a held-out (test) sequence.
+
+    Dropped: repeats of a sequence already kept or in `seen` ("duplicate"), sequences identical to a
+    held-out one ("identical"), and sequences sharing a stretch of >= k + stride - 1 residues with a
+    held-out one ("overlap": every held-out k-mer is indexed, the candidate's k-mers are looked up
+    every `stride` positions, so shorter shared stretches may or may not be caught). Sequences
+    shorter than k are compared by identity only.
+    """
+    held = set(held_out)
+    index = {m for s in held for m in _kmers(s, k)}
+    kept_seqs = set(seen)
+    kept: list[tuple[str, str]] = []
+    counts = {"duplicate": 0, "identical": 0, "overlap": 0, "kept": 0}
+    for name, seq in records:
+        if seq in held:
+            counts["identical"] += 1
+        elif seq in kept_seqs:
+            counts["duplicate"] += 1
+        elif len(seq) >= k and any(m in index for m in _kmers(seq, k, stride)):
+            counts["overlap"] += 1
+        else:
+            kept_seqs.add(seq)
+            kept.append((name, seq))
+            counts["kept"] += 1
+    return kept, counts
+
+
 def humaneval_single_line(problems: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Build the single-line infilling tasks: one per non-blank line of each canonical solution.
 
@@ -819,8 +910,23 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
     return True
 
 
+METASTUDENT_DBS = ("BPO", "MFO", "CCO")  # three BLAST databases, largely the same proteins
+
+
+def metastudent_sequences(pkg: Path) -> list[tuple[str, str]]:
+    """Every record of metastudent-data's BLAST databases, in BPO, MFO, CCO order (with repeats)."""
+    records: list[tuple[str, str]] = []
+    for sub in METASTUDENT_DBS:
+        base = _one(pkg, f"usr/share/metastudent-data/*/{sub}/goasp.fasta.pin").with_suffix("")
+        records.extend(read_blast_protein_db(
+            Path(f"{base}.pin").read_bytes(), Path(f"{base}.psq").read_bytes(), Path(f"{base}.phr").read_bytes()))
+    return records
+
+
 def fetch_protein(root: Path, work: Path, seed: int) -> bool:
-    """UniProt sequences from Debian mmseqs2-examples: DB -> train/valid, QUERY -> test."""
+    """UniProt sequences from Debian mmseqs2-examples (DB -> train/valid, QUERY -> test), plus the
+    ~0.5M UniProt sequences of Debian metastudent-data (train/valid), de-duplicated and with every
+    sequence that is or overlaps a test sequence or a benchmark protein removed (`dedup_proteins`)."""
     res = SourceResult("mmseqs2-examples", "debian", "mmseqs2-examples")
     try:
         pkg, res.version, res.license = fetch_package(
@@ -834,21 +940,45 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
         _say(f"protein: SKIPPED debian package mmseqs2-examples: {res.error}")
         _say("protein: no source could be had; nothing written")
         return False
-    held_out = {seq for _, seq in query}
-    leaked = sum(1 for _, seq in db if seq in held_out)
-    db = [(i, s) for i, s in db if s not in held_out]  # keep the test set unseen
+    bench = json.loads((Path(__file__).parent / "benchdata" / "fills_protein.json").read_text())["items"]
+    test_seqs = {seq for _, seq in query}
+    held_out = test_seqs | {b["sequence"] for b in bench}  # the test split and `engine bench fills`
+    db, dropped = dedup_proteins(db, held_out)  # keep the test set unseen
     train, valid = split_documents(db, seed, PROTEIN_FRACTIONS)
     res.ok, res.documents = True, len(db) + len(query)
     res.bytes = sum(len(s) for _, s in db) + sum(len(s) for _, s in query)
-    res.notes = (f"DB.fasta.gz: {len(db)} sequences kept ({leaked} identical to a query removed); "
+    res.notes = (f"DB.fasta.gz: {len(db)} sequences kept; dropped {dropped['duplicate']} repeats, "
+                 f"{dropped['identical']} identical to and {dropped['overlap']} sharing a "
+                 f">= {LEAK_KMER + LEAK_STRIDE - 1}-residue stretch with a query or a benchmark protein; "
                  f"QUERY.fasta.gz: {len(query)} sequences = test split")
     _say(f"protein: debian mmseqs2-examples {res.version}: {res.notes}")
+    sources = [res]
+    big = SourceResult("metastudent-data", "debian", "metastudent-data")
+    try:
+        pkg, big.version, big.license = fetch_package("debian", "metastudent-data", work, root / "downloads")
+        records = metastudent_sequences(pkg)
+    except (SourceUnavailable, OSError, ValueError) as e:
+        big.error = " ".join(str(e).split())
+        _say(f"protein: SKIPPED debian package metastudent-data: {big.error}")
+    else:
+        kept, counts = dedup_proteins(records, held_out, seen=(s for _, s in db))
+        more_train, more_valid = split_documents(kept, seed, PROTEIN_FRACTIONS)
+        train, valid = train + more_train, valid + more_valid
+        big.ok, big.documents, big.bytes = True, len(kept), sum(len(s) for _, s in kept)
+        big.notes = (f"{len(records)} records of the BLAST databases {', '.join(METASTUDENT_DBS)}: "
+                     f"{counts['kept']} kept; dropped {counts['duplicate']} repeats (of each other or "
+                     f"of DB.fasta), {counts['identical']} identical to and {counts['overlap']} sharing a "
+                     f">= {LEAK_KMER + LEAK_STRIDE - 1}-residue stretch with a QUERY.fasta (test) sequence or "
+                     f"a protein of `engine bench fills`")
+        _say(f"protein: debian metastudent-data {big.version} [{big.license}]: {big.notes}")
+    sources.append(big)
     build = DomainBuild(
         "protein", "id", {"train": train, "valid": valid, "test": query}, None,
         {"train": PROTEIN_FRACTIONS[0], "valid": PROTEIN_FRACTIONS[1], "test": "QUERY.fasta.gz"},
-        notes=f"uppercase, alphabet {PROTEIN_ALPHABET}, other letters dropped",
+        notes=f"uppercase, alphabet {PROTEIN_ALPHABET}, other letters dropped; each source split "
+              f"{PROTEIN_FRACTIONS[0]}/{PROTEIN_FRACTIONS[1]} into train/valid on its own",
     )
-    _report(write_domain(corpus_dir("protein", root), build, [res], seed))
+    _report(write_domain(corpus_dir("protein", root), build, sources, seed))
     return True
 
 

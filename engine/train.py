@@ -161,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-chars", type=int, default=40_000_000, help="read at most this much training text")
+    ap.add_argument("--init", default=None, metavar="DIR",
+                    help="fine-tune: start from the weights and config of this checkpoint folder (the size flags "
+                         "are ignored; optimizer and schedule start fresh)")
     return ap
 
 
@@ -184,6 +187,8 @@ def cli(argv: list[str]) -> int:
         a = ap.parse_args(argv)
     if not (a.kind and a.domain and a.out):
         ap.error("--kind, --domain and --out are required (unless --resume gives them)")
+    if a.resume and a.init:
+        ap.error("--resume continues a run; --init starts a new one from a checkpoint's weights: give one")
 
     from accelerate import Accelerator
 
@@ -209,6 +214,8 @@ def cli(argv: list[str]) -> int:
             model.load_state_dict(trainer_state["model"])
     elif a.backbone:
         codec, model = _backbone_hybrid(a, ap)
+    elif a.init:
+        codec, model = _init_from(a, ap)
     else:
         codec = domain_tokenizer(a.domain)
         cfg_cls, model_cls = MODEL_KINDS[a.kind]
@@ -266,6 +273,26 @@ def cli(argv: list[str]) -> int:
             last_save = time.time()
     _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0
+
+
+def _init_from(a, ap: argparse.ArgumentParser):
+    """(codec, model) for --init: a checkpoint of the same kind and domain, in float32, its tokenizer
+    the domain's (so the fine-tuned model still pairs with the domain's other models)."""
+    from transformers import AutoModel
+
+    folder = Path(a.init)
+    if not (folder / "config.json").is_file():
+        ap.error(f"--init {folder}: expected a checkpoint folder with config.json")
+    cfg = json.loads((folder / "config.json").read_text())
+    if cfg.get("model_type") != a.kind or cfg.get("domain", "text") != a.domain:
+        ap.error(f"--init {folder} is a {cfg.get('model_type')} model for {cfg.get('domain')}, not {a.kind}/{a.domain}")
+    codec = domain_tokenizer(a.domain)
+    if Codec.load(folder).hf.get_vocab() != codec.hf.get_vocab():
+        ap.error(f"--init {folder}: its tokenizer differs from assets/tokenizers/{a.domain}")
+    model = AutoModel.from_pretrained(str(folder), dtype=torch.float32)
+    if a.seq_len + 1 > model.config.max_positions:
+        ap.error(f"--seq-len {a.seq_len} exceeds the checkpoint's {model.config.max_positions - 1} positions")
+    return codec, model
 
 
 def _resume_model(folder: Path, a):
@@ -348,5 +375,7 @@ def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params
                                        if model.device.type == "cuda" else ""),
         "precision": getattr(a, "precision", "auto"),
     }
+    if getattr(a, "init", None):
+        state["init"] = str(a.init)
     (out / "train_state.json").write_text(json.dumps(state, indent=2))
     print(f"saved {out} at step {step} (valid loss {state['valid_loss']:.4f})", flush=True)

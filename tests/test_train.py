@@ -153,3 +153,24 @@ def test_models_gpu_script_refuses_a_missing_gpu(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: device 'cuda'")
     assert not list((tmp_path / "o" / "logs").iterdir()), "no job may start"
+
+
+def test_init_starts_from_the_checkpoints_weights(corpus):
+    """--init DIR: a new run whose weights start as DIR's (a near-zero learning rate keeps them), not
+    a fresh initialisation; its size flags are ignored, and --resume with --init is refused."""
+    first = corpus / "first"
+    assert train.cli(TINY + ["--out", str(first), "--steps", "3", "--seed", "1"]) == 0
+    ft = corpus / "ft"
+    small_lr = ["--steps", "1", "--lr", "1e-12", "--warmup", "1"]
+    assert train.cli(TINY[:2] + TINY[2:4] + ["--hidden", "64", "--threads", "1", "--save-minutes", "100",
+                                             "--seq-len", "16", "--batch", "2", "--init", str(first),
+                                             "--out", str(ft), *small_lr]) == 0
+    a, b = load_file(str(first / "model.safetensors")), load_file(str(ft / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert state(ft)["init"] == str(first)
+    fresh = corpus / "fresh"
+    assert train.cli(TINY + ["--out", str(fresh), *small_lr]) == 0
+    c = load_file(str(fresh / "model.safetensors"))
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+    with pytest.raises(SystemExit):
+        train.cli(TINY + ["--out", str(corpus / "x"), "--init", str(first), "--resume", str(first)])
