@@ -138,6 +138,25 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+@contextmanager
+def _migration_connection(engine: Engine) -> Iterator[Connection]:
+    """A write connection for Alembic. On SQLite, foreign keys are off while it migrates: a batch
+    ALTER recreates a table (copy, DROP, rename), and with foreign keys on, the DROP would cascade
+    into every child row (a run's steps and statistics). The pragma only works outside a
+    transaction, so it is set on the driver connection before BEGIN and restored after."""
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        raw = conn.connection.driver_connection if sqlite else None
+        if raw is not None:
+            raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            conn.execution_options(**{WRITE_OPTION: True})
+            yield conn
+        finally:
+            if raw is not None:
+                raw.execute("PRAGMA foreign_keys=ON")
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the database to revision (creates a new one) in one write transaction.
 
@@ -148,9 +167,25 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
     if current_revision(engine) == head_revision() and revision == "head":
         return
-    with engine.connect() as conn:
-        conn.execution_options(**{WRITE_OPTION: True})
-        with conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(74131)"))
-            command.upgrade(alembic_config(conn), revision)
+    with _migration_connection(engine) as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(74131)"))
+        command.upgrade(alembic_config(conn), revision)
+        _check_foreign_keys(conn)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database back to an older revision (tests of migrations; operators via Alembic)."""
+    from alembic import command
+
+    with _migration_connection(engine) as conn, conn.begin():
+        command.downgrade(alembic_config(conn), revision)
+        _check_foreign_keys(conn)
+
+
+def _check_foreign_keys(conn: Connection) -> None:
+    """With the checks off during a SQLite migration, verify them before committing."""
+    if conn.dialect.name == "sqlite":
+        bad = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if bad:
+            raise RuntimeError(f"migration left {len(bad)} rows whose parent is missing: {bad[:3]}")
