@@ -42,8 +42,9 @@ data: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
-# The bundled checkpoints, exactly as trained for assets/models (CPU, one thread each; minutes cap
-# the wall time). Needs `make data` first. Each run saves a complete checkpoint every few minutes.
+# A CPU-only recipe (one thread each; minutes cap the wall time): the smaller checkpoints bundled
+# before 2026-11-23. The bundled ones now come from `make models-gpu` (see each model card).
+# Needs `make data` first. Each run saves a complete checkpoint every few minutes.
 TRAIN := $(BIN)/python -m engine train --threads 1 --save-minutes 8
 BIG := --hidden 256 --layers 4 --heads 4 --ffn 768 --seq-len 256 --batch 8
 SMALL := --hidden 192 --layers 3 --heads 4 --ffn 576 --seq-len 256 --batch 8
