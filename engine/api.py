@@ -16,7 +16,7 @@ from .errors import BadParameterError, IncompatibleModelsError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
-from .samplers import SAMPLERS, SamplerSpec
+from .samplers import DRAFTER_KIND, SAMPLERS, SamplerSpec
 from .samplers.base import Recorder
 from .trace import Step, decided_tokens, trace_counts
 
@@ -154,8 +154,8 @@ class InfillRun:
             raise BadParameterError("window must be 'cosine' or 'linear'.")
         kind = "hybrid" if spec.family == "hybrid" else "asarm"
         self.lm = load(model or default_model(domain or "text", kind), allow_paths)
-        self.draft_lm = load(draft_model or default_model(self.lm.domain, "hybrid"), allow_paths) \
-            if sampler == "assd-diffusion" else None
+        self.draft_lm = load(draft_model or default_model(self.lm.domain, DRAFTER_KIND[sampler]), allow_paths) \
+            if sampler in DRAFTER_KIND else None
         if masked_input is None:
             if text is None:
                 raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")

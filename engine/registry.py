@@ -20,14 +20,14 @@ from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
 hf_logging.disable_progress_bar()  # a "Loading weights" bar per model load would drown the CLI's output
-KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge"}
+KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
 
 
 @dataclass
 class LoadedModel:
     name: str
     path: Path
-    kind: str  # "asarm" (native or XLNet), "hybrid", "judge"
+    kind: str  # "asarm" (native or XLNet), "hybrid", "judge", "ptp" (a drafter head)
     model_type: str
     domain: str
     model: torch.nn.Module

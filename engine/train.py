@@ -101,6 +101,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-chars", type=int, default=40_000_000, help="read at most this much training text")
+    ap.add_argument("--teacher", default=None, help="ptp: the frozen AS-ARM (folder or bundled name) to distil")
+    ap.add_argument("--k", type=int, default=5, help="ptp: draft rows per round it learns")
     a = ap.parse_args(argv)
 
     from accelerate import Accelerator
@@ -111,6 +113,10 @@ def cli(argv: list[str]) -> int:
     acc = Accelerator()
     if a.backbone:
         codec, model = _backbone_hybrid(a, ap)
+    elif a.kind == "ptp":
+        from .models.ptp import drafter_for_training
+
+        codec, model = drafter_for_training(a, ap)
     else:
         codec = domain_tokenizer(a.domain)
         cfg_cls, model_cls = MODEL_KINDS[a.kind]
