@@ -80,6 +80,10 @@ def cli(argv: list[str]) -> int:
         for folder in argv[1:]:
             compact(Path(folder))
         return 0
+    if argv[:1] == ["ptp-eval"]:  # python -m engine train ptp-eval FOLDER: a PTP drafter's card numbers
+        from .models.ptp import eval_cli
+
+        return eval_cli(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m engine train")
     ap.add_argument("--kind", choices=sorted(MODEL_KINDS), required=True)
     ap.add_argument("--domain", choices=["text", "code", "protein"], required=True)

@@ -145,13 +145,13 @@ class PtpHead(PreTrainedModel):
         loss, _ = self.distill(ids, gen)
         return loss
 
-    def distill(self, ids: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, dict]:
+    def distill(self, ids: torch.Tensor, gen: torch.Generator, rate: float | None = None) -> tuple[torch.Tensor, dict]:
         """Returns the loss and monitoring numbers: the expected speculative acceptance
         1 - TV(p, q) of rows 2.. of a round, for the head and for the AS-ARM's parallel rows."""
         if not self._teacher:
             raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
         teacher = self._teacher[0]
-        batch = build_rounds(ids, self.config.k, gen)
+        batch = build_rounds(ids, self.config.k, gen, rate)
         with torch.no_grad():
             hid, base, target = teacher_rows(teacher, ids, batch)
         resid = self(hid, batch["prev"], batch["qpos"])
@@ -170,14 +170,14 @@ class PtpHead(PreTrainedModel):
         return loss, stats
 
 
-def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | None = None) -> dict[str, torch.Tensor]:
     """Random masks (rate ~ U(0.5, 1)) cut into rounds of k masked positions in lattice order.
 
     Each round gets the context the pipelined sampler gives it: all earlier masked tokens
     ("gap 0", after a round accepted everything) or all but the last one ("gap 1", after a
     rejection, whose resampled token is unknown to the call but known to the head)."""
     b, l = ids.shape
-    rate = 0.5 + 0.5 * torch.rand(b, generator=gen)
+    rate = 0.5 + 0.5 * torch.rand(b, generator=gen) if rate is None else torch.full((b,), rate)
     rows: dict[str, list] = {n: [] for n in ("seq", "pos", "rank", "limit", "prev", "j", "valid", "train")}
     for s in range(b):
         masked = (torch.rand(l, generator=gen) < rate[s]).tolist()
@@ -275,6 +275,52 @@ def drafter_for_training(a, ap) -> tuple:
         head.tok_embed.weight.copy_(lm.model.embed.weight.float())
     head.attach_teacher(lm.model)
     return lm.codec, head
+
+
+@torch.no_grad()
+def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
+    """Model-card numbers on held-out text: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
+    round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
+    (what pipelined ASSD drafts), at the benchmark's mask rate."""
+    from ..registry import load
+    from ..train import batches, token_stream
+
+    head_lm = load(folder)
+    head = head_lm.model
+    lm = load(teacher or head.config.teacher)
+    head.attach_teacher(lm.model)
+    seq = lm.model.config.max_positions - 1
+    valid = token_stream(lm.domain, "valid", lm.codec, 400_000)
+    gen = torch.Generator().manual_seed(123)
+    acc_h, acc_b, kl = [], [], []
+    for _ in range(max(1, windows // 4)):
+        ids = next(batches(valid, seq, 4, gen, lm.codec.bos_id))
+        loss, st = head.distill(ids, gen, rate)
+        acc_h.append(st["accept_head"])
+        acc_b.append(st["accept_base"])
+        kl.append(float(loss))
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"teacher": lm.name, "windows": max(1, windows // 4) * 4, "mask_rate": rate, "k": head.config.k,
+            "accept_rows_2_to_k_head": mean(acc_h), "accept_rows_2_to_k_asarm_parallel": mean(acc_b),
+            "distill_kl": mean(kl)}
+
+
+def eval_cli(argv: list[str]) -> int:
+    """`python -m engine train ptp-eval FOLDER [--write-card]`."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m engine train ptp-eval")
+    ap.add_argument("folder")
+    ap.add_argument("--teacher", default=None)
+    ap.add_argument("--windows", type=int, default=32)
+    ap.add_argument("--write-card", action="store_true", help="write metrics.json into the folder")
+    a = ap.parse_args(argv)
+    res = evaluate(a.folder, a.teacher, a.windows)
+    print(json.dumps(res, indent=2))
+    if a.write_card:
+        (Path(a.folder) / "metrics.json").write_text(json.dumps(res, indent=2))
+    return 0
 
 
 AutoConfig.register("ptp", PtpConfig)
