@@ -188,3 +188,12 @@ def test_rounds_cover_every_masked_position_once():
     assert len(pairs) == len(set(pairs))
     assert (r["mask_pos"] > 0).sum() == len(pairs)
     assert (r["limit"][v] <= r["rank"][v]).all()  # a parallel row never sees its own or later ranks
+
+
+def test_bundled_text_ptp_fills_a_span_with_text_asarm():
+    import engine
+
+    r = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5)
+    assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
+    assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
+    assert any("text-ptp" in s.note for s in r.trace)

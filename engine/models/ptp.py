@@ -279,7 +279,7 @@ def drafter_for_training(a, ap) -> tuple:
 
 @torch.no_grad()
 def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
-    """Model-card numbers on held-out text: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
+    """Model-card numbers on the test split: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
     round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
     (what pipelined ASSD drafts), at the benchmark's mask rate."""
     from ..registry import load
@@ -290,11 +290,11 @@ def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: f
     lm = load(teacher or head.config.teacher)
     head.attach_teacher(lm.model)
     seq = lm.model.config.max_positions - 1
-    valid = token_stream(lm.domain, "valid", lm.codec, 400_000)
+    held = token_stream(lm.domain, "test", lm.codec, 400_000)  # held out from teacher and head alike
     gen = torch.Generator().manual_seed(123)
     acc_h, acc_b, kl = [], [], []
     for _ in range(max(1, windows // 4)):
-        ids = next(batches(valid, seq, 4, gen, lm.codec.bos_id))
+        ids = next(batches(held, seq, 4, gen, lm.codec.bos_id))
         loss, st = head.distill(ids, gen, rate)
         acc_h.append(st["accept_head"])
         acc_b.append(st["accept_base"])
