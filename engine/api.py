@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .errors import BadParameterError, IncompatibleModelsError
+from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
@@ -110,6 +110,18 @@ class RunContext:
         return base + self.extra_calls[0]
 
 
+def _default_drafter(lm: LoadedModel, sampler: str) -> str:
+    """The bundled drafter of the model's domain, or a message saying what is missing."""
+    kind = DRAFTER_KIND[sampler]
+    try:
+        return default_model(lm.domain, kind)
+    except ModelNotFoundError:
+        how = f" (python -m engine train --kind ptp --teacher {lm.name} ...)" if kind == "ptp" else ""
+        raise ModelNotFoundError(
+            f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
+            f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None
+
+
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     if lm.kind != "asarm":
         raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
@@ -154,7 +166,7 @@ class InfillRun:
             raise BadParameterError("window must be 'cosine' or 'linear'.")
         kind = "hybrid" if spec.family == "hybrid" else "asarm"
         self.lm = load(model or default_model(domain or "text", kind), allow_paths)
-        self.draft_lm = load(draft_model or default_model(self.lm.domain, DRAFTER_KIND[sampler]), allow_paths) \
+        self.draft_lm = load(draft_model or _default_drafter(self.lm, sampler), allow_paths) \
             if sampler in DRAFTER_KIND else None
         if masked_input is None:
             if text is None:

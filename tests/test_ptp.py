@@ -197,3 +197,12 @@ def test_bundled_text_ptp_fills_a_span_with_text_asarm():
     assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
     assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
     assert any("text-ptp" in s.note for s in r.trace)
+
+
+def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
+    from app.core import Form, prepare, sampler_help
+    from engine.errors import ModelNotFoundError
+
+    assert "Exact" in sampler_help("assd-ptp")
+    with pytest.raises(ModelNotFoundError, match="code-ptp"):
+        prepare(Form(domain="code", model=None, text="def f(x):\n    return [MASK:4]\n", sampler="assd-ptp"))
