@@ -120,16 +120,19 @@ class PtpHead(PreTrainedModel):
         if module is getattr(self, "out", None):
             nn.init.zeros_(module.weight)  # untrained head = the AS-ARM's own parallel rows
 
-    def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor, last: bool = False) -> torch.Tensor:
         """hidden [B, k, d]: the AS-ARM's normed query states of the rows; prev [B, k]: the token
         decided or drafted just before each row in lattice order; pos [B, k]: model positions.
-        Returns residual logits [B, k, V] (row j sees rows <= j only)."""
+        Returns residual logits [B, k, V] (row j sees rows <= j only); with `last`, only the last
+        row's [B, 1, V] (drafting needs one new row per step: the 4096-wide output is the cost)."""
         k = hidden.shape[1]
         x = self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(prev)
         mask = torch.ones(k, k, dtype=torch.bool, device=x.device).tril()[None].expand(x.shape[0], k, k)
         for blk in self.blocks:
             kk, vv = blk.keys(x, pos)
             x = blk.attend(x, pos, kk, vv, mask)
+        if last:
+            x = x[:, -1:]
         return self.out(self.norm(x))
 
     # ---- distillation -------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, ranks: list[int]
         if j == 0 and exact_first:
             row = base[0]
         else:
-            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]]), pos[:, : j + 1])[0, j]
+            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]]), pos[:, : j + 1], last=True)[0, 0]
             row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
         p = tempered_probs(row, temperature)
         tok = sample_categorical(p, gen)
