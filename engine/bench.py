@@ -14,6 +14,8 @@ import time
 import torch
 
 from .api import InfillRun
+from .cli import add_device_arg
+from .device import apply_device_flag
 from .registry import default_model, load
 from .workloads import masked_windows
 
@@ -67,13 +69,13 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     return {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
         "masked_tokens_mean": statistics.fmean(per[samplers[0]]["tokens"]), "torch_threads": torch.get_num_threads(),
-        "rows": rows,
+        "device": lm.device, "rows": rows,
     }
 
 
 def print_table(res: dict) -> None:
     print(f"model {res['model']}  length {res['length']}  mask rate {res['mask_rate']}  k {res['k']}  "
-          f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}")
+          f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  device {res.get('device')}")
     print(f"{'sampler':<16}{'calls':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>10}{'speed vs seq':>14}")
     for r in res["rows"]:
         print(f"{r['sampler']:<16}{r['calls_mean']:>9.1f} ± {r['calls_se']:<4.1f}{r['tokens_per_round']:>11.2f}"
@@ -96,7 +98,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--json", action="store_true")
+    add_device_arg(ap)
     a = ap.parse_args(argv)
+    apply_device_flag(a.device)
     res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,
                          a.samplers.split(","), a.seed)
     if a.json:

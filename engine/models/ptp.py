@@ -157,6 +157,7 @@ class PtpHead(PreTrainedModel):
         batch = build_rounds(ids, self.config.k, gen, rate)
         with torch.no_grad():
             hid, base, target = teacher_rows(teacher, ids, batch)
+        batch = {n: v.to(ids.device) for n, v in batch.items()}  # rounds are cut on the CPU
         resid = self(hid, batch["prev"], batch["qpos"])
         logits = (base + resid.float()).masked_fill(teacher.special_mask(), float("-inf"))
         logp = torch.log_softmax(logits, -1)
@@ -249,11 +250,12 @@ def teacher_rows(teacher, ids: torch.Tensor, rounds: dict) -> tuple[torch.Tensor
         hook.remove()
     normed = captured[-1]
     d, v = normed.shape[-1], logits.shape[-1]
-    hid = torch.zeros(g, k, d)
-    base = torch.zeros(g, k, v)
-    target = torch.zeros(g, k, v)
+    hid = torch.zeros(g, k, d, device=ids.device)
+    base = torch.zeros(g, k, v, device=ids.device)
+    target = torch.zeros(g, k, v, device=ids.device)
     for s, idx in enumerate(per):
         n = len(idx) * k
+        idx = idx.to(ids.device)
         hid[idx] = normed[s, :n].view(len(idx), k, d).float()
         base[idx] = logits[s, :n].view(len(idx), k, v).float()
         target[idx] = logits[s, width : width + n].view(len(idx), k, v).float()

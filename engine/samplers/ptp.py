@@ -63,7 +63,8 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, ranks: list[int]
     """Dependent drafts for `ranks`: row j reads the parallel states of rows <= j and the drafts
     before it; its token is the inverse CDF of p_j at a fresh uniform u_j."""
     m = len(ranks)
-    pos = torch.tensor([[p + 1 for p in ranks]])
+    dev = states.device
+    pos = torch.tensor([[p + 1 for p in ranks]], device=dev)
     hid = states[None, :m].to(head.in_proj.weight.dtype)
     before = [prev]
     drafts: list[int] = []
@@ -72,7 +73,7 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, ranks: list[int]
         if j == 0 and exact_first:
             row = base[0]
         else:
-            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]]), pos[:, : j + 1], last=True)[0, 0]
+            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]], device=dev), pos[:, : j + 1], last=True)[0, 0]
             row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
         p = tempered_probs(row, temperature)
         tok = sample_categorical(p, gen)
