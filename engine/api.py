@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import torch
 
 from .budget import Budget, Meter, install
-from .errors import BadParameterError, IncompatibleModelsError
+from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
-from .samplers import SAMPLERS, SamplerSpec
+from .samplers import DRAFTER_KIND, SAMPLERS, SamplerSpec
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
@@ -112,6 +112,18 @@ class RunContext:
         return base + self.extra_calls[0]
 
 
+def _default_drafter(lm: LoadedModel, sampler: str) -> str:
+    """The bundled drafter of the model's domain, or a message saying what is missing."""
+    kind = DRAFTER_KIND[sampler]
+    try:
+        return default_model(lm.domain, kind)
+    except ModelNotFoundError:
+        how = f" (python -m engine train --kind ptp --teacher {lm.name} ...)" if kind == "ptp" else ""
+        raise ModelNotFoundError(
+            f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
+            f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None
+
+
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     if lm.kind != "asarm":
         raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
@@ -159,8 +171,8 @@ class InfillRun:
         kind = "hybrid" if spec.family == "hybrid" else "asarm"
         # device: "auto" | "cpu" | "cuda[:N]" | a torch.device; None reads INFILL_DEVICE (engine/device.py)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
-        self.draft_lm = load(draft_model or default_model(self.lm.domain, "hybrid"), allow_paths, device) \
-            if sampler == "assd-diffusion" else None
+        self.draft_lm = load(draft_model or _default_drafter(self.lm, sampler), allow_paths, device) \
+            if sampler in DRAFTER_KIND else None
         if masked_input is None:
             if text is None:
                 raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")

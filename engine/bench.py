@@ -39,7 +39,9 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
                                              for s in samplers}
     for i, mi in enumerate(inputs):
         for s in samplers:  # interleaved, so drift in machine load hits every sampler alike
-            run = InfillRun(masked_input=mi, model=model, sampler=s, k=k, seed=seed + i, temperature=temperature)
+            name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
+            run = InfillRun(masked_input=mi, model=model, sampler=name, k=k, seed=seed + i, temperature=temperature,
+                            cache=True if opt == "cache" else None)
             t0 = time.perf_counter()
             for _ in run.stream():
                 pass

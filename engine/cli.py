@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtau", type=float, default=0.05, help="self-spec cosine window width")
     p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
     p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
-    p.add_argument("--draft-model", default=None, help="hybrid model drafting for assd-diffusion")
+    p.add_argument("--draft-model", default=None, help="drafter: a hybrid for assd-diffusion, a PTP head for assd-ptp")
     add_device_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)

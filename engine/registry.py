@@ -30,7 +30,7 @@ from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
 hf_logging.disable_progress_bar()  # a "Loading weights" bar per model load would drown the CLI's output
-KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge"}
+KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
 # "name" or "org/name", the Hub's own rule for repo ids (no "..", no leading or trailing "." or "-")
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 
@@ -39,7 +39,7 @@ HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-
 class LoadedModel:
     name: str
     path: Path
-    kind: str  # "asarm" (native or XLNet), "hybrid", "judge"
+    kind: str  # "asarm" (native or XLNet), "hybrid", "judge", "ptp" (a drafter head)
     model_type: str
     domain: str
     model: torch.nn.Module

@@ -38,7 +38,7 @@ from .device import device_name
 from .trace import tested_decisions, untested_accepts
 
 DOMAINS = ("text", "code", "protein")
-EXACT = ["sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion"]
+EXACT = ["sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion", "assd-ptp"]
 SPECULATIVE = [s for s in EXACT if s != "sequential"]
 ALPHA = 0.01  # significance level of the exactness checks
 ERROR_MARK = "**error**"  # prefix of notes about a failed section (the test looks for it)
@@ -442,11 +442,7 @@ class Report:
             length = min(p.length, asarm.max_tokens)
             if length < p.length:
                 notes.append(f"{asarm.name} takes at most {asarm.max_tokens} tokens: windows cut to {length}.")
-            arms = [Arm(s, s, asarm) for s in p.samplers if s != "assd-diffusion"]
-            if "assd-diffusion" in p.samplers and hybrid is not None:
-                arms.append(Arm("assd-diffusion", "assd-diffusion", asarm, draft=hybrid))
-            elif "assd-diffusion" in p.samplers:
-                notes.append(f"assd-diffusion skipped: no drafter ({self.models.missing.get(domain + '-hybrid')}).")
+            arms = self.sampler_arms(domain, asarm, p.samplers, notes)
             inputs = windows(asarm, length, 0.95, p.samples, p.seed)
             if len(inputs) < p.samples:
                 notes.append(f"the test split gave {len(inputs)} inputs, not {p.samples}.")
@@ -709,9 +705,9 @@ class Report:
         from .evaluate import humaneval_pass1
 
         hybrid = self.models.get("code", "hybrid")
-        samplers = [s for s in p.samplers if s != "assd-diffusion" or hybrid is not None]
-        notes = [] if hybrid is not None or "assd-diffusion" not in p.samplers else \
-            ["assd-diffusion skipped: no code-hybrid drafter."]
+        notes: list[str] = []
+        drafts = {a.sampler: a.draft for a in self.sampler_arms("code", asarm, p.samplers, notes)}
+        samplers = [s for s in p.samplers if s in drafts]
         tasks = random.Random(0).sample(all_tasks, min(lim, len(all_tasks))) if lim else all_tasks
         tokens = sum(len(asarm.lm.codec.encode(t["middle"])) for t in tasks)  # same selection as humaneval_pass1
         rows, res_by = [], {}
@@ -719,7 +715,7 @@ class Report:
             log(f"HumanEval: {s} on {len(tasks)} tasks")
             try:
                 r = humaneval_pass1(asarm.ref, lim, sampler=s,
-                                    draft_model=hybrid.ref if s == "assd-diffusion" else None)
+                                    draft_model=drafts[s].ref if drafts[s] is not None else None)
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 notes.append(f"{ERROR_MARK}: {s} failed ({type(e).__name__}: {e}).")
@@ -767,14 +763,27 @@ class Report:
                 out += [f"{ERROR_MARK}: scaling failed ({type(e).__name__}: {e}).", ""]
         return out
 
+    def sampler_arms(self, domain: str, asarm: ModelInfo, samplers: list[str], notes: list[str]) -> list[Arm]:
+        """An arm per AS-ARM sampler; one that needs a second network (DRAFTER_KIND) gets the domain's
+        drafter, or is skipped with a note when there is none."""
+        from .samplers import DRAFTER_KIND
+
+        arms = []
+        for s in samplers:
+            kind = DRAFTER_KIND.get(s)
+            draft = self.models.get(domain, kind) if kind else None
+            if kind and draft is None:
+                notes.append(f"{s} skipped: no drafter ({self.models.missing.get(f'{domain}-{kind}')}).")
+                continue
+            arms.append(Arm(s, s, asarm, draft=draft))
+        return arms
+
     def _scaling_arms(self, domain: str, asarm: ModelInfo) -> tuple[list[Arm], ModelInfo | None, list[str]]:
         p = self.plan
         hybrid = self.models.get(domain, "hybrid")
-        arms = [Arm(s, s, asarm) for s in p.samplers if s != "assd-diffusion"]
-        notes = []
+        notes: list[str] = []
+        arms = self.sampler_arms(domain, asarm, [s for s in p.samplers if s != "assd-diffusion" or hybrid], notes)
         if hybrid is not None:
-            if "assd-diffusion" in p.samplers:
-                arms.append(Arm("assd-diffusion", "assd-diffusion", asarm, draft=hybrid))
             arms.append(Arm(f"mdm (T={p.scaling_mdm_steps})", "mdm", hybrid, {"steps": p.scaling_mdm_steps}))
             arms.append(Arm(f"self-spec (dtau={p.scaling_dtau:g})", "self-spec", hybrid, {"dtau": p.scaling_dtau}))
         else:

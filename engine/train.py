@@ -164,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--init", default=None, metavar="DIR",
                     help="fine-tune: start from the weights and config of this checkpoint folder (the size flags "
                          "are ignored; optimizer and schedule start fresh)")
+    ap.add_argument("--teacher", default=None, help="ptp: the frozen AS-ARM (folder or bundled name) to distil")
+    ap.add_argument("--k", type=int, default=5, help="ptp: draft rows per round it learns")
     return ap
 
 
@@ -175,6 +177,10 @@ def cli(argv: list[str]) -> int:
         for folder in argv[1:]:
             compact(Path(folder))
         return 0
+    if argv[:1] == ["ptp-eval"]:  # python -m engine train ptp-eval FOLDER: a PTP drafter's card numbers
+        from .models.ptp import eval_cli
+
+        return eval_cli(argv[1:])
     ap = _parser()
     a = ap.parse_args(argv)
     resumed: dict = {}
@@ -214,6 +220,10 @@ def cli(argv: list[str]) -> int:
             model.load_state_dict(trainer_state["model"])
     elif a.backbone:
         codec, model = _backbone_hybrid(a, ap)
+    elif a.kind == "ptp":
+        from .models.ptp import drafter_for_training
+
+        codec, model = drafter_for_training(a, ap)
     elif a.init:
         codec, model = _init_from(a, ap)
     else:

@@ -15,6 +15,7 @@ import torch
 from engine import report
 from engine.models.asarm import AsArmConfig, AsArmModel
 from engine.models.hybrid import HybridConfig, HybridModel
+from engine.models.ptp import PtpConfig, PtpHead
 from engine.tokenization import Codec, train_bpe
 
 WORDS = "the a cat dog sat ran on mat big red fox and saw it".split()
@@ -73,6 +74,8 @@ def _write_models(root: Path, codec: Codec) -> None:
         _save(AsArmModel(AsArmConfig(num_layers=2, domain=domain, **ids)), codec, root / f"{domain}-asarm")
         _save(HybridModel(HybridConfig(num_layers=2, causal_layers=1, domain=domain, **ids)), codec,
               root / f"{domain}-hybrid")
+        _save(PtpHead(PtpConfig(num_layers=1, domain=domain, teacher=f"{domain}-asarm", **ids)), codec,
+              root / f"{domain}-ptp")
     # the judge is an AS-ARM whose config says "judge" (no code judge: that path is tested too). Written through
     # AsArmConfig because constructing JudgeConfig(...) directly does not run AsArmConfig.__init__ under
     # transformers 5; loading it back through the registry does.

@@ -1,4 +1,6 @@
-"""The sampler catalogue: each name maps to a generator of Steps and the knobs it reads."""
+"""The sampler catalogue: each name maps to a generator of Steps and the knobs it reads.
+
+DRAFTER_KIND: samplers that also load a second network, and the model kind it must be."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from .assd import assd, assd_drafted, assd_pipelined
 from .diffusion_drafter import assd_diffusion
 from .drafters import NgramDrafter
 from .mdm import CallCounter, mdm, require_hybrid
+from .ptp import run_ptp
 from .selfspec import self_spec
 from .sequential import sequential
 
@@ -48,6 +51,8 @@ def _self_spec(ctx) -> Iterator[Step]:
                      ctx.inner, counter)
 
 
+DRAFTER_KIND = {"assd-diffusion": "hybrid", "assd-ptp": "ptp"}
+
 SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s
     for s in [
@@ -82,5 +87,10 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
                     "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
                     assd_diffusion, default_steps=4),
+        SamplerSpec("assd-ptp", "asarm", True, ("k", "temperature"),
+                    "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
+                    "parallel rows into k dependent drafts (each sees the drafts before it); the next call "
+                    "verifies them and proposes the next round. Exact. Needs a PTP drafter (text-ptp).",
+                    run_ptp),
     ]
 }

@@ -1,0 +1,332 @@
+"""Parallel Token Prediction (PTP) drafter for the AS-ARM's any-subset order.
+
+PTP (Draxler et al.) makes one model call produce k *dependent* tokens: token t_j is a
+deterministic function of the context and the sampling auxiliaries u_1..u_j (their Theorem 1),
+and conditioning on u_1..u_{j-1} alone gives t_j's exact conditional (Theorem 2).
+
+Our realisation is categorical PTP with a small autoregressive head:
+
+* one AS-ARM call gives, for the next k masked positions r_1..r_k (lattice order: left to right
+  among the masked), the final query-stream states g_j = norm(...) of the frozen AS-ARM given the
+  decided tokens only (the rows pipelined ASSD already computes);
+* this head (a couple of pre-norm blocks over the <= k draft rows, causal, rotary on the true
+  positions) reads g_j plus the embedding of the previous draft d_{j-1} and outputs a residual
+  on the AS-ARM's own logits: p_j = softmax(logits_asarm(r_j) + head_j);
+* drafts are drawn left to right, d_j = F^-1_{p_j}(u_j) (inverse CDF, `sample_categorical`),
+  so d_j is a deterministic function of the context and u_1..u_j, which is PTP's functional form.
+
+Why categorical and not one-hot: the part of the u -> token map that is hard to learn, the
+inverse CDF over a 4096-token vocabulary, is computed exactly instead of being learned; the head
+only learns the conditional distribution, by distillation against the teacher's full rows (a
+dense, low-variance signal, which matters for a head trained for minutes on a CPU); and the
+speculative test accepts row j with probability 1 - TV(p_j, q_j), the best any coupling of the
+drafter and the teacher can do, whereas common random numbers under a fixed token order agree
+less often for the same p_j. Exactness does not depend on the head at all (see
+engine/samplers/ptp.py). The head's output projection starts at zero, so an untrained head
+drafts exactly what pipelined ASSD drafts.
+
+Training (`python -m engine train --kind ptp --teacher DIR`) distils from the frozen AS-ARM on
+the training corpus: the data tokens play the drafts d_<j (the paper's teacher-forced
+auxiliaries: a data token is what the teacher's inverse CDF returns for a u drawn uniformly
+within that token's CDF interval, so conditioning on u_<j there is conditioning on the data
+prefix), and the target for row j is the teacher's row at r_j given the data prefix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+
+from .layers import Block
+
+
+class PtpConfig(PretrainedConfig):
+    model_type = "ptp"
+
+    def __init__(
+        self,
+        vocab_size: int = 260,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        intermediate_size: int = 768,
+        max_positions: int = 513,
+        rope_theta: float = 10000.0,
+        k: int = 5,
+        teacher: str = "",
+        special_token_ids: list[int] | None = None,
+        domain: str = "text",
+        pad_token_id: int = 0,
+        bos_token_id: int = 1,
+        mask_token_id: int = 2,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.max_positions = max_positions
+        self.rope_theta = rope_theta
+        self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
+        self.teacher = teacher  # name of the AS-ARM it was distilled from
+        self.special_token_ids = special_token_ids if special_token_ids is not None else [0, 1, 2, 3]
+        self.domain = domain
+        self.mask_token_id = mask_token_id
+        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, **kwargs)
+
+    @classmethod
+    def for_teacher(cls, teacher_cfg, a) -> PtpConfig:
+        return cls(
+            vocab_size=teacher_cfg.vocab_size, hidden_size=teacher_cfg.hidden_size, num_layers=a.layers,
+            num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
+            rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name,
+            special_token_ids=list(teacher_cfg.special_token_ids), domain=teacher_cfg.domain,
+            pad_token_id=teacher_cfg.pad_token_id, bos_token_id=teacher_cfg.bos_token_id,
+            mask_token_id=teacher_cfg.mask_token_id,
+        )
+
+
+class PtpHead(PreTrainedModel):
+    """Residual logits for k draft rows from the AS-ARM's query states and the previous drafts."""
+
+    config_class = PtpConfig
+    base_model_prefix = "ptp"
+
+    def __init__(self, config: PtpConfig):
+        super().__init__(config)
+        d = config.hidden_size
+        self.in_proj = nn.Linear(d, d)
+        self.tok_embed = nn.Embedding(config.vocab_size, d)
+        self.blocks = nn.ModuleList(
+            Block(d, config.num_heads, config.intermediate_size, config.rope_theta) for _ in range(config.num_layers)
+        )
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, config.vocab_size, bias=False)
+        self.post_init()
+        self._teacher: list = []  # not a submodule: never saved, never trained
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        if module is getattr(self, "out", None):
+            nn.init.zeros_(module.weight)  # untrained head = the AS-ARM's own parallel rows
+
+    def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor, last: bool = False) -> torch.Tensor:
+        """hidden [B, k, d]: the AS-ARM's normed query states of the rows; prev [B, k]: the token
+        decided or drafted just before each row in lattice order; pos [B, k]: model positions.
+        Returns residual logits [B, k, V] (row j sees rows <= j only); with `last`, only the last
+        row's [B, 1, V] (drafting needs one new row per step: the 4096-wide output is the cost)."""
+        k = hidden.shape[1]
+        x = self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(prev)
+        mask = torch.ones(k, k, dtype=torch.bool, device=x.device).tril()[None].expand(x.shape[0], k, k)
+        for blk in self.blocks:
+            kk, vv = blk.keys(x, pos)
+            x = blk.attend(x, pos, kk, vv, mask)
+        if last:
+            x = x[:, -1:]
+        return self.out(self.norm(x))
+
+    # ---- distillation -------------------------------------------------------------------------
+
+    def attach_teacher(self, teacher: nn.Module) -> None:
+        teacher.eval()
+        for prm in teacher.parameters():
+            prm.requires_grad_(False)
+        self._teacher[:] = [teacher]
+
+    def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:
+        """Forward KL from the frozen teacher's rows to the drafter's rows (see module docstring)."""
+        loss, _ = self.distill(ids, gen)
+        return loss
+
+    def distill(self, ids: torch.Tensor, gen: torch.Generator, rate: float | None = None) -> tuple[torch.Tensor, dict]:
+        """Returns the loss and monitoring numbers: the expected speculative acceptance
+        1 - TV(p, q) of rows 2.. of a round, for the head and for the AS-ARM's parallel rows."""
+        if not self._teacher:
+            raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
+        teacher = self._teacher[0]
+        batch = build_rounds(ids, self.config.k, gen, rate)
+        with torch.no_grad():
+            hid, base, target = teacher_rows(teacher, ids, batch)
+        batch = {n: v.to(ids.device) for n, v in batch.items()}  # rounds are cut on the CPU
+        resid = self(hid, batch["prev"], batch["qpos"])
+        logits = (base + resid.float()).masked_fill(teacher.special_mask(), float("-inf"))
+        logp = torch.log_softmax(logits, -1)
+        q = torch.softmax(target, -1)
+        w = batch["train"]
+        kl = torch.where(q > 0, q * (torch.log(q.clamp_min(1e-30)) - logp), 0.0).sum(-1)
+        loss = (kl * w).sum() / w.sum().clamp(min=1)
+        with torch.no_grad():
+            pb = torch.softmax(base, -1)
+            later = batch["valid"] & (batch["j"] > 0)
+            acc_head = 1 - 0.5 * (logp.exp() - q).abs().sum(-1)
+            acc_base = 1 - 0.5 * (pb - q).abs().sum(-1)
+            stats = {"accept_head": float(acc_head[later].mean()), "accept_base": float(acc_base[later].mean())}
+        return loss, stats
+
+
+def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | None = None) -> dict[str, torch.Tensor]:
+    """Random masks (rate ~ U(0.5, 1)) cut into rounds of k masked positions in lattice order.
+
+    Each round gets the context the pipelined sampler gives it: all earlier masked tokens
+    ("gap 0", after a round accepted everything) or all but the last one ("gap 1", after a
+    rejection, whose resampled token is unknown to the call but known to the head)."""
+    b, l = ids.shape
+    rate = 0.5 + 0.5 * torch.rand(b, generator=gen) if rate is None else torch.full((b,), rate)
+    rows: dict[str, list] = {n: [] for n in ("seq", "pos", "rank", "limit", "prev", "j", "valid", "train")}
+    for s in range(b):
+        masked = (torch.rand(l, generator=gen) < rate[s]).tolist()
+        masked[0] = False
+        mpos = [i for i in range(1, l) if masked[i]]
+        if not mpos:
+            mpos = [1 + int(torch.randint(l - 1, (1,), generator=gen))]
+        phase = int(torch.randint(k, (1,), generator=gen))  # first round may be short
+        starts = ([0] if phase else []) + list(range(phase, len(mpos), k))
+        for gi, g0 in enumerate(starts):
+            g1 = starts[gi + 1] if gi + 1 < len(starts) else len(mpos)
+            gap = int(torch.rand((), generator=gen) < 0.7) if g0 > 0 else 0
+            for j in range(k):
+                r = g0 + j  # 0-based masked rank
+                ok = r < g1
+                rows["seq"].append(s)
+                rows["pos"].append(mpos[r] if ok else 0)
+                rows["rank"].append(r + 1 if ok else 1)
+                rows["limit"].append(g0 + 1 - gap)
+                rows["prev"].append(int(ids[s, mpos[r - 1]] if ok and r > 0 else ids[s, 0]))
+                rows["j"].append(j)
+                rows["valid"].append(ok)
+                rows["train"].append(ok and not (j == 0 and gap == 0))  # that row is already exact
+    out = {n: torch.tensor(v) for n, v in rows.items()}
+    g = len(rows["seq"]) // k
+    out = {n: v.view(g, k) for n, v in out.items()}
+    out["train"] = out["train"].float()
+    out["valid"] = out["valid"].bool()
+    out["qpos"] = out["pos"]
+    out["mask_pos"] = _masked_matrix(ids, out)
+    return out
+
+
+def _masked_matrix(ids: torch.Tensor, rounds: dict) -> torch.Tensor:
+    """[B, L] rank of each position (0 = visible) implied by the rounds."""
+    b, l = ids.shape
+    rank = torch.zeros(b, l, dtype=torch.long)
+    v = rounds["valid"]
+    rank[rounds["seq"][v], rounds["pos"][v]] = rounds["rank"][v]
+    return rank
+
+
+def teacher_rows(teacher, ids: torch.Tensor, rounds: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One teacher pass per sequence batch: for every round row, the parallel row (context =
+    the round's limit) as normed state + logits, and the exact row (context = data prefix)."""
+    b, l = ids.shape
+    rank = rounds["mask_pos"].to(ids.device)
+    pos = torch.arange(l, device=ids.device).expand(b, l)
+    g, k = rounds["seq"].shape
+    # per sequence, its rounds' rows: parallel rows then exact rows
+    per = [torch.nonzero(rounds["seq"][:, 0] == s).flatten() for s in range(b)]
+    width = max(len(x) for x in per) * k
+    qpos = torch.zeros(b, 2 * width, dtype=torch.long)
+    qlim = torch.ones(b, 2 * width, dtype=torch.long)
+    for s, idx in enumerate(per):
+        n = len(idx) * k
+        qpos[s, :n] = rounds["pos"][idx].flatten()
+        qlim[s, :n] = rounds["limit"][idx].flatten()
+        qpos[s, width : width + n] = rounds["pos"][idx].flatten()
+        qlim[s, width : width + n] = rounds["rank"][idx].flatten()
+    captured: list[torch.Tensor] = []
+    hook = teacher.norm.register_forward_hook(lambda m, i, o: captured.append(o))
+    try:
+        logits = teacher(ids, pos, rank, qpos.to(ids.device), qlim.to(ids.device))
+    finally:
+        hook.remove()
+    normed = captured[-1]
+    d, v = normed.shape[-1], logits.shape[-1]
+    hid = torch.zeros(g, k, d, device=ids.device)
+    base = torch.zeros(g, k, v, device=ids.device)
+    target = torch.zeros(g, k, v, device=ids.device)
+    for s, idx in enumerate(per):
+        n = len(idx) * k
+        idx = idx.to(ids.device)
+        hid[idx] = normed[s, :n].view(len(idx), k, d).float()
+        base[idx] = logits[s, :n].view(len(idx), k, v).float()
+        target[idx] = logits[s, width : width + n].view(len(idx), k, v).float()
+    special = teacher.special_mask()
+    return hid, base.masked_fill(special, float("-inf")), target.masked_fill(special, float("-inf"))
+
+
+def drafter_for_training(a, ap) -> tuple:
+    """(codec, head with its teacher attached) for `python -m engine train --kind ptp --teacher DIR`."""
+    from ..registry import load
+
+    if not a.teacher:
+        ap.error("--kind ptp needs --teacher (an AS-ARM checkpoint folder or bundled name)")
+    lm = load(a.teacher)
+    if lm.kind != "asarm" or lm.model_type != "asarm":
+        ap.error(f"--teacher {a.teacher}: expected a native AS-ARM, got a {lm.model_type} model")
+    if a.seq_len + 1 > lm.model.config.max_positions:
+        ap.error(f"--seq-len {a.seq_len} exceeds the teacher's {lm.model.config.max_positions - 1} positions")
+    a.teacher = str(lm.path)
+    head = PtpHead(PtpConfig.for_teacher(lm.model.config, a))
+    with torch.no_grad():  # start from the teacher's token embeddings
+        head.tok_embed.weight.copy_(lm.model.embed.weight.float())
+    head.attach_teacher(lm.model)
+    return lm.codec, head
+
+
+@torch.no_grad()
+def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
+    """Model-card numbers on the test split: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
+    round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
+    (what pipelined ASSD drafts), at the benchmark's mask rate."""
+    from ..registry import load
+    from ..train import batches, token_stream
+
+    head_lm = load(folder)
+    head = head_lm.model
+    lm = load(teacher or head.config.teacher)
+    head.attach_teacher(lm.model)
+    seq = lm.model.config.max_positions - 1
+    held = token_stream(lm.domain, "test", lm.codec, 400_000)  # held out from teacher and head alike
+    gen = torch.Generator().manual_seed(123)
+    acc_h, acc_b, kl = [], [], []
+    for _ in range(max(1, windows // 4)):
+        ids = next(batches(held, seq, 4, gen, lm.codec.bos_id))
+        loss, st = head.distill(ids, gen, rate)
+        acc_h.append(st["accept_head"])
+        acc_b.append(st["accept_base"])
+        kl.append(float(loss))
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"teacher": lm.name, "windows": max(1, windows // 4) * 4, "mask_rate": rate, "k": head.config.k,
+            "accept_rows_2_to_k_head": mean(acc_h), "accept_rows_2_to_k_asarm_parallel": mean(acc_b),
+            "distill_kl": mean(kl)}
+
+
+def eval_cli(argv: list[str]) -> int:
+    """`python -m engine train ptp-eval FOLDER [--write-card]`."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m engine train ptp-eval")
+    ap.add_argument("folder")
+    ap.add_argument("--teacher", default=None)
+    ap.add_argument("--windows", type=int, default=32)
+    ap.add_argument("--write-card", action="store_true", help="write metrics.json into the folder")
+    a = ap.parse_args(argv)
+    res = evaluate(a.folder, a.teacher, a.windows)
+    print(json.dumps(res, indent=2))
+    if a.write_card:
+        (Path(a.folder) / "metrics.json").write_text(json.dumps(res, indent=2))
+    return 0
+
+
+AutoConfig.register("ptp", PtpConfig)
+AutoModel.register(PtpConfig, PtpHead)

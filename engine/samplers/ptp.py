@@ -1,0 +1,154 @@
+"""ASSD with a Parallel Token Prediction drafter (`assd-ptp`): k dependent drafts per AS-ARM call.
+
+Shape of a round (the pipelined sampler's, DESIGN 3.3): the previous call returned, for the next
+k masked positions in lattice order, the AS-ARM's parallel rows (logits + normed query states).
+The PTP head (engine/models/ptp.py) turns them into dependent drafts left to right:
+p_j = softmax(asarm_j + head_j(states, d_<j)) and d_j = F^-1_{p_j}(u_j), so each draft is a
+function of the context and u_1..u_j only. One AS-ARM call then gives the exact rows
+q_j = p(. | decided, d_<j) for every draft, plus the parallel rows of every possible next round.
+The drafts are verified left to right by the shared speculative rule (engine.acceptance), as
+every speculative sampler here is.
+
+Exactness, whatever the head computes (trained, untrained or random): the proposal p_j is fixed
+by the context and the earlier drafts d_<j (i.e. by u_<j) before the acceptance randomness of
+row j is drawn, and d_j ~ p_j given all that. Conditional on any accepted prefix, row j's
+outcome (d_j accepted with probability min(1, q_j/p_j), otherwise a draw from the residual
+norm(max(q_j - p_j, 0))) is distributed exactly as q_j, the AS-ARM's conditional given that
+prefix; that is ASSD's Theorem 2 with a proposal that may depend on earlier drafts. The first
+row of a round that follows a fully accepted round is the AS-ARM's exact row (nothing missing
+from its context), so its draft is kept without a test, as in pipelined ASSD. A head that let
+row j see u_j' for j' > j (or later drafts) would break this, which is why its attention is causal.
+
+Calls: one AS-ARM call per round (the head's k tiny steps run on the host after the call and are
+not counted as AS-ARM calls; wall-clock ratios in `python -m engine bench assd` include them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from ..acceptance import sample_categorical, tempered_probs
+from ..errors import IncompatibleModelsError
+from ..masking import MaskedInput
+from ..trace import Step, StepKind
+from .assd import _commit_exact, _remember, verify
+from .base import Recorder
+
+
+@contextmanager
+def query_states(model):
+    """Capture the AS-ARM's normed query-stream states (the input of its output head) during a call."""
+    box: list[torch.Tensor] = []
+    hook = model.norm.register_forward_hook(lambda mod, inp, out: box.append(out))
+    try:
+        yield box
+    finally:
+        hook.remove()
+
+
+def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
+    with query_states(oracle.model) as box:
+        logits = oracle.call(drafts, queries)
+    if not box:
+        raise IncompatibleModelsError("assd-ptp needs a native AS-ARM (its query states feed the PTP head).")
+    return logits, box[-1][0]
+
+
+@torch.no_grad()
+def draft_round(head, states: torch.Tensor, base: torch.Tensor, ranks: list[int], prev: int, exact_first: bool,
+                gen: torch.Generator, temperature: float, special: torch.Tensor) -> tuple[list[int], list[torch.Tensor]]:
+    """Dependent drafts for `ranks`: row j reads the parallel states of rows <= j and the drafts
+    before it; its token is the inverse CDF of p_j at a fresh uniform u_j."""
+    m = len(ranks)
+    dev = states.device
+    pos = torch.tensor([[p + 1 for p in ranks]], device=dev)
+    hid = states[None, :m].to(head.in_proj.weight.dtype)
+    before = [prev]
+    drafts: list[int] = []
+    rows: list[torch.Tensor] = []
+    for j in range(m):
+        if j == 0 and exact_first:
+            row = base[0]
+        else:
+            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]], device=dev), pos[:, : j + 1], last=True)[0, 0]
+            row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
+        p = tempered_probs(row, temperature)
+        tok = sample_categorical(p, gen)
+        drafts.append(tok)
+        rows.append(p)
+        before.append(tok)
+    return drafts, rows
+
+
+def check_pair(lm, draft_lm) -> None:
+    """The head reads the AS-ARM's states and adds to its logits: widths and vocabularies must match."""
+    if draft_lm.kind != "ptp":
+        raise IncompatibleModelsError(
+            f"--draft-model {draft_lm.name} is a {draft_lm.kind} model; assd-ptp drafts with a PTP head "
+            "(python -m engine train --kind ptp --teacher ...).")
+    if lm.model_type != "asarm":
+        raise IncompatibleModelsError(f"assd-ptp needs a native AS-ARM; {lm.name} is a {lm.model_type} model.")
+    hc, tc = draft_lm.model.config, lm.model.config
+    if hc.hidden_size != tc.hidden_size or lm.codec.hf.get_vocab() != draft_lm.codec.hf.get_vocab():
+        raise IncompatibleModelsError(
+            f"PTP head {draft_lm.name} (width {hc.hidden_size}, {draft_lm.codec.vocab_size} tokens) does not fit "
+            f"{lm.name} (width {tc.hidden_size}, {lm.codec.vocab_size} tokens); it was distilled from "
+            f"{hc.teacher or 'another AS-ARM'}.")
+
+
+def assd_ptp(
+    oracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int, head,
+    teacher_note: str = "",
+) -> Iterator[Step]:
+    order, n, rnd = mi.masked, 0, 0
+    big_n = len(order)
+    special = oracle.special
+    known: list[int | None] = [None] * len(mi.tokens)
+    ranks = order[:k]
+    base, states = _call(oracle, [], [(pos, 0) for pos in ranks])
+    yield rec(StepKind.DRAFT_PASS, rnd, note=f"parallel rows for {len(ranks)} positions{teacher_note}")
+    exact_first, prev = True, oracle.bos
+    while ranks:
+        m = len(ranks)
+        drafts, p_rows = draft_round(head, states, base, ranks, prev, exact_first, gen, temperature, special)
+        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
+                  note="PTP head: draft j drawn by inverse CDF at u_j, conditioned on drafts 1..j-1")
+        start = 0
+        if exact_first:
+            known[ranks[0]] = drafts[0]
+            yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            start = 1
+            if n + 1 == big_n:
+                break
+        queries = [(ranks[i], i - start) for i in range(start, m)]
+        next_rows: dict[int, tuple[list[int], int]] = {}
+        for j in range(start, m + 1):
+            first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
+            nxt = order[first : first + k]
+            next_rows[j] = (nxt, len(queries))
+            queries += [(pos, j - start) for pos in nxt]
+        out, out_states = _call(oracle, list(zip(ranks, drafts))[start:], queries)
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
+        q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
+        j = yield from _remember(verify(oracle, rec, rnd, ranks, drafts, p_rows, q_rows, gen, start=start), known)
+        prev = known[ranks[j]] if j < m else drafts[-1]  # the last decided token in lattice order
+        n += j + 1 if j < m else m
+        ranks, at = next_rows[j]
+        base, states = out[at : at + len(ranks)], out_states[at : at + len(ranks)]
+        exact_first = j == m
+        rnd += 1
+
+
+def run_ptp(ctx) -> Iterator[Step]:
+    """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts."""
+    if ctx.draft_lm is None:
+        raise IncompatibleModelsError("assd-ptp needs a PTP drafter (--draft-model).")
+    check_pair(ctx.lm, ctx.draft_lm)
+    teacher = ctx.draft_lm.model.config.teacher
+    note = f"; PTP head {ctx.draft_lm.name}" + (f" (distilled from {teacher})" if teacher else "")
+    if teacher and teacher != ctx.lm.name:
+        note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
+    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, ctx.draft_lm.model, note)

@@ -1,0 +1,208 @@
+"""assd-ptp: exact in distribution whatever the PTP head drafts (a random head here), and broken
+verification rules are caught by the same enumeration test."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+
+import pytest
+import torch
+
+from engine import registry
+from engine.api import InfillRun
+from engine.errors import IncompatibleModelsError
+from engine.models.ptp import PtpConfig, PtpHead, build_rounds, drafter_for_training
+from engine.trace import DECIDING_KINDS, StepKind
+from tests.tiny import exact_distribution, g_test, masked_input
+
+N_SAMPLES = 1200
+ALPHA = 1e-3
+
+
+def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1):
+    """A PTP head for the tiny AS-ARM: random weights of `scale` (drafts far from the AS-ARM's
+    own rows), or the untrained head (scale None: zero residual)."""
+    torch.manual_seed(seed)
+    cfg = tiny.model.config
+    head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=1, num_heads=2,
+                             intermediate_size=32, max_positions=cfg.max_positions, teacher="tiny-asarm",
+                             special_token_ids=list(cfg.special_token_ids))).to(torch.float64)
+    if scale is not None:
+        with torch.no_grad():
+            for prm in head.parameters():
+                if prm.dim() > 1:
+                    prm.normal_(0, scale)
+    head.config.dtype = "float64"
+    head.save_pretrained(folder)
+    tiny.codec.hf.save_pretrained(folder)
+    return registry.load(str(folder))
+
+
+@pytest.fixture(scope="module")
+def heads(tiny_asarm, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ptp")
+    return {"random": save_tiny_ptp(root / "tiny-ptp", tiny_asarm),
+            "untrained": save_tiny_ptp(root / "tiny-ptp0", tiny_asarm, scale=None)}
+
+
+def run(lm, mi, head, seed, **kw):
+    r = InfillRun(masked_input=mi, model=str(lm.path), sampler="assd-ptp", draft_model=str(head.path), seed=seed, **kw)
+    steps = list(r.stream())
+    return r.result(with_log_prob=False), steps
+
+
+def histogram(lm, mi, head, n, **kw):
+    counts: collections.Counter = collections.Counter()
+    for seed in range(n):
+        res, _ = run(lm, mi, head, seed, **kw)
+        counts[tuple(res.tokens[i] for i in mi.masked)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("kw", [{"k": 3}, {"k": 2, "temperature": 1.5}])
+def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, kw):
+    mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
+    exact = exact_distribution(tiny_asarm, mi, kw.get("temperature", 1.0))
+    counts = histogram(tiny_asarm, mi, heads["random"], N_SAMPLES, **kw)
+    assert g_test(counts, exact, N_SAMPLES) > ALPHA
+
+
+def test_the_random_head_really_drafts_differently(tiny_asarm, heads):
+    """Otherwise the exactness test above would only re-test pipelined ASSD."""
+    mi = masked_input(tiny_asarm.codec, {0: "a"}, 6)
+    differ = 0
+    for seed in range(20):
+        a, _ = run(tiny_asarm, mi, heads["random"], seed, k=4)
+        b = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-pipelined", seed=seed, k=4)
+        list(b.stream())
+        differ += a.tokens != b.result(with_log_prob=False).tokens
+    assert differ >= 5
+
+
+def test_untrained_head_is_pipelined_assd(tiny_asarm, heads):
+    """A zero residual drafts the AS-ARM's own parallel rows: same tokens, calls and rounds."""
+    mi = masked_input(tiny_asarm.codec, {2: "c"}, 6)
+    for seed in range(8):
+        a, _ = run(tiny_asarm, mi, heads["untrained"], seed, k=3)
+        b = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-pipelined", seed=seed, k=3)
+        list(b.stream())
+        rb = b.result(with_log_prob=False)
+        assert (a.tokens, a.calls, a.rounds) == (rb.tokens, rb.calls, rb.rounds)
+
+
+def test_accepting_every_draft_is_caught(tiny_asarm, heads, monkeypatch):
+    """Keeping the draft where the test says reject gives the head's distribution, not the AS-ARM's."""
+    assd_mod = importlib.import_module("engine.samplers.assd")
+    real = assd_mod.speculative_accept
+
+    def always(draft, p, q, gen):
+        v = real(draft, p, q, gen)
+        v.accepted, v.token = True, draft
+        return v
+
+    monkeypatch.setattr(assd_mod, "speculative_accept", always)
+    mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)
+    counts = histogram(tiny_asarm, mi, heads["random"], N_SAMPLES, k=3)
+    assert g_test(counts, exact_distribution(tiny_asarm, mi), N_SAMPLES) < ALPHA
+
+
+def test_drafts_that_see_later_uniforms_are_caught(tiny_asarm, heads, monkeypatch):
+    """Exactness needs draft j to depend on u_1..u_j only. A drafter that redraws row j until it
+    matches the *next* row's draft (peeking at later randomness) must fail the enumeration."""
+    ptp = importlib.import_module("engine.samplers.ptp")
+    real = ptp.draft_round
+
+    def peeking(head, states, base, ranks, prev, exact_first, gen, temperature, special):
+        drafts, rows = real(head, states, base, ranks, prev, exact_first, gen, temperature, special)
+        for j in range(1 if exact_first else 0, len(drafts) - 1):  # copy the later draft: leaks u_{j+1}
+            if float(rows[j][drafts[j + 1]]) > 0:
+                drafts[j] = drafts[j + 1]
+        return drafts, rows
+
+    monkeypatch.setattr(ptp, "draft_round", peeking)
+    mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)
+    counts = histogram(tiny_asarm, mi, heads["random"], N_SAMPLES, k=3)
+    assert g_test(counts, exact_distribution(tiny_asarm, mi), N_SAMPLES) < ALPHA
+
+
+def test_calls_never_exceed_masked_tokens_and_each_position_once(tiny_asarm, heads):
+    rng = torch.Generator().manual_seed(0)
+    for trial in range(30):
+        vis = torch.rand(6, generator=rng) < 0.3
+        visible = {i: "abc"[int(torch.randint(3, (1,), generator=rng))] for i in range(6) if vis[i]}
+        if len(visible) == 6:
+            continue
+        mi = masked_input(tiny_asarm.codec, visible, 6)
+        k = int(torch.randint(1, 7, (1,), generator=rng))
+        res, steps = run(tiny_asarm, mi, heads["random"], trial, k=k, temperature=2.0)
+        assert res.calls <= len(mi.masked), (k, res.calls, len(mi.masked))
+        decided = [p for s in steps if s.kind in DECIDING_KINDS for p in s.positions]
+        assert sorted(decided) == mi.masked
+        drafted = [s for s in steps if s.kind == StepKind.DRAFT]
+        assert drafted and all("PTP head" in s.note for s in drafted)
+
+
+def test_same_seed_same_trace(tiny_asarm, heads):
+    mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
+    a = [(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in run(tiny_asarm, mi, heads["random"], 3, k=3)[1]]
+    b = [(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in run(tiny_asarm, mi, heads["random"], 3, k=3)[1]]
+    assert a == b
+
+
+def test_wrong_drafter_is_a_clear_error(tiny_asarm):
+    mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
+    with pytest.raises(IncompatibleModelsError, match="PTP head"):
+        run(tiny_asarm, mi, tiny_asarm, 0)  # an AS-ARM is not a PTP head
+
+
+def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path):
+    """The training loss is finite, trains only the head, and a few steps reduce it."""
+    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3)
+    codec, head = drafter_for_training(a, None)
+    head = head.to(torch.float64)
+    teacher_before = [p.clone() for p in tiny_asarm.model.parameters()]
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 7, (8, 7), generator=gen)
+    ids[:, 0] = codec.bos_id
+    opt = torch.optim.Adam(head.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss = head.training_loss(ids, 0.0, torch.Generator().manual_seed(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < 0.7 * losses[0]
+    assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
+
+
+def test_rounds_cover_every_masked_position_once():
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 50, (6, 40), generator=gen)
+    r = build_rounds(ids, 4, gen)
+    v = r["valid"]
+    pairs = list(zip(r["seq"][v].tolist(), r["pos"][v].tolist()))
+    assert len(pairs) == len(set(pairs))
+    assert (r["mask_pos"] > 0).sum() == len(pairs)
+    assert (r["limit"][v] <= r["rank"][v]).all()  # a parallel row never sees its own or later ranks
+
+
+def test_bundled_text_ptp_fills_a_span_with_text_asarm():
+    import engine
+
+    r = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5)
+    assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
+    assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
+    assert any("text-ptp" in s.note for s in r.trace)
+
+
+def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
+    from app.core import Form, prepare, sampler_help
+    from engine.errors import ModelNotFoundError
+
+    assert "Exact" in sampler_help("assd-ptp")
+    with pytest.raises(ModelNotFoundError, match="code-ptp"):
+        prepare(Form(domain="code", model=None, text="def f(x):\n    return [MASK:4]\n", sampler="assd-ptp"))
