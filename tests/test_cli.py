@@ -79,11 +79,17 @@ def test_bench_assd_json_rows(tiny_world, capsys):
     d = _json_out(capsys, ["bench", "assd", "--model", _asarm(tiny_world), "--length", "24", "--samples", "2", "--k", "3",
                            "--json"])
     rows = {r["sampler"]: r for r in d["rows"]}
-    assert {"sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"} <= set(rows)
+    assert {"sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"} <= set(rows)
+    assert d["baseline"] == "sequential-cache"
     for r in rows.values():
-        assert {"calls_mean", "calls_se", "tokens_per_round", "tokens_per_call", "wall_ratio_vs_sequential"} <= set(r)
+        assert {"calls_mean", "calls_se", "tokens_per_round", "tokens_per_call", "wall_ratio_vs_sequential_cache",
+                "wall_ratio_vs_sequential_cache_median", "wall_ratio_vs_sequential"} <= set(r)
         assert 0 < r["calls_mean"] <= 23 and r["tokens_per_call"] >= 1.0
+        assert r["wall_ratio_vs_sequential_cache_min"] <= r["wall_ratio_vs_sequential_cache_median"] \
+            <= r["wall_ratio_vs_sequential_cache_max"]
+    assert rows["sequential-cache"]["wall_ratio_vs_sequential_cache"] == pytest.approx(1.0)
     assert rows["sequential"]["wall_ratio_vs_sequential"] == pytest.approx(1.0)
+    assert rows["sequential"]["calls_mean"] == rows["sequential-cache"]["calls_mean"]
     assert rows["assd"]["calls_mean"] == rows["assd-cache"]["calls_mean"]  # same random stream, same decisions
 
 

@@ -54,6 +54,10 @@ SAMPLERS: dict[str, SamplerSpec] = {
         SamplerSpec("sequential", "asarm", False, ("temperature",),
                     "One network call per masked token, left to right: the exact reference.",
                     lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
+        SamplerSpec("sequential-cache", "asarm", True, ("temperature",),
+                    "Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
+                    "one small call per token. The strongest non-speculative baseline.",
+                    lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
         SamplerSpec("assd", "asarm", False, ("k", "temperature"),
                     "Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
                     "verify them with one density pass. Exact.",
