@@ -17,6 +17,7 @@ import gradio as gr
 from engine.api import parse_for
 from engine.errors import BadParameterError, InfillError
 from engine.registry import load
+from engine.samplers import DEFAULT_SAMPLER as DEFAULT_ENGINE_SAMPLER
 from engine.samplers import SAMPLERS
 
 from . import core, plots, share
@@ -26,6 +27,7 @@ from .render import CSS, DETAIL_HEADERS, counters_md, esc, fold, view_html
 log = logging.getLogger("app")
 
 PARAMS = ("k", "temperature", "steps", "dtau", "window", "inner")
+DEFAULT_SAMPLER = DEFAULT_ENGINE_SAMPLER  # the sampler preselected in the form (engine: fastest exact on CPU)
 SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
 STATS_HEADERS = ["model", "sampler", "params", "runs", "masked tokens", "calls", "tokens/call", "tokens/round"]
 
@@ -481,7 +483,7 @@ def build() -> gr.Blocks:
             domain = gr.Radio(DOMAINS, value=first_domain, label="Domain", scale=1)
             model = gr.Dropdown(init_models, value=init_models[0] if init_models else None, label="Model", scale=1,
                                 allow_custom_value=True)
-            sampler = gr.Dropdown(sampler_names, value="assd" if "assd" in SAMPLERS else sampler_names[0],
+            sampler = gr.Dropdown(sampler_names, value=DEFAULT_SAMPLER if DEFAULT_SAMPLER in SAMPLERS else sampler_names[0],
                                   label="Sampler", scale=1, allow_custom_value=True)
             example = gr.Dropdown(EXAMPLES[first_domain], label="Examples", scale=2)
         text = gr.Textbox(EXAMPLES[first_domain][0], lines=4, label="Input: [MASK] or [MASK:n] marks a span of n tokens",

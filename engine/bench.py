@@ -14,7 +14,7 @@ import time
 import torch
 
 from .api import InfillRun
-from .registry import default_model, load
+from .registry import default_model, load, set_threads
 from .workloads import masked_windows
 
 ASSD_SAMPLERS = ["sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"]
@@ -104,6 +104,10 @@ def cli(argv: list[str]) -> int:
         from .bench_selfspec import run
 
         return run(argv[1:])
+    if argv and argv[0] == "calls":
+        from .bench_calls import cli as calls_cli
+
+        return calls_cli(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m engine bench assd")
     ap.add_argument("which", choices=["assd"])
     ap.add_argument("--model", default=None)
@@ -118,7 +122,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.threads:
-        torch.set_num_threads(a.threads)
+        set_threads(a.threads)
     res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,
                          a.samplers.split(","), a.seed)
     if a.json:

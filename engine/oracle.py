@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 
 from .masking import MaskedInput
-from .models.asarm import AsArmModel, KVCache
+from .models.asarm_core import AsArmMixin, KVCache
 
 
 class AsArmOracle:
-    def __init__(self, model: AsArmModel, mi: MaskedInput, use_cache: bool = False):
+    def __init__(self, model: AsArmMixin, mi: MaskedInput, use_cache: bool = False):
         self.model = model
         self.use_cache = use_cache
         self.calls = 0
@@ -44,7 +44,7 @@ class AsArmOracle:
             self.cache.truncate(len(self.prompt) + self.valid)
             self.tentative = []
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
         """Logits (float64, special tokens at -inf) [len(queries), V]."""
         self.calls += 1

@@ -34,6 +34,7 @@ import torch
 
 from .bench import mean_se
 from .data import sha256_file
+from .registry import set_threads
 from .trace import StepKind
 
 DOMAINS = ("text", "code", "protein")
@@ -319,7 +320,7 @@ def _logged(results, n: int) -> list:
 
 
 def _worker_init() -> None:
-    torch.set_num_threads(1)
+    set_threads(1)
 
 
 def measure(inputs_by_model: dict[str, list], arms: list[Arm], seed: int, k: int, notes: list[str],
@@ -1047,7 +1048,7 @@ def cli(argv: list[str]) -> int:
     bad = [s for s in (a.samplers or "").split(",") if s.strip() and s.strip() not in EXACT]
     if bad:
         ap.error(f"unknown sampler(s) {bad}; choose from {EXACT}")
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     global WORKERS
     WORKERS = max(1, a.workers)
     started = time.time()

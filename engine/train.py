@@ -105,8 +105,9 @@ def cli(argv: list[str]) -> int:
 
     from accelerate import Accelerator
 
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    from .registry import set_threads
+
+    set_threads(a.threads or torch.get_num_threads())  # the sampling default (1) never applies here
     torch.manual_seed(a.seed)
     acc = Accelerator()
     if a.backbone:

@@ -48,6 +48,12 @@ def _self_spec(ctx) -> Iterator[Step]:
                      ctx.inner, counter)
 
 
+#: What the CLI, the API and the app run when no sampler is named: the fastest exact sampler measured
+#: on the 2-core CPU (issue 13, docs/RESULTS.md). Cached sequential decoding beat every speculative
+#: sampler there: a verify call with k = 5 draft rows costs 1.6-2.4x a one-token call, more than the
+#: 1.2-1.4 tokens per call that speculation gains on this model.
+DEFAULT_SAMPLER = "sequential-cache"
+
 SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s
     for s in [
