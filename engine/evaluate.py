@@ -181,6 +181,16 @@ DATA_TEXT = {
 }
 
 
+def train_command(cfg: dict, state: dict) -> str:
+    """The `engine train` command that reproduces a checkpoint, rebuilt from its config and state."""
+    kind = state.get("kind", cfg.get("model_type"))
+    layers = cfg.get("num_layers", 0) + cfg.get("causal_layers", 0)
+    return (f"python -m engine train --kind {kind} --domain {state.get('domain', cfg.get('domain'))} "
+            f"--hidden {cfg.get('hidden_size')} --layers {layers} --heads {cfg.get('num_heads')} "
+            f"--ffn {cfg.get('intermediate_size')} --seq-len {state.get('seq_len')} --batch {state.get('batch')} "
+            f"--steps {state.get('steps')}")
+
+
 def write_card(folder: Path, metrics: dict) -> None:
     """metrics.json (read by `engine models` and the app) and a README model card."""
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -196,9 +206,12 @@ def write_card(folder: Path, metrics: dict) -> None:
         f"lr {state.get('lr')}, {state.get('minutes', 0):.1f} minutes on {state.get('hardware')} "
         f"({state.get('device')}); final train loss (EMA) {state.get('train_loss_ema', float('nan')):.4f}, "
         f"valid loss {state.get('valid_loss', float('nan')):.4f}.",
-        "- Weights stored in bfloat16 (loaded as float32).",
-        "", "## Measured (`python -m engine eval --write-cards`)", "",
+        f"- Weights stored in {cfg.get('dtype', 'float32')}.",
     ]
+    if state.get("provenance"):
+        lines.append(f"- Where and how: {state['provenance']}.")
+    lines.append(f"- Command: `{train_command(cfg, state)}`")
+    lines += ["", "## Measured (`python -m engine eval --write-cards`, held-out test splits, 2-core CPU)", ""]
     lines += [f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in metrics.items()]
     (folder / "README.md").write_text("\n".join(lines) + "\n")
 

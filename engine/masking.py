@@ -2,20 +2,65 @@
 
 `MaskedInput` holds the token ids with masked positions, plus the unmasked text pieces *as typed*,
 so the completed text is byte-identical to the input around the filled spans.
+
+Whitespace belongs to the word. Byte-level BPE attaches the space before a word to the word
+(' fire' is one token), so a mask typed after a space owns that space: the literal piece before it
+loses its trailing ' ', and the model fills the span with tokens that carry their own space. Left
+with the space, the model would be asked to continue a lone ' ' token, which it has rarely seen
+before a word, and answers with fragments. Everything outside the (space-owning) spans comes back
+byte-identical.
+
+Lengths: `[MASK:n]` is n tokens; `[MASK:nw]` is n words, converted with the tokenizer's own
+average tokens per word (`tokens_per_word`). A bare `[MASK]` is one word in text and a fixed
+number of tokens in code and proteins (`DEFAULT_SPAN`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import torch
 
 from .errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
 from .tokenization import Codec
 
-MASK_RE = re.compile(r"\[MASK(?::(-?\d+))?\]")
+MASK_RE = re.compile(r"\[MASK(?::(-?\d+)(w)?)?\]")
 
-#: tokens a bare [MASK] stands for, per domain
-DEFAULT_SPAN = {"text": 8, "code": 8, "protein": 10}
+#: what a bare [MASK] stands for, per domain: (count, unit) with unit "w" (words) or "" (tokens)
+DEFAULT_SPAN: dict[str, tuple[int, str]] = {"text": (1, "w"), "code": (8, ""), "protein": (10, "")}
+
+# Plain modern English, written for this purpose (not from any corpus): the yardstick that turns a
+# word count into a token count for a byte-level tokenizer.
+_WORD_SAMPLE = (
+    "After dinner we sat by the fire and talked about the long winter ahead. My sister said the "
+    "river had frozen early this year, and the children were already skating on it every morning "
+    "before school. Her husband works at the hospital in town, so he leaves the house before dawn "
+    "and comes back late. We made plans to visit the old mill on Sunday if the weather stays clear. "
+    "The road there is narrow and steep, but the view from the top of the hill is worth the climb. "
+    "Later, when the others had gone to bed, I read a few chapters of a book about ships and the "
+    "people who built them. It was quiet except for the wind against the windows and the clock in "
+    "the kitchen. I fell asleep in the chair and woke up cold, with the lamp still burning."
+)
+_TPW_CACHE: dict[int, float] = {}
+
+
+def tokens_per_word(codec: Codec) -> float:
+    """Average tokens per word of this tokenizer on a fixed English sample (1.0 for character-level
+    vocabularies, where a 'word' is meaningless and one unit is one token)."""
+    if not codec.byte_level:
+        return 1.0
+    key = id(codec.hf)
+    if key not in _TPW_CACHE:
+        words = re.findall(r"\S+", _WORD_SAMPLE)
+        _TPW_CACHE[key] = len(codec.encode(_WORD_SAMPLE)) / len(words)
+    return _TPW_CACHE[key]
+
+
+def words_to_tokens(n_words: int, codec: Codec) -> int:
+    """Span length in tokens for n words (at least n; rounding the tokenizer's average)."""
+    return max(n_words, round(n_words * tokens_per_word(codec)))
 
 
 @dataclass
@@ -43,6 +88,23 @@ class MaskedInput:
     mask_id: int
     source: str = ""  # the input as typed (with sentinels), for storage and display
     meta: dict = field(default_factory=dict)
+    # positions that start a span owning the space before it: their token must begin with a space
+    word_starts: list[int] = field(default_factory=list)
+    not_word_start: torch.Tensor | None = field(default=None, repr=False)  # [V] bool: ids that may not
+
+    def constrain(self, logits: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
+        """Logits [len(positions), V] with -inf where a word-start position would take a token that
+        does not begin with a space. Every distribution a sampler reads (draft and target alike)
+        goes through this, so the constrained model is still one exact joint distribution."""
+        if not self.word_starts or self.not_word_start is None:
+            return logits
+        starts = set(self.word_starts)
+        rows = [r for r, p in enumerate(positions) if p in starts]
+        if rows:
+            ban = self.not_word_start.to(logits.device)[: logits.shape[-1]]
+            logits = logits.clone()
+            logits[rows] = logits[rows].masked_fill(ban, float("-inf"))
+        return logits
 
     @property
     def visible(self) -> list[int]:
@@ -72,8 +134,34 @@ def _check_length(n_tokens: int, max_tokens: int) -> None:
         )
 
 
-def _build(codec: Codec, parts: list[str | int], max_tokens: int, source: str) -> MaskedInput:
-    """parts alternate literal text and span lengths (in tokens)."""
+def owns_space(codec: Codec, before: str, word_boundary: bool = True) -> bool:
+    """Does a span that follows the literal text `before` take over its trailing space?
+
+    Only for byte-level tokenizers, and only one ' ' (the one BPE attaches to a word; tabs, newlines
+    and further spaces stay literal, as the pre-tokenizer splits them)."""
+    return word_boundary and codec.byte_level and before.endswith(" ")
+
+
+def _build(
+    codec: Codec, parts: list[str | int], max_tokens: int, source: str, word_boundary: bool = True
+) -> MaskedInput:
+    """parts alternate literal text and span lengths (in tokens). A span after a space owns it."""
+    parts = list(parts)
+    owning: set[int] = set()  # indices (into parts) of spans that own the space before them
+    for j, part in enumerate(parts):
+        if isinstance(part, int) and j > 0 and isinstance(parts[j - 1], str):
+            if owns_space(codec, parts[j - 1], word_boundary):
+                parts[j - 1] = parts[j - 1][:-1]
+                owning.add(j)
+    starts: list[int] = []
+    n_tok = 0
+    for j, part in enumerate(parts):
+        if isinstance(part, str):
+            n_tok += len(codec.encode(part))
+        else:
+            if j in owning:
+                starts.append(n_tok)
+            n_tok += part
     tokens: list[int] = []
     pieces: list[str] = [""]
     ranges: list[tuple[int, int]] = []
@@ -89,13 +177,21 @@ def _build(codec: Codec, parts: list[str | int], max_tokens: int, source: str) -
         raise NoMaskError("Nothing is masked: add [MASK] or [MASK:n] where the model should fill in.")
     _check_length(len(tokens), max_tokens)
     masked = [i for a, b in ranges for i in range(a, b)]
-    return MaskedInput(tokens, masked, pieces, ranges, codec.mask_id, source=source)
+    return MaskedInput(tokens, masked, pieces, ranges, codec.mask_id, source=source, word_starts=starts,
+                       not_word_start=codec.not_space_led() if starts else None)
 
 
 def parse_masked_text(
-    text: str, codec: Codec, *, max_tokens: int, default_span: int = 8
+    text: str,
+    codec: Codec,
+    *,
+    max_tokens: int,
+    default_span: int | tuple[int, str] = 8,
+    word_boundary: bool = True,
 ) -> MaskedInput:
-    """Text with [MASK] (default_span tokens) and [MASK:n] sentinels."""
+    """Text with [MASK] (default_span: tokens, or (count, "w") for words), [MASK:n] (tokens) and
+    [MASK:nw] (words) sentinels. word_boundary=False keeps a space before a mask literal (the
+    behaviour before masks owned their space; benchmarks use it as the 'before')."""
     if not text or not text.strip():
         raise EmptyTextError("The input is empty: type some text with [MASK] where to fill in.")
     parts: list[str | int] = []
@@ -105,9 +201,14 @@ def parse_masked_text(
             parts.append(text[pos : m.start()])
         if m.group(1) is not None and len(m.group(1).lstrip("-")) > 9:  # int() of thousands of digits fails
             raise BadSpanLengthError(f"[MASK:{m.group(1)[:12]}…]: a span cannot be longer than the model's {max_tokens} tokens.")
-        n = default_span if m.group(1) is None else int(m.group(1))
+        if m.group(1) is None:
+            n, unit = default_span if isinstance(default_span, tuple) else (default_span, "")
+        else:
+            n, unit = int(m.group(1)), m.group(2) or ""
         if n <= 0:
-            raise BadSpanLengthError(f"{m.group(0)}: a masked span must be at least 1 token long.")
+            raise BadSpanLengthError(f"{m.group(0)}: a masked span must be at least 1 {'word' if unit else 'token'} long.")
+        if unit:
+            n = words_to_tokens(n, codec)
         if n > max_tokens:
             raise BadSpanLengthError(
                 f"{m.group(0)}: a span cannot be longer than the model's {max_tokens} tokens."
@@ -116,7 +217,7 @@ def parse_masked_text(
         pos = m.end()
     if pos < len(text):
         parts.append(text[pos:])
-    return _build(codec, parts, max_tokens, source=text)
+    return _build(codec, parts, max_tokens, source=text, word_boundary=word_boundary)
 
 
 def from_char_ranges(
@@ -129,17 +230,29 @@ def from_char_ranges(
         raise NoMaskError("No character range was given to mask.")
     parts: list[str | int] = []
     pos = 0
-    for a, b in sorted(ranges):
-        if not (0 <= a < b <= len(text)) or a < pos:
-            raise BadSpanLengthError(f"Character range {a}..{b} is empty, out of the text or overlapping.")
+    for (a, b), (wa, _) in zip(sorted(ranges), _owning_ranges(text, ranges, codec)):
         if a > pos:
-            parts.append(text[pos:a])
-        parts.append(len(codec.encode(text[a:b])))
+            parts.append(text[pos:a])  # _build moves an owned space into the span
+        parts.append(len(codec.encode(text[wa:b])))  # the span's tokens, its own space included
         pos = b
     if pos < len(text):
         parts.append(text[pos:])
     source = "".join(p if isinstance(p, str) else f"[MASK:{p}]" for p in parts)
     return _build(codec, parts, max_tokens, source=source)
+
+
+def _owning_ranges(text: str, ranges: list[tuple[int, int]], codec: Codec) -> list[tuple[int, int]]:
+    """Sorted, checked character ranges, each widened to own the space before it (see owns_space)."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for a, b in sorted(ranges):
+        if not (0 <= a < b <= len(text)) or a < pos:
+            raise BadSpanLengthError(f"Character range {a}..{b} is empty, out of the text or overlapping.")
+        if a > pos and owns_space(codec, text[pos:a]) and not text[a].isspace():
+            a -= 1
+        out.append((a, b))
+        pos = b
+    return out
 
 
 def completed_from_ranges(
@@ -149,7 +262,7 @@ def completed_from_ranges(
     token ids with each span re-tokenized (what `score` evaluates)."""
     mi = from_char_ranges(text, ranges, codec, max_tokens=max_tokens)
     tokens = list(mi.tokens)
-    for (a, b), (ta, tb) in zip(sorted(ranges), mi.span_ranges):
+    for (a, b), (ta, tb) in zip(_owning_ranges(text, ranges, codec), mi.span_ranges):
         tokens[ta:tb] = codec.encode(text[a:b])
     return mi, tokens
 

@@ -20,6 +20,7 @@ from .models.asarm_core import AsArmMixin, KVCache
 class AsArmOracle:
     def __init__(self, model: AsArmMixin, mi: MaskedInput, use_cache: bool = False):
         self.model = model
+        self.mi = mi
         self.use_cache = use_cache
         self.calls = 0
         cfg = model.config
@@ -46,7 +47,7 @@ class AsArmOracle:
 
     @torch.inference_mode()
     def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
-        """Logits (float64, special tokens at -inf) [len(queries), V]."""
+        """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V]."""
         self.calls += 1
         n = len(self.committed)
         rows: list[tuple[int, int, int]] = []  # (pos, tok, rank)
@@ -70,4 +71,4 @@ class AsArmOracle:
         if self.cache is not None:
             self.valid = n
             self.tentative = list(drafts)
-        return logits.masked_fill(self.special, float("-inf"))
+        return self.mi.constrain(logits.masked_fill(self.special, float("-inf")), [p for p, _ in queries])

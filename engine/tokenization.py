@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from .errors import UnrepresentableTextError
@@ -105,7 +106,8 @@ class Codec:
         self.special_ids = sorted(
             {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id) if i is not None}
         )
-        self._byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
+        self.byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
+        self._not_space_led: torch.Tensor | None = None
 
     @classmethod
     def load(cls, folder: str | Path) -> Codec:
@@ -123,12 +125,21 @@ class Codec:
             raise UnrepresentableTextError(
                 "This model cannot represent these characters: "
                 + ", ".join(repr(c) for c in bad[:20])
-                + (f" (its alphabet: {self.alphabet()})" if not self._byte_level else "")
+                + (f" (its alphabet: {self.alphabet()})" if not self.byte_level else "")
             )
         return ids
 
     def decode(self, ids: list[int]) -> str:
         return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def not_space_led(self) -> torch.Tensor:
+        """[V] bool, True for ids whose text does not begin with a space (specials included): what a
+        span that owns the space before it may not start with (engine.masking)."""
+        if self._not_space_led is None:
+            self._not_space_led = torch.tensor(
+                [i in self.special_ids or not self.decode([i]).startswith(" ") for i in range(self.vocab_size)]
+            )
+        return self._not_space_led
 
     def token_text(self, tid: int) -> str:
         """Readable text of one token (byte-level pieces may be partial characters)."""

@@ -178,3 +178,21 @@ def test_deep_speculation_matches_exact_distribution(tiny_asarm, sampler):
     counts = histogram(tiny_asarm, mi, sampler, 6000, k=5)
     pval = g_test(counts, exact, 6000)
     assert pval > ALPHA, f"{sampler}: G-test p = {pval:.2e}"
+
+
+@pytest.mark.parametrize("sampler,kw", [("assd-pipelined", {"k": 2}), ("assd-ngram", {"k": 3})])
+def test_word_start_constraint_stays_exact(setup, sampler, kw):
+    """A span that owns the space before it bans tokens that do not start a word at its first
+    position; draft and target read the same constrained model, so the samplers stay exact."""
+    import dataclasses
+
+    lm, mi = setup
+    banned = torch.zeros(lm.codec.vocab_size, dtype=torch.bool)
+    a = lm.codec.encode("a")[0]
+    banned[a] = True
+    cmi = dataclasses.replace(mi, word_starts=[mi.masked[0]], not_word_start=banned)
+    exact = exact_distribution(lm, cmi)
+    assert sum(p for k, p in exact.items() if k[0] == a) == 0 and abs(sum(exact.values()) - 1) < 1e-9
+    counts = histogram(lm, cmi, sampler, N_SAMPLES // 2, **kw)
+    assert not any(k[0] == a for k in counts)
+    assert g_test(counts, exact, N_SAMPLES // 2) > ALPHA

@@ -28,6 +28,9 @@ def test_bundled_model_fills_a_span(domain, sampler):
     r = engine.infill(INPUTS[domain], domain=domain, sampler=sampler, seed=0)
     assert r.model == f"{domain}-{'hybrid' if sampler == 'self-spec' else 'asarm'}"
     before, after = INPUTS[domain].split("[MASK:")[0], INPUTS[domain].split("]", 1)[1]
+    if domain != "protein":  # byte-level BPE: the span owns the space before it and starts a word
+        before = before.removesuffix(" ")
+        assert r.spans[0].text.startswith(" ")
     assert r.text.startswith(before) and r.text.endswith(after)
     assert r.text == before + r.spans[0].text + after
     assert r.masked_tokens == int(INPUTS[domain].split("[MASK:")[1].split("]")[0])

@@ -4,6 +4,7 @@ inputs come back byte-identical around the filled spans."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from engine.errors import (
     BadParameterError,
@@ -54,20 +55,66 @@ def test_round_trip_is_byte_identical(bpe):
     text = "def f(x):\n\t  return [MASK:3]  # ü\r\n\nEnd [MASK] tail  "
     mi = parse_masked_text(text, bpe, max_tokens=256, default_span=5)
     assert len(mi.masked) == 8
-    filled, spans = mi.fill(bpe, {p: bpe.encode("z")[0] for p in mi.masked})
-    # everything outside the spans is exactly what was typed
-    pieces = text.replace("[MASK:3]", "\0").replace("[MASK]", "\0").split("\0")
+    z = bpe.encode("z")[0]
+    space_z = next(i for i in range(bpe.vocab_size) if bpe.decode([i]).startswith(" ") and len(bpe.decode([i])) > 1)
+    w = bpe.decode([space_z])
+    decided = {p: (space_z if p in mi.word_starts else z) for p in mi.masked}
+    filled, spans = mi.fill(bpe, decided)
+    # everything outside the spans is exactly what was typed; each span owns the space before it
+    pieces = text.replace(" [MASK:3]", "\0").replace(" [MASK]", "\0").split("\0")
     assert filled == pieces[0] + spans[0].text + pieces[1] + spans[1].text + pieces[2]
+    assert [s.text for s in spans] == [w + "zz", w + "zzzz"]
     for s in spans:
-        assert filled[s.start : s.end] == s.text == "z" * (3 if s is spans[0] else 5)
+        assert filled[s.start : s.end] == s.text
+
+
+@pytest.mark.parametrize("domain", ["text", "code"])
+def test_a_mask_after_a_space_owns_it(domain):
+    """' warm', ' ', [MASK] was the trap: the model rarely sees a lone space before a word."""
+    codec = Codec.load(f"assets/tokenizers/{domain}")
+    text = {"text": "we sat by the warm [MASK:1] and talked", "code": "def f(a, b):\n    return [MASK:2]\n"}[domain]
+    lone = codec.encode(" ")[0]
+    before = parse_masked_text(text, codec, max_tokens=64, word_boundary=False)
+    after = parse_masked_text(text, codec, max_tokens=64)
+    first = after.masked[0]
+    assert before.tokens[before.masked[0] - 1] == lone  # the old way left a lone space token
+    assert after.tokens[first - 1] != lone and after.word_starts == [first]
+    # the constraint: at the word start only tokens that begin with a space remain possible
+    logits = torch.zeros(2, codec.vocab_size, dtype=torch.float64)
+    out = after.constrain(logits, [first, first + 1 if len(after.masked) > 1 else -1])
+    allowed = torch.isfinite(out[0]).nonzero().flatten().tolist()
+    assert allowed and all(codec.decode([i]).startswith(" ") for i in allowed)
+    assert torch.isfinite(out[1]).all()  # other positions are untouched
+    word = codec.encode(" fire")
+    filled, spans = after.fill(codec, dict(zip(after.masked, word + word)))
+    typed_outside = text.split(" [MASK")[0], text.split("]", 1)[1]
+    assert filled.startswith(typed_outside[0]) and filled.endswith(typed_outside[1])
+    assert spans[0].text == codec.decode((word + word)[: len(after.masked)])
+    assert filled == typed_outside[0] + spans[0].text + typed_outside[1]
+
+
+def test_word_unit_masks():
+    from engine.masking import tokens_per_word, words_to_tokens
+
+    codec = Codec.load("assets/tokenizers/text")
+    tpw = tokens_per_word(codec)
+    assert 1.0 < tpw < 2.0
+    mi = parse_masked_text("She opened the [MASK:3w] and smiled.", codec, max_tokens=64)
+    assert len(mi.masked) == words_to_tokens(3, codec) == max(3, round(3 * tpw))
+    bare = parse_masked_text("the warm [MASK] and", codec, max_tokens=64, default_span=(1, "w"))
+    assert len(bare.masked) == words_to_tokens(1, codec)
+    with pytest.raises(BadSpanLengthError, match="word"):
+        parse_masked_text("a [MASK:0w] b", codec, max_tokens=64)
+    protein = Codec(char_tokenizer(PROTEIN_ALPHABET))
+    assert tokens_per_word(protein) == 1.0 and len(parse_masked_text("MK[MASK:4w]L", protein, max_tokens=64).masked) == 4
 
 
 def test_char_ranges_and_token_positions(bpe):
     text = "The quick brown fox jumps."
     mi = from_char_ranges(text, [(4, 9), (20, 25)], bpe, max_tokens=64)
-    assert mi.pieces == ["The ", " brown fox ", "."]
+    assert mi.pieces == ["The", " brown fox", "."]  # each span owns the space before it
     decided = {}
-    toks_a, toks_b = bpe.encode("quick"), bpe.encode("jumps")
+    toks_a, toks_b = bpe.encode(" quick"), bpe.encode(" jumps")
     for (a, b), toks in zip(mi.span_ranges, (toks_a, toks_b)):
         decided.update(zip(range(a, b), toks))
     assert mi.fill(bpe, decided)[0] == text

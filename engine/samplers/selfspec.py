@@ -64,7 +64,7 @@ def self_spec(
     while i < m:
         w = window_size(i, m, dtau, window)
         ranks = order[i : i + w]
-        h, logits = nc_pass(model, ids)
+        h, logits = nc_pass(model, ids, mi)
         counter.calls += cfg.nc_share
         counter.best = counter.calls
         yield rec(StepKind.NC_PASS, rnd, note=f"non-causal pass, window {w}")
@@ -76,7 +76,7 @@ def self_spec(
         for loop in range(inner):
             q_rows: dict[int, torch.Tensor] = {0: p[0]} if s == 0 else {}
             if max(s, 1) < w:
-                q = tempered_probs(causal_pass(model, h, ranks, chain), temperature)
+                q = tempered_probs(causal_pass(model, h, ranks, chain, mi), temperature)
                 counter.calls += cfg.causal_share
                 counter.best = counter.calls
                 yield rec(StepKind.CAUSAL_PASS, rnd, note=f"causal pass {loop + 1}: targets for {w - max(s, 1)} drafts")

@@ -56,11 +56,11 @@ def log_prob_given_order(
         w = window_size(i, m, dtau, window)
         ranks = order[i : i + w]
         xs = [tokens[pos] for pos in ranks]
-        h, logits = nc_pass(model, ids)
+        h, logits = nc_pass(model, ids, mi)
         p = tempered_probs(logits[[pos + 1 for pos in ranks]], temperature)
         q = p.clone()
         if w > 1:
-            q[1:] = tempered_probs(causal_pass(model, h, ranks, xs), temperature)
+            q[1:] = tempered_probs(causal_pass(model, h, ranks, xs, mi), temperature)
         px = np.array([float(p[k, t]) for k, t in enumerate(xs)])
         qx = np.array([float(q[k, t]) for k, t in enumerate(xs)])
         with np.errstate(divide="ignore"):
