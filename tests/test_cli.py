@@ -83,7 +83,7 @@ def test_bench_assd_json_rows(tiny_world, capsys):
     assert d["baseline"] == "sequential-cache"
     for r in rows.values():
         assert {"calls_mean", "calls_se", "tokens_per_round", "tokens_per_call", "wall_ratio_vs_sequential_cache",
-                "wall_ratio_vs_sequential_cache_median", "wall_ratio_vs_sequential"} <= set(r)
+                "wall_ratio_vs_sequential_cache_median", "cpu_ratio_vs_sequential_cache", "wall_ratio_vs_sequential"} <= set(r)
         assert 0 < r["calls_mean"] <= 23 and r["tokens_per_call"] >= 1.0
         assert r["wall_ratio_vs_sequential_cache_min"] <= r["wall_ratio_vs_sequential_cache_median"] \
             <= r["wall_ratio_vs_sequential_cache_max"]
