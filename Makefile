@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean models
+.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -57,3 +57,9 @@ models: $(STAMP)
 	$(TRAIN) --kind asarm  --domain protein --out assets/models/protein-asarm  $(BIG) --minutes 22
 	$(TRAIN) --kind hybrid --domain protein --out assets/models/protein-hybrid $(BIG) --minutes 22
 	$(TRAIN) --kind judge  --domain protein --out assets/models/protein-judge  $(SMALL) --minutes 5
+
+# The nine at once on one GPU, GPU_MINUTES of wall time each (bf16 autocast + TF32; each run's cosine
+# horizon follows from its measured step rate). Writes runs/models-gpu/<name>; adopt after `engine eval`.
+GPU_MINUTES ?= 15
+models-gpu: $(STAMP)
+	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python scripts/train_all_gpu.sh

@@ -141,6 +141,7 @@ class InfillRun:
         draft_model: str | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
+        device: str | torch.device | None = None,
     ):
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
@@ -153,8 +154,9 @@ class InfillRun:
         if window not in ("cosine", "linear"):
             raise BadParameterError("window must be 'cosine' or 'linear'.")
         kind = "hybrid" if spec.family == "hybrid" else "asarm"
-        self.lm = load(model or default_model(domain or "text", kind), allow_paths)
-        self.draft_lm = load(draft_model or default_model(self.lm.domain, "hybrid"), allow_paths) \
+        # device: "auto" | "cpu" | "cuda[:N]" | a torch.device; None reads INFILL_DEVICE (engine/device.py)
+        self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
+        self.draft_lm = load(draft_model or default_model(self.lm.domain, "hybrid"), allow_paths, device) \
             if sampler == "assd-diffusion" else None
         if masked_input is None:
             if text is None:

@@ -14,6 +14,8 @@ import time
 import torch
 
 from .api import InfillRun
+from .cli import add_device_arg
+from .device import apply_device_flag
 from .registry import default_model, load, set_threads
 from .workloads import masked_windows
 
@@ -80,14 +82,14 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     return {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
         "masked_tokens_mean": statistics.fmean(per[samplers[0]]["tokens"]), "torch_threads": torch.get_num_threads(),
-        "baseline": BASELINE, "rows": rows,
+        "device": lm.device, "baseline": BASELINE, "rows": rows,
     }
 
 
 def print_table(res: dict) -> None:
     print(f"model {res['model']}  length {res['length']}  mask rate {res['mask_rate']}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
-          f"torch threads {res['torch_threads']}")
+          f"torch threads {res['torch_threads']}  device {res.get('device')}")
     print(f"{'sampler':<18}{'calls':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
           f"{'vs seq-cache (median [min-max])':>34}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
     for r in res["rows"]:
@@ -124,7 +126,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
+    add_device_arg(ap)
     a = ap.parse_args(argv)
+    apply_device_flag(a.device)
     if a.threads:
         set_threads(a.threads)
     res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,

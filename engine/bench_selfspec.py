@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 from .api import InfillRun
+from .cli import add_device_arg
+from .device import apply_device_flag
 from .metrics import judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .registry import available, default_model, load
 from .workloads import masked_windows
@@ -104,7 +106,9 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--window", default="cosine", choices=["cosine", "linear"])
     ap.add_argument("--html", default="runs/bench-self-spec.html")
     ap.add_argument("--json", action="store_true")
+    add_device_arg(ap)
     a = ap.parse_args(argv)
+    apply_device_flag(a.device)
     model = a.model or default_model(a.domain, "hybrid")
     def show(r: dict) -> None:  # progress on stderr, so --json stays clean
         print(f"  {r['sampler']:<9} {r['setting']:<14} calls {r['calls_mean']:7.2f} (best {r['calls_best_mean']:.2f})  "

@@ -14,7 +14,9 @@ from .errors import InfillError
 
 def _infill(a: argparse.Namespace) -> int:
     from .api import infill
+    from .device import apply_device_flag
 
+    apply_device_flag(a.device)
     r = infill(
         a.text, model=a.model, sampler=a.sampler, domain=a.domain, k=a.k, temperature=a.temperature,
         seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
@@ -55,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("infill", help="fill the [MASK] spans of TEXT")
     p.add_argument("text")
-    p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
+    p.add_argument("--model", default=None,
+                   help="bundled model name, checkpoint folder, or Hugging Face model id (e.g. xlnet/xlnet-base-cased)")
     p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=sorted(SAMPLERS),
                    help=f"default {DEFAULT_SAMPLER}: the fastest exact sampler measured on a 2-core CPU")
     p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
@@ -68,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
     p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
     p.add_argument("--draft-model", default=None, help="hybrid model drafting for assd-diffusion")
+    add_device_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)
 
@@ -78,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name in DELEGATED:
         sub.add_parser(name, help=f"see python -m engine {name} --help")
     return ap
+
+
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    """`--device auto|cpu|cuda[:N]` (default: $INFILL_DEVICE, else auto); shared by every subcommand."""
+    p.add_argument("--device", default=None, help="auto (CUDA when available), cpu or cuda; default $INFILL_DEVICE")
 
 
 DELEGATED = {"train": "train", "bench": "bench", "data": "data", "eval": "evaluate", "report": "report"}

@@ -50,21 +50,21 @@ def _windows(domain: str, codec, length: int, n: int) -> torch.Tensor:
 @torch.no_grad()
 def heldout_nll(name: str, n: int = 32) -> dict:
     lm = load(name)
-    x = _windows(lm.domain, lm.codec, min(LENGTH[lm.domain], lm.max_tokens), n)
-    gen = torch.Generator().manual_seed(0)
-    out: dict = {}
     model = lm.model
+    x = _windows(lm.domain, lm.codec, min(LENGTH[lm.domain], lm.max_tokens), n).to(model.device)
+    gen = torch.Generator().manual_seed(0)  # masks drawn on the CPU: the same masks on every device
+    out: dict = {}
     if lm.kind in ("asarm", "judge"):
         masked = torch.ones_like(x, dtype=torch.bool)
         masked[:, 0] = False
         nll = float(model.joint_loss(x, masked))
         out.update(nll_left_to_right=nll, ppl_left_to_right=math.exp(nll))
         if lm.kind == "asarm":
-            m95 = torch.rand(x.shape, generator=gen) < 0.95
+            m95 = (torch.rand(x.shape, generator=gen) < 0.95).to(x.device)
             m95[:, 0] = False
             out["nll_95_masked"] = float(model.joint_loss(x, m95))
     elif lm.kind == "hybrid":
-        m95 = torch.rand(x.shape, generator=gen) < 0.95
+        m95 = (torch.rand(x.shape, generator=gen) < 0.95).to(x.device)
         m95[:, 0] = False
         ids = x.masked_fill(m95, model.config.mask_token_id)
         _, logits = model.noncausal(ids)
@@ -223,7 +223,12 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
+    from .cli import add_device_arg
+    from .device import apply_device_flag
+
+    add_device_arg(ap)
     a = ap.parse_args(argv)
+    apply_device_flag(a.device)
     torch.manual_seed(0)
     out = {}
     for d in a.domain or ["text", "code", "protein"]:

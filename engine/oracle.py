@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from .device import host64
 from .masking import MaskedInput
 from .models.asarm_core import AsArmMixin, KVCache
 
@@ -31,7 +32,7 @@ class AsArmOracle:
         self.cache = KVCache() if use_cache else None
         self.valid = 0  # committed rows whose K/V sit in the cache
         self.tentative: list[tuple[int, int]] = []  # drafts in the cache after the valid rows
-        self.special = model.special_mask()
+        self.special = model.special_mask().cpu()
         self.dtype = next(model.parameters()).dtype
 
     def commit(self, pos: int, tok: int) -> None:
@@ -67,7 +68,7 @@ class AsArmOracle:
         rank = torch.tensor([[r for _, _, r in rows]], device=dev, dtype=torch.long)
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
-        logits = self.model(ids, pos, rank, qpos, qlim, cache=self.cache)[0].to(torch.float64)
+        logits = host64(self.model(ids, pos, rank, qpos, qlim, cache=self.cache)[0])
         if self.cache is not None:
             self.valid = n
             self.tentative = list(drafts)

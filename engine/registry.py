@@ -1,22 +1,34 @@
 """Where models come from: bundled checkpoints in assets/models, plus folders an operator lists in
-INFILL_MODEL_DIRS (colon-separated; each a checkpoint folder or a folder of them). Visitors of the
-app choose among these names only; a path is accepted from the Python API and the CLI."""
+INFILL_MODEL_DIRS (colon-separated; each a checkpoint folder or a folder of them), plus Hugging Face
+model ids an operator lists in INFILL_MODEL_IDS (comma-separated, e.g. xlnet/xlnet-base-cased).
+Visitors of the app choose among these names only; a path or a Hub id is accepted from the Python
+API and the CLI (`--model xlnet/xlnet-base-cased`), never from the app.
+
+Hub ids load with `from_pretrained` (downloaded into the Hugging Face cache when online, read from
+it offline). Offline without a cached copy is one line saying what to do.
+
+A model is loaded onto one device (engine/device.py: INFILL_DEVICE / --device / device=); the
+cache key includes it."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
-from .errors import ModelNotFoundError
+from .device import resolve_device
+from .errors import IncompatibleModelsError, ModelNotFoundError
 from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
 KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge"}
+# "name" or "org/name", the Hub's own rule for repo ids (no "..", no leading or trailing "." or "-")
+HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 
 
 @dataclass
@@ -30,6 +42,8 @@ class LoadedModel:
     codec: Codec
     max_tokens: int  # longest MaskedInput it takes
     card: dict = field(default_factory=dict)
+    hub_id: str | None = None  # set when loaded from the Hugging Face Hub (path is then the id)
+    device: str = "cpu"
 
 
 def _candidates() -> dict[str, Path]:
@@ -45,9 +59,50 @@ def _candidates() -> dict[str, Path]:
     return found
 
 
+def hub_ids() -> list[str]:
+    """The Hub ids the operator lists in INFILL_MODEL_IDS (comma or whitespace separated)."""
+    return [i for i in re.split(r"[,\s]+", os.environ.get("INFILL_MODEL_IDS", "")) if i]
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as set now (huggingface_hub reads it once, at import)."""
+    from huggingface_hub import constants
+
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    return env in ("1", "true", "yes", "on") or bool(constants.HF_HUB_OFFLINE)
+
+
+def offline_message(hub_id: str, why: str = "") -> str:
+    """One line a person can act on when a Hub id cannot be fetched."""
+    return (
+        f"Model {hub_id!r} is not a bundled model or a local checkpoint folder, and the Hugging Face Hub "
+        f"cannot be reached to download it ({why or 'offline'}). On a machine with network run "
+        f"`hf download {hub_id} --local-dir DIR`, copy DIR here and pass --model DIR (the app: list DIR in "
+        f"INFILL_MODEL_DIRS){', or unset HF_HUB_OFFLINE if this machine is online' if hub_offline() else ''}. "
+        f"Available here: {', '.join(sorted(_candidates())) or 'none'}."
+    )
+
+
+@lru_cache(maxsize=64)
+def _hub_config(hub_id: str) -> dict:
+    """config.json of a Hub id (from the cache when offline); {} when it cannot be had."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(hub_id, "config.json", local_files_only=hub_offline())).read_text())
+    except Exception:  # noqa: BLE001 - listing never fails; loading says why
+        return {}
+
+
 def available() -> list[dict]:
-    """Name, kind, domain and the model card's metrics of every listed checkpoint (nothing loaded)."""
+    """Name, kind, domain and the model card's metrics of every listed checkpoint (nothing loaded).
+    An operator-listed Hub id whose config cannot be had (offline, not cached) has kind "?"."""
     rows = []
+    for hid in hub_ids():
+        cfg = _hub_config(hid)
+        mt = cfg.get("model_type", "?")
+        rows.append({"name": hid, "path": hid, "kind": KIND_BY_TYPE.get(mt, mt), "model_type": mt,
+                     "domain": cfg.get("domain", "text"), "metrics": {}, "hub_id": hid})
     for name, path in _candidates().items():
         cfg = json.loads((path / "config.json").read_text())
         mt = cfg.get("model_type", "?")
@@ -63,15 +118,68 @@ def available() -> list[dict]:
     return rows
 
 
-def resolve(name_or_path: str, allow_paths: bool = True) -> Path:
+def resolve(name_or_path: str, allow_paths: bool = True) -> Path | str:
+    """A local folder (Path), or a Hugging Face Hub id (str). Listed names come first; with
+    allow_paths (the API and the CLI, never the app) also any checkpoint folder or Hub id."""
     cands = _candidates()
     if name_or_path in cands:
         return cands[name_or_path]
+    if name_or_path in hub_ids():
+        return name_or_path
     p = Path(name_or_path)
     if allow_paths and (p / "config.json").is_file():
         return p.resolve()
-    known = ", ".join(sorted(cands)) or "none"
+    if allow_paths and HUB_ID.match(name_or_path) and not p.exists():
+        return name_or_path
+    known = ", ".join(sorted(cands) + hub_ids()) or "none"
     raise ModelNotFoundError(f"No model named {name_or_path!r}. Available: {known}.")
+
+
+@lru_cache(maxsize=16)  # successes only: one Hub round trip per id and process
+def _hub_folder(hub_id: str) -> Path:
+    """The local snapshot of a Hub id: downloaded when online (config, weights, tokenizer; not the
+    TF / Flax / Rust copies), the cached one when offline; one actionable line when neither."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
+
+    try:  # the config first: a family the studio cannot run is refused before any weights download
+        mt = json.loads(Path(hf_hub_download(hub_id, "config.json", local_files_only=hub_offline())).read_text()
+                        ).get("model_type", "?")
+        if mt not in KIND_BY_TYPE:
+            raise IncompatibleModelsError(
+                f"{hub_id!r} is a {mt!r} model; the studio runs AS-ARM (its own or XLNet), hybrid and judge "
+                "checkpoints."
+            )
+        folder = Path(snapshot_download(
+            hub_id, local_files_only=hub_offline(),
+            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "pytorch_model*.bin"],
+        ))
+    except (RepositoryNotFoundError, GatedRepoError) as e:
+        known = ", ".join(sorted(_candidates()) + hub_ids()) or "none"
+        raise ModelNotFoundError(
+            f"No model named {hub_id!r}: not a local folder, and the Hugging Face Hub has no public model by "
+            f"that id ({type(e).__name__}). Available here: {known}."
+        ) from None
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as e:
+        raise ModelNotFoundError(offline_message(hub_id, "HF_HUB_OFFLINE=1" if hub_offline()
+                                                 else f"no network: {type(e).__name__}")) from None
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(f"The Hugging Face model {hub_id!r} has no config.json: not a transformers model.")
+    return folder
+
+
+def _load(source: Path | str, device: str = "cpu") -> LoadedModel:
+    """Cached per (source, device); a Hub id resolves to its local snapshot first."""
+    if isinstance(source, str) and not Path(source).is_dir():
+        return _load_folder(_hub_folder(source), device, source)
+    return _load_folder(Path(source), device, None)
+
+
+def _cache_clear() -> None:
+    _load_folder.cache_clear()
+
+
+_load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (report.py clears it between retries)
 
 
 _threads_applied = False
@@ -79,8 +187,9 @@ _threads_applied = False
 
 def apply_thread_default() -> None:
     """Torch intra-op threads for sampling, once per process: INFILL_THREADS (default 1; 0 keeps
-    torch's own default). One thread measured faster than two on the 2-core shared machine, for
-    every sampler (issue 13, docs/RESULTS.md): the calls are small and a second thread mostly waits."""
+    torch's own default). On the 2-core shared machine a second thread made calls slower (issue 13,
+    README "Speed against cached sequential decoding"): the calls are small and a second thread
+    mostly waits for a core."""
     global _threads_applied
     if _threads_applied:
         return
@@ -91,10 +200,15 @@ def apply_thread_default() -> None:
 
 
 def set_threads(n: int) -> None:
-    """Torch threads chosen by the caller (bench/report --threads): the default no longer applies."""
+    """Torch threads chosen by the caller (bench/report/train --threads): the default no longer applies."""
     global _threads_applied
     _threads_applied = True
     torch.set_num_threads(n)
+
+
+def _dtype(name) -> torch.dtype:
+    """Bundled weights are stored in bfloat16; compute in the dtype the config was built with."""
+    return torch.float64 if name in ("float64", torch.float64) else torch.float32
 
 
 def _load_hf(path: Path):
@@ -114,13 +228,8 @@ def _load_hf(path: Path):
     return AutoModel.from_pretrained(str(path), dtype=_dtype(getattr(cfg, "dtype", None)))
 
 
-def _dtype(name) -> torch.dtype:
-    """Bundled weights are stored in bfloat16; compute in the dtype the config was built with."""
-    return torch.float64 if name in ("float64", torch.float64) else torch.float32
-
-
 @lru_cache(maxsize=16)
-def _load(path: Path) -> LoadedModel:
+def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
     apply_thread_default()
     cfg_json = json.loads((path / "config.json").read_text())
     mt = cfg_json.get("model_type", "?")
@@ -130,17 +239,22 @@ def _load(path: Path) -> LoadedModel:
         model = AsArmLite.from_folder(path, _dtype(cfg_json.get("dtype", cfg_json.get("torch_dtype"))))
     else:
         model = _load_hf(path)
-    model.eval()
+    model.to(device).eval()
     cfg = model.config
-    codec = Codec.load(path)
+    if mt in ("asarm", "hybrid", "judge"):
+        codec = Codec.load(path)
+    else:  # a Hub family (XLNet): its own tokenizer class knows its special tokens
+        from transformers import AutoTokenizer
+
+        codec = Codec(AutoTokenizer.from_pretrained(str(path)))
     if mt == "xlnet":
         max_tokens = 512
     else:
         max_tokens = cfg.max_positions - 1  # position 0 is BOS
     card = path / "metrics.json"
     return LoadedModel(
-        name=path.name,
-        path=path,
+        name=hub_id or path.name,
+        path=Path(hub_id) if hub_id else path,
         kind=KIND_BY_TYPE.get(mt, mt),
         model_type=mt,
         domain=getattr(cfg, "domain", "text"),
@@ -148,11 +262,14 @@ def _load(path: Path) -> LoadedModel:
         codec=codec,
         max_tokens=max_tokens,
         card=json.loads(card.read_text()) if card.is_file() else {},
+        hub_id=hub_id,
+        device=str(device),
     )
 
 
-def load(name_or_path: str, allow_paths: bool = True) -> LoadedModel:
-    return _load(resolve(name_or_path, allow_paths))
+def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device | None = None) -> LoadedModel:
+    """A listed name, or (allow_paths) a checkpoint folder or Hub id, on `device` (None: INFILL_DEVICE)."""
+    return _load(resolve(name_or_path, allow_paths), str(resolve_device(device)))
 
 
 def default_model(domain: str, kind: str) -> str:

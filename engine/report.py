@@ -34,6 +34,7 @@ import torch
 
 from .bench import mean_se
 from .data import sha256_file
+from .device import device_name
 from .registry import set_threads
 from .trace import StepKind
 
@@ -928,7 +929,8 @@ class Report:
         p = self.plan
         out += [
             f"- Date: {DATE}",
-            f"- Machine: {os.cpu_count()} cores, CPU model {cpu_model()}, torch threads {torch.get_num_threads()}, "
+            f"- Machine: {os.cpu_count()} cores, CPU model {cpu_model()}, models on {device_name()}, "
+            f"torch threads {torch.get_num_threads()}, "
             f"{platform.machine()}, {platform.system()} {platform.release()}",
             f"- Software: Python {platform.python_version()}, torch {torch.__version__}",
             f"- Code: {git_rev()}",
@@ -1040,7 +1042,12 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--ss-samples", type=int, default=None, help="inputs for section 3 (self-spec vs MDM)")
     ap.add_argument("--models-dir", default=None,
                     help="take <domain>-<kind> models from this folder only (default: the registry)")
+    from .cli import add_device_arg
+    from .device import apply_device_flag
+
+    add_device_arg(ap)
     a = ap.parse_args(argv)
+    device = apply_device_flag(a.device)  # checked now: a model that fails to load is only noted later
     domains = [d.strip() for d in a.domains.split(",") if d.strip()]
     bad = [d for d in domains if d not in DOMAINS]
     if bad:
@@ -1053,7 +1060,8 @@ def cli(argv: list[str]) -> int:
     WORKERS = max(1, a.workers)
     started = time.time()
     DATE = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    MACHINE_SHORT = f"{os.cpu_count()} cores {cpu_model()}, torch threads {torch.get_num_threads()}" + (
+    MACHINE_SHORT = (f"{os.cpu_count()} cores {cpu_model()}, {device_name(device)}, "
+                     f"torch threads {torch.get_num_threads()}") + (
         f", {WORKERS} worker processes of 1 thread each in sections 1 and 5" if WORKERS > 1 else "")
     plan = make_plan(a)
     command = "python -m engine report" + ("" if not argv else " " + shlex.join(argv))

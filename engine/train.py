@@ -75,15 +75,62 @@ def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator
         yield torch.cat([bos, x], 1)
 
 
-def cli(argv: list[str]) -> int:
-    if argv[:1] == ["compact"]:  # python -m engine train compact FOLDER...
-        for folder in argv[1:]:
-            compact(Path(folder))
-        return 0
+class Schedule:
+    """Linear warm-up, then a cosine from --lr down to its floor (--min-lr, a fraction of --lr) at
+    step `horizon`. The horizon is --steps when given; otherwise it is derived from the time budget:
+    after a short warm-up window (`probe` steps, allocation and first-step costs excluded) the
+    measured step rate sets horizon = step + rate x remaining time x 0.97, re-estimated 20 times over
+    the run from the average rate so far (saves included), so the cosine reaches its floor just as
+    --minutes runs out even when the machine gets slower or faster. The warm-up length is fixed at
+    the first estimate (min(--warmup, horizon / 10), never shorter than the probe window)."""
+
+    SAFETY = 0.97
+
+    def __init__(self, warmup: int, floor: float, horizon: int | None, probe: int = 20):
+        self.warmup, self.floor, self.horizon, self.probe = warmup, floor, horizon, probe
+        self.fixed = horizon is not None
+        self.warm = min(warmup, max(probe, horizon // 10)) if horizon else warmup
+        self.next_estimate = probe
+
+    def factor(self, step: int) -> float:
+        h = self.horizon or 1 << 62
+        cos = 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(1, h))))
+        return min(1.0, (step + 1) / max(1, self.warm)) * (self.floor + (1 - self.floor) * cos)
+
+    def update(self, step: int, rate_steps: int, rate_seconds: float, remaining_s: float) -> None:
+        """Re-derive the horizon from a measured rate (steps per second over rate_seconds)."""
+        if self.fixed or step < self.next_estimate or rate_seconds <= 0:
+            return
+        first = self.horizon is None
+        self.horizon = step + max(1, int(rate_steps / rate_seconds * max(0.0, remaining_s) * self.SAFETY))
+        if first:
+            self.warm = min(self.warmup, max(self.probe, self.horizon // 10))
+        self.next_estimate = step + max(1, self.horizon // 20)
+
+    def done(self, step: int) -> bool:
+        return self.horizon is not None and step >= self.horizon
+
+    def state(self) -> dict:
+        return {"horizon": self.horizon, "warmup_steps": self.warm, "min_lr": self.floor,
+                "horizon_from": "--steps" if self.fixed else "time budget"}
+
+
+def precision(device: torch.device, choice: str = "auto") -> tuple[torch.dtype | None, bool]:
+    """(autocast dtype or None, TF32 on?): bf16 autocast and TF32 matmuls where a GPU trains; the
+    CPU keeps float32 unless --precision bf16 asks for CPU autocast."""
+    on_gpu = device.type == "cuda"
+    if choice == "fp32":
+        return None, False
+    if choice == "bf16":
+        return torch.bfloat16, on_gpu
+    return (torch.bfloat16 if on_gpu else None), on_gpu
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine train")
-    ap.add_argument("--kind", choices=sorted(MODEL_KINDS), required=True)
-    ap.add_argument("--domain", choices=["text", "code", "protein"], required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--kind", choices=sorted(MODEL_KINDS), default=None, help="required unless --resume")
+    ap.add_argument("--domain", choices=["text", "code", "protein"], default=None, help="required unless --resume")
+    ap.add_argument("--out", default=None, help="checkpoint folder (default: the --resume folder)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
@@ -95,22 +142,72 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--steps", type=int, default=100_000)
-    ap.add_argument("--minutes", type=float, default=30.0, help="stop after this much wall time")
+    ap.add_argument("--min-lr", type=float, default=0.0, help="the cosine's floor, as a fraction of --lr")
+    ap.add_argument("--warmup", type=int, default=200, help="linear warm-up steps (at most a tenth of the schedule)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="schedule length; default: derived from --minutes and the measured step rate")
+    ap.add_argument("--minutes", type=float, default=30.0, help="wall-time budget (the run stops when it is spent)")
+    ap.add_argument("--probe-steps", type=int, default=20, help="steps timed before the first horizon estimate")
     ap.add_argument("--save-minutes", type=float, default=5.0)
+    ap.add_argument("--save-optimizer", action="store_true",
+                    help="also write trainer.pt (float32 weights, AdamW moments, random states) so --resume "
+                         "continues exactly; not for bundled checkpoints (several times the weights' size)")
+    ap.add_argument("--resume", default=None,
+                    help="continue from a checkpoint folder this command saved: its weights (float32 ones and "
+                         "the optimizer when it has trainer.pt), step count and schedule; --steps sets a new horizon")
+    ap.add_argument("--device", default=None, help="auto (CUDA when available), cpu or cuda; default $INFILL_DEVICE")
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                    help="auto: bf16 autocast + TF32 on a GPU, float32 on the CPU")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-chars", type=int, default=40_000_000, help="read at most this much training text")
+    return ap
+
+
+RESUMED_ARGS = ("kind", "domain", "seq_len", "batch", "lr", "min_lr", "warmup", "seed", "data_chars")
+
+
+def cli(argv: list[str]) -> int:
+    if argv[:1] == ["compact"]:  # python -m engine train compact FOLDER...
+        for folder in argv[1:]:
+            compact(Path(folder))
+        return 0
+    ap = _parser()
     a = ap.parse_args(argv)
+    resumed: dict = {}
+    if a.resume:  # the saved run's settings become the defaults; flags given now still win
+        folder = Path(a.resume)
+        if not (folder / "train_state.json").is_file():
+            ap.error(f"--resume {folder}: no train_state.json (not a folder saved by python -m engine train)")
+        resumed = json.loads((folder / "train_state.json").read_text())
+        ap.set_defaults(**{k: resumed[k] for k in RESUMED_ARGS if k in resumed}, out=str(folder))
+        a = ap.parse_args(argv)
+    if not (a.kind and a.domain and a.out):
+        ap.error("--kind, --domain and --out are required (unless --resume gives them)")
 
     from accelerate import Accelerator
 
+    from .device import apply_device_flag
     from .registry import set_threads
 
+    device = apply_device_flag(a.device)
+    autocast_dtype, tf32 = precision(device, a.precision)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # accelerate trains on the current CUDA device
+    if tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     set_threads(a.threads or torch.get_num_threads())  # the sampling default (1) never applies here
     torch.manual_seed(a.seed)
-    acc = Accelerator()
-    if a.backbone:
+    acc = Accelerator(cpu=device.type == "cpu")
+    trainer_state = None
+    if a.resume:
+        codec = Codec.load(a.resume)
+        model = _resume_model(Path(a.resume), a)
+        if (Path(a.resume) / "trainer.pt").is_file():
+            trainer_state = torch.load(Path(a.resume) / "trainer.pt", map_location="cpu", weights_only=False)
+            model.load_state_dict(trainer_state["model"])
+    elif a.backbone:
         codec, model = _backbone_hybrid(a, ap)
     else:
         codec = domain_tokenizer(a.domain)
@@ -119,38 +216,66 @@ def cli(argv: list[str]) -> int:
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     train = token_stream(a.domain, "train", codec, a.data_chars)
     valid = token_stream(a.domain, "valid", codec, 400_000)
-    acc.print(f"{a.kind}/{a.domain}: {n_params / 1e6:.2f}M trainable params, {len(train):,} train tokens")
+    acc.print(f"{a.kind}/{a.domain}: {n_params / 1e6:.2f}M trainable params, {len(train):,} train tokens, "
+              f"{acc.device}, autocast {autocast_dtype or 'off'}, TF32 {'on' if tf32 else 'off'}")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, weight_decay=0.01)
-    warm = 200
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / a.steps)))
-    )
-    model, opt, sched = acc.prepare(model, opt, sched)
-    gen = torch.Generator().manual_seed(a.seed)
-    mask_gen = torch.Generator().manual_seed(a.seed + 1)
+    step = int(resumed.get("steps", 0))
+    horizon = a.steps if a.steps is not None else resumed.get("horizon")
+    sched = Schedule(a.warmup, a.min_lr, horizon, a.probe_steps)
+    if "warmup_steps" in resumed and a.steps is None:
+        sched.warm = resumed["warmup_steps"]
+    model, opt = acc.prepare(model, opt)
+    gen = torch.Generator().manual_seed(a.seed + step)
+    mask_gen = torch.Generator().manual_seed(a.seed + 1 + step)
+    if trainer_state is not None:
+        opt.load_state_dict(trainer_state["optimizer"])
+        gen.set_state(trainer_state["gen"])
+        mask_gen.set_state(trainer_state["mask_gen"])
+        torch.set_rng_state(trainer_state["torch_rng"])
     out = Path(a.out)
     t0 = last_save = time.time()
-    ema, step = None, 0
+    budget = a.minutes * 60
+    rate_from: tuple[int, float] | None = None  # (step, time) where the rate measurement starts
+    ema = resumed.get("train_loss_ema") if trainer_state is not None else None
     data = batches(train, a.seq_len, a.batch, gen, codec.bos_id)
-    while step < a.steps and time.time() - t0 < a.minutes * 60:
+    base = acc.unwrap_model(model)
+    while not sched.done(step) and time.time() - t0 < budget:
         model.train()
+        for g in opt.param_groups:
+            g["lr"] = a.lr * sched.factor(step)
         ids = next(data).to(acc.device)
-        progress = min(1.0, step / max(1, a.steps))
-        loss = acc.unwrap_model(model).training_loss(ids, progress, mask_gen)
+        progress = min(1.0, step / sched.horizon) if sched.horizon else 0.0  # the models' mask curricula
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            loss = base.training_loss(ids, progress, mask_gen)
         acc.backward(loss)
         acc.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sched.step()
         opt.zero_grad()
         step += 1
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        now = time.time()
+        if rate_from is None and step - int(resumed.get("steps", 0)) >= 3:  # first steps allocate: not timed
+            rate_from = (step, now)
+        if rate_from is not None:
+            sched.update(step, step - rate_from[0], now - rate_from[1], budget - (now - t0))
         if step % 50 == 0:
-            acc.print(f"step {step} loss {ema:.4f} ({time.time() - t0:.0f}s)")
-        if time.time() - last_save > a.save_minutes * 60:
-            _save(acc.unwrap_model(model), codec, out, a, step, ema, t0, n_params, valid)
+            acc.print(f"step {step} loss {ema:.4f} lr {opt.param_groups[0]['lr']:.3g} "
+                      f"horizon {sched.horizon} ({now - t0:.0f}s)")
+        if now - last_save > a.save_minutes * 60:
+            _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
             last_save = time.time()
-    _save(acc.unwrap_model(model), codec, out, a, step, ema, t0, n_params, valid)
+    _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0
+
+
+def _resume_model(folder: Path, a):
+    """The saved model in float32 (the bundled safetensors hold bfloat16 copies)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(str(folder))
+    if cfg.model_type != a.kind or a.kind not in MODEL_KINDS:
+        raise SystemExit(f"error: --resume {folder} holds a {cfg.model_type} model, not {a.kind}")
+    return MODEL_KINDS[a.kind][1].from_pretrained(str(folder), dtype=torch.float32)
 
 
 def _backbone_hybrid(a, ap: argparse.ArgumentParser):
@@ -191,24 +316,37 @@ def compact(folder: Path) -> None:
               metadata={"format": "pt"})
 
 
-def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid) -> None:
+def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid,
+          sched: Schedule | None = None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     compact(out)
     codec.hf.save_pretrained(out)
+    if a.save_optimizer and opt is not None:
+        torch.save({"model": {k: v.detach().float().cpu() for k, v in model.state_dict().items()},
+                    "optimizer": opt.state_dict(), "gen": gen.get_state(), "mask_gen": mask_gen.get_state(),
+                    "torch_rng": torch.get_rng_state(), "step": step}, out / "trainer.pt")
+    resumed = resumed or {}
     state = {
         "kind": a.kind,
         "domain": a.domain,
         "steps": step,
         "train_loss_ema": ema,
         "valid_loss": valid_loss(model, valid, a.seq_len, codec.bos_id),
-        "minutes": (time.time() - t0) / 60,
+        "minutes": resumed.get("minutes", 0.0) + (time.time() - t0) / 60,
         "params": n_params,
         "seq_len": a.seq_len,
         "batch": a.batch,
         "lr": a.lr,
+        "lr_final": a.lr * sched.factor(max(0, step - 1)) if sched else None,
+        "seed": a.seed,
+        "data_chars": a.data_chars,
+        **(sched.state() if sched else {}),
+        "resumed_from_step": resumed.get("steps") if resumed else None,
         "hardware": f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}",
-        "device": str(model.device),
+        "device": str(model.device) + (f" ({torch.cuda.get_device_name(model.device)})"
+                                       if model.device.type == "cuda" else ""),
+        "precision": getattr(a, "precision", "auto"),
     }
     (out / "train_state.json").write_text(json.dumps(state, indent=2))
     print(f"saved {out} at step {step} (valid loss {state['valid_loss']:.4f})", flush=True)

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("INFILL_DEVICE", "cpu")  # tests run on the CPU; INFILL_DEVICE=cuda pytest tries a GPU
 torch.set_num_threads(1)  # tiny tensors: threads only add overhead (and CI has 2 cores)
 
 

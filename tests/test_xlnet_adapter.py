@@ -13,8 +13,8 @@ from tests.test_assd_exactness import histogram
 from tests.tiny import exact_distribution, g_test, masked_input, tiny_codec
 
 
-@pytest.fixture(scope="module")
-def tiny_xlnet(tmp_path_factory):
+def save_tiny_xlnet(folder):
+    """A tiny random Hugging Face XLNet (alphabet 'abc') saved with save_pretrained, as from the Hub."""
     torch.manual_seed(1)
     codec = tiny_codec()
     cfg = XLNetConfig(vocab_size=codec.vocab_size, d_model=16, n_layer=2, n_head=2, d_inner=32, dropout=0.0)
@@ -23,10 +23,14 @@ def tiny_xlnet(tmp_path_factory):
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0, 0.25)
-    folder = tmp_path_factory.mktemp("xl") / "tiny-xlnet"
     model.save_pretrained(folder)
     codec.hf.save_pretrained(folder)
-    return registry.load(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_xlnet(tmp_path_factory):
+    return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("xl") / "tiny-xlnet")))
 
 
 @pytest.mark.parametrize("sampler,kw", [("sequential", {}), ("assd", {"k": 3}), ("assd-bonus", {"k": 2})])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ..device import host64
 from ..errors import IncompatibleModelsError
 from ..masking import MaskedInput
 from ..tokenization import Codec
@@ -66,7 +67,9 @@ class XLNetOracle:
         tmap = torch.zeros(1, len(queries), size, dtype=dtype)
         for k, (p, _) in enumerate(queries):
             tmap[0, k, p + self.offset] = 1.0
-        out = self.model(
-            input_ids=torch.tensor([ids]), perm_mask=perm[None].to(dtype), target_mapping=tmap, use_mems=False
-        ).logits[0].to(torch.float64)
+        dev = self.model.device  # built on the CPU (small), moved once
+        out = host64(self.model(
+            input_ids=torch.tensor([ids], device=dev), perm_mask=perm[None].to(dev, dtype),
+            target_mapping=tmap.to(dev), use_mems=False,
+        ).logits[0])
         return out.masked_fill(self.special, float("-inf"))

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import torch
 
 from ..acceptance import sample_categorical, tempered_probs
+from ..device import host64
 from ..errors import IncompatibleModelsError
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
@@ -57,7 +58,7 @@ def nc_pass(model, ids: list[int], mi: MaskedInput | None = None) -> tuple[torch
     with `mi`, its word-start constraint too: row i + 1 is position i)."""
     x = torch.tensor([ids], dtype=torch.long, device=model.device)
     h, logits = model.noncausal(x)
-    logits = logits[0].to(torch.float64).masked_fill(model.special_mask(), float("-inf"))
+    logits = host64(logits[0].masked_fill(model.special_mask(), float("-inf")))
     return h, (mi.constrain(logits, range(-1, len(ids) - 1)) if mi is not None else logits)
 
 
@@ -70,7 +71,7 @@ def causal_pass(
     dev = model.device
     order = torch.tensor([[p + 1 for p in positions]], dtype=torch.long, device=dev)
     toks = torch.tensor([tokens], dtype=torch.long, device=dev)
-    logits = model.causal(h, order, toks)[0].to(torch.float64).masked_fill(model.special_mask(), float("-inf"))
+    logits = host64(model.causal(h, order, toks)[0].masked_fill(model.special_mask(), float("-inf")))
     return mi.constrain(logits, positions[1:]) if mi is not None else logits
 
 
