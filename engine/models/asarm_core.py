@@ -117,8 +117,9 @@ class AsArmMixin:
         g = self.query_embed.expand(query_pos.shape[0], query_pos.shape[1], -1)
         d = self.config.hidden_size // self.config.num_heads
         theta = self.config.rope_theta
-        rope_c = rope(content_pos, d, theta, h.dtype)  # once per call, shared by every layer
-        rope_q = rope(query_pos, d, theta, g.dtype)
+        npos = self.config.max_positions
+        rope_c = rope(content_pos, d, theta, h.dtype, npos)  # once per call, shared by every layer
+        rope_q = rope(query_pos, d, theta, g.dtype, npos)
         last = len(self.blocks) - 1
         for i, blk in enumerate(self.blocks):
             if i < last:

@@ -31,9 +31,13 @@ def rope_table(d: int, theta: float, n: int, device: torch.device) -> Rope:
     return tab
 
 
-def rope(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype) -> Rope:
-    """cos, sin [B, 1, L, D/2] for positions pos [B, L] (looked up, not recomputed)."""
-    cos, sin = rope_table(d, theta, int(pos.max()) + 1 if pos.numel() else 1, pos.device)
+ROPE_POSITIONS = 4096  # table rows when the caller does not say (more than any bundled model's window)
+
+
+def rope(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype, n: int | None = None) -> Rope:
+    """cos, sin [B, 1, L, D/2] for positions pos [B, L] < n (looked up, not recomputed). The size
+    comes from the caller, never from reading pos: no device-to-host sync on an accelerator."""
+    cos, sin = rope_table(d, theta, max(n or 0, ROPE_POSITIONS), pos.device)
     return cos[pos][:, None].to(dtype), sin[pos][:, None].to(dtype)
 
 
