@@ -2,7 +2,8 @@
 
 `create()` builds the queued Blocks page; `serve()` launches it. Queue settings come from the
 environment: INFILL_CONCURRENCY (simultaneous model runs, default 2) and INFILL_QUEUE_SIZE
-(waiting requests, default 64)."""
+(waiting requests, default 64). Request limits (app.limits) and per-run budgets (engine.budget)
+are installed here too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 
 
 def create():
+    from .limits import DELETE_CACHE
     from .ui import build
 
     demo = build()
@@ -17,11 +19,15 @@ def create():
         default_concurrency_limit=int(os.environ.get("INFILL_CONCURRENCY", "2")),
         max_size=int(os.environ.get("INFILL_QUEUE_SIZE", "64")),
     )
+    if demo.delete_cache is None:  # Gradio's file cache (stats CSV downloads) must not grow forever
+        demo.delete_cache = DELETE_CACHE
     return demo
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
+    from .limits import launch_limits
     from .ui import launch_kwargs
 
     demo = create()
-    return demo.launch(server_name=host, server_port=port, footer_links=["api"], **launch_kwargs(), **kwargs)
+    return demo.launch(server_name=host, server_port=port, footer_links=["api"],
+                       **{**launch_kwargs(), **launch_limits(), **kwargs})

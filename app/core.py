@@ -4,25 +4,37 @@ stored session back for replay. Every input problem surfaces as an `InfillError`
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine import registry
 from engine.api import LIMITS, InfillRun
+from engine.budget import Budget
 from engine.errors import BadParameterError, InfillError, InputTooLongError, ModelNotFoundError
+from engine.masking import DEFAULT_SPAN, MASK_RE, tokens_per_word
+from engine.samplers import DEFAULT_SAMPLER as ENGINE_DEFAULT_SAMPLER
 from engine.samplers import SAMPLERS
+from engine.seeding import SEED_MAX
 from engine.trace import Step
-from storage import SessionRecord, StorageInputError, Store, open_store
+from storage import NewSession, SessionRecord, StorageInputError, Store, new_share_id, open_store
 
-from .render import TraceState
+from . import cancels
+from .render import TraceState, fold
+from .slots import Cancelled, Turns, slots
+from .textmap import bytes_fn
 
 log = logging.getLogger("app")
 
 DOMAINS = ["text", "code", "protein"]
+#: the sampler the page starts with (one constant; the fastest exact sampler on the bundled models)
+DEFAULT_SAMPLER = ENGINE_DEFAULT_SAMPLER  # preselected in the form: the engine's fastest exact sampler on CPU (issue 13)
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
 MAX_INPUT_CHARS = 20_000
 MASK_PLACEHOLDER = "\u2581"
@@ -48,7 +60,7 @@ EXAMPLES: dict[str, list[str]] = {
 PARAM_HELP = {
     "k": "drafts per round (speculation depth)",
     "temperature": "softmax temperature of proposal and target",
-    "seed": "random seed: the same seed replays the same run",
+    "seed": "random seed, 0 to 2**64 - 1: the same seed replays the same run",
     "steps": "diffusion steps of the cosine grid",
     "dtau": "window growth per outer step (self-speculative)",
     "window": "window schedule (self-speculative)",
@@ -130,12 +142,21 @@ class Form:
 
 
 def _as_int(name: str, v) -> int:
+    """A whole number, exactly: ints and digit strings as they are (a seed may need all 64 bits),
+    floats only where a double holds the value exactly (below 2**53)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 40:
+        return int(v.strip())
     try:
         f = float(v)
     except (TypeError, ValueError):
         raise BadParameterError(f"{name} must be a number.") from None
     if f != f or f in (float("inf"), float("-inf")) or f != int(f):
         raise BadParameterError(f"{name} must be a whole number, got {v!r}.")
+    if abs(f) >= 2**53:
+        raise BadParameterError(f"{name} = {v!r} is too large to be exact as a decimal number; send it as a "
+                                "whole number (an integer, or a string of digits).")
     return int(f)
 
 
@@ -160,6 +181,70 @@ def check_text(text: object) -> str:
     return text
 
 
+#: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words), as the engine reads it
+SENTINEL_RE = MASK_RE
+ANY_SENTINEL_RE = re.compile(r"\[MASK(?::[^\]]*)?\]?")
+
+
+def check_sentinels(text: str) -> None:
+    """Refuse a malformed sentinel such as [MASK:abc] with a message that names it (instead of
+    reading it as plain text and then saying nothing is masked)."""
+    for m in ANY_SENTINEL_RE.finditer(text):
+        if not SENTINEL_RE.fullmatch(m.group(0)):
+            bad = m.group(0)[:24]
+            raise BadParameterError(
+                f"{bad!r} is not a span marker: write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words."
+            )
+
+
+def normalize_protein(text: str) -> tuple[str, str]:
+    """A protein sequence as protein tools read it: FASTA header lines (> or ;) dropped, line breaks
+    and spaces removed, letters upper-cased, a trailing stop '*' dropped; span markers kept as typed.
+    Returns (sequence, a sentence saying what changed, '' when nothing did)."""
+    lines = text.splitlines()
+    kept = [ln for ln in lines if not ln.lstrip().startswith((">", ";"))]
+    notes = []
+    if len(kept) < len(lines):
+        notes.append(f"dropped {len(lines) - len(kept)} FASTA header line" + ("s" if len(lines) - len(kept) > 1 else ""))
+    body = "\n".join(kept)
+    parts, pos, changed_case, spaces = [], 0, 0, 0
+    for m in list(ANY_SENTINEL_RE.finditer(body)) + [None]:
+        seg = body[pos: m.start() if m else len(body)]
+        spaces += sum(1 for ch in seg if ch.isspace())
+        seg = "".join(ch for ch in seg if not ch.isspace())
+        changed_case += sum(1 for ch in seg if ch.islower())
+        parts.append(seg.upper())
+        if m:
+            parts.append(m.group(0))
+            pos = m.end()
+    out = "".join(parts)
+    if out.endswith("*"):
+        out = out[:-1]
+        notes.append("dropped the stop '*'")
+    if spaces:
+        notes.append(f"removed {spaces} line breaks and spaces")
+    if changed_case:
+        notes.append(f"upper-cased {changed_case} letters")
+    return out, ("Read as a protein sequence: " + ", ".join(notes) + ".") if notes else ""
+
+
+def mask_units(domain: str, codec) -> str:
+    """What the span markers mean for this domain and tokenizer, in one line for the input box."""
+    n, unit = DEFAULT_SPAN.get(domain, (8, ""))
+    bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
+    tpw = tokens_per_word(codec)
+    words = (f"[MASK:nw] = n words (about {tpw:.1f} tokens per word for this tokenizer)" if tpw != 1.0
+             else "[MASK:nw] = n letters (one token each)")
+    return f"[MASK] = {bare}; [MASK:n] = n tokens; {words}."
+
+
+def normalize(domain: str, text: str) -> tuple[str, str]:
+    """The input as the domain's model reads it, and a note about what changed ('' if nothing)."""
+    if domain == "protein" and isinstance(text, str):
+        return normalize_protein(text)
+    return text, ""
+
+
 def prepare(form: Form) -> InfillRun:
     """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
     if form.domain not in DOMAINS:
@@ -167,6 +252,8 @@ def prepare(form: Form) -> InfillRun:
     if form.sampler not in SAMPLERS:
         raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
     check_text(form.text)
+    check_sentinels(form.text)
+    form.text = normalize(form.domain, form.text)[0]
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
     if not allowed:
@@ -182,40 +269,88 @@ def prepare(form: Form) -> InfillRun:
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
     k = _as_int("k", form.k)
     seed = _as_int("seed", form.seed)
-    if not 0 <= seed < 2**63:
-        raise BadParameterError("seed must be between 0 and 2**63 - 1.")
+    if not 0 <= seed <= SEED_MAX:
+        raise BadParameterError("seed must be between 0 and 2**64 - 1.")
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
         temperature=_as_float("temperature", form.temperature), k=k,
         steps=_as_int("steps", form.steps), dtau=_as_float("dtau", form.dtau),
         window=str(form.window), inner=_as_int("inner", form.inner), allow_paths=False,
+        budget=Budget.from_env(),
     )
 
 
 def token_view(run: InfillRun) -> dict:
-    """What replay needs to draw the input without loading the model."""
+    """What replay needs to draw the input without loading the model (token_ids lets it decode
+    multi-byte characters by offsets when the model's tokenizer is still listed)."""
     codec = run.lm.codec
     ms = set(run.mi.masked)
     return {
         "model": run.lm.name,
         "token_texts": [MASK_PLACEHOLDER if i in ms else codec.token_text(t) for i, t in enumerate(run.mi.tokens)],
+        "token_ids": [None if i in ms else int(t) for i, t in enumerate(run.mi.tokens)],
         "masked": list(run.mi.masked),
         "span_ranges": [list(r) for r in run.mi.span_ranges],
     }
 
 
-def new_state(view: dict) -> TraceState:
-    return TraceState(list(view["token_texts"]), list(view["masked"]))
+@functools.lru_cache(maxsize=32)
+def _bytes_for_folder(folder: str):
+    from engine.tokenization import Codec
+
+    return bytes_fn(Codec.load(folder))
+
+
+def bytes_for(view: dict):
+    """token id -> bytes for the view's model (None when its tokenizer is not available). Cached
+    by the model's folder, not its name: two folders may carry the same name."""
+    if view.get("token_ids") is None:
+        return None
+    try:
+        return _bytes_for_folder(str(registry.resolve(view.get("model") or "", allow_paths=False)))
+    except Exception:  # noqa: BLE001 - a model no longer listed: fall back to per-token texts
+        return None
+
+
+def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = None) -> TraceState:
+    """The display state of a view after `upto` of `steps` (all of them by default)."""
+    return fold(list(view["token_texts"]), list(view["masked"]), steps or [], upto,
+                ids=view.get("token_ids"), bytes_of=bytes_for(view))
 
 
 def stored_params(run: InfillRun) -> dict:
     return {**run.params, "model": run.lm.name}
 
 
+#: sessions announced to a visitor (share id shown) but not stored yet: the first run's record
+#: stores its session in the same transaction (storage.NewSession); bounded, oldest dropped
+_pending: OrderedDict[str, NewSession] = OrderedDict()
+_pending_lock = threading.Lock()
+_PENDING_MAX = 4096
+
+
 def create_session(kind: str, runs: list[InfillRun], text: str, domain: str) -> str:
+    """A share id for these runs' session; the session is stored with its first run, so a run
+    killed before it is recorded leaves nothing behind (and no session is ever without runs)."""
     models = sorted({r.lm.name for r in runs})
     payload = {"version": 1, "kind": kind, "views": {r.lm.name: token_view(r) for r in runs}}
-    return store().create_session(domain, " | ".join(models), text, payload)
+    new = NewSession(domain, " | ".join(models), text, payload)
+    share_id = new_share_id()
+    with _pending_lock:
+        _pending[share_id] = new
+        while len(_pending) > _PENDING_MAX:
+            _pending.popitem(last=False)
+    return share_id
+
+
+def _pending_session(share_id: str) -> NewSession | None:
+    with _pending_lock:
+        return _pending.get(share_id)
+
+
+def _stored(share_id: str) -> None:
+    with _pending_lock:
+        _pending.pop(share_id, None)
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -234,27 +369,72 @@ class Live:
     result: object = None
     run_id: int | None = None
     error: str = ""
+    stopped: bool = False  # Stop ended it; stored as cancelled
+    owner: str | None = None  # the visitor's Gradio session hash (for cancels)
+    created: float = field(default_factory=time.monotonic)
+    cancelled: bool = False  # the visitor cancelled before the run computed anything
+
+
+_stops: set[str] = set()
+_stops_lock = threading.Lock()
+
+
+def request_stop(share_id: str) -> None:
+    """Ask the run of this session to stop after the round it is in (Stop's cooperative path:
+    it works whether or not the web framework manages to cancel the streaming task)."""
+    with _stops_lock:
+        _stops.add(share_id)
+
+
+def clear_stop(share_id: str) -> None:
+    """Forget a Stop request (the consumer of the session's runs calls this when they are over)."""
+    with _stops_lock:
+        _stops.discard(share_id)
+
+
+def stop_requested(share_id: str) -> bool:
+    with _stops_lock:
+        return share_id in _stops
 
 
 def rounds(live: Live) -> Iterator[Live]:
-    """Advance `live` one round per iteration (the last round when the sampler ends); the store
-    records the run (ok, cancelled if the consumer stops early, failed on an error)."""
+    """Advance `live` one round per iteration (the last round when the sampler ends), each step
+    computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
+    consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
+    visitor cancelled it while it waited for its first slot ends at once and stores nothing."""
     run = live.run
-    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed)
+    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    run.pause = turns.preempt  # lighter runs take the slot between two network passes
+    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
+                              session=_pending_session(live.share_id))
     with rec_cm as rec:
         cur_round = None
-        for step in rec.wrap(run.stream()):
-            if cur_round is not None and step.round != cur_round:
-                yield live  # the previous round is complete
-            cur_round = step.round
-            live.steps.append(step)
-            live.state.apply(step)
-        res = run.result()
-        live.result = res
-        rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
-                   wall_seconds=res.seconds)
+        try:
+            for step in rec.wrap(turns.iterate(run.stream())):
+                if cur_round is not None and step.round != cur_round:
+                    yield live  # the previous round is complete
+                    turns.cancelled = None  # from here on a cancel stops a run that was seen: stored
+                    if stop_requested(live.share_id):
+                        rec.steps.pop()  # the step read after Stop was never shown
+                        live.stopped = True
+                        break
+                cur_round = step.round
+                live.steps.append(step)
+                live.state.apply(step)
+            if not live.stopped:
+                with turns.turn():
+                    res = run.result()
+        except Cancelled:
+            rec.discard()
+            live.cancelled = live.done = True
+            return
+        if not live.stopped:
+            live.result = res
+            rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
+                       wall_seconds=res.seconds)
         live.done = True
     live.run_id = rec.run_id
+    _stored(live.share_id)
     yield live
 
 
@@ -268,11 +448,11 @@ def throttled(it: Iterator[Live]) -> Iterator[Live]:
             yield live
 
 
-def start(form: Form, kind: str = "infill") -> Live:
+def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, new_state(view), share_id)
+    return Live(run, view, new_state(view), share_id, owner=owner)
 
 
 # ----------------------------------------------------------------------------- replay
@@ -301,7 +481,8 @@ def load_session(share_id: str) -> Replay:
         raise BadParameterError("Give a share id (the part after ?s= in a share link).")
     sess = store().get_session(share_id)
     if sess is None:
-        raise BadParameterError("No stored session has this share id; check the link.")
+        raise BadParameterError("No stored session has this share id; check the link (a run is stored when it "
+                                "ends, so a link opened while its run is still going is not there yet).")
     views = sess.spans.get("views") if isinstance(sess.spans, dict) else None
     if not views:
         raise BadParameterError("This session was stored without the data needed to replay it.")

@@ -1,6 +1,19 @@
-"""`python -m app.loadtest [--clients N]`: N visitors at once, each running one infill through the
-queue with gradio_client; prints per-request latency and throughput. Uses a temporary database and
-the bundled models. Timings are measured, never asserted."""
+"""`python -m app.loadtest [--clients N] [--heavy H] [--baseline] [--url URL ...]`: N visitors at once,
+each running one small infill through the queue with gradio_client, optionally while H worst-case
+runs (the costliest settings the server accepts) compete with them; prints per-request latency.
+
+- A visitor's latency runs from opening its connection (gradio_client fetches the page config)
+  to its run's last update, so connect time is included.
+- A run counts as served only when it ends with the "Done" status and a completed text; a run
+  that ended with a message (no mask, unknown sampler, ...) or raised is an error.
+- Every wait is bounded (`--timeout` seconds per visitor; threads are joined against a deadline).
+- `--baseline` first runs the same N visitors without the heavy runs and prints the ratio of the
+  two medians, measured side by side in one invocation (after an unmeasured warm-up of 2 runs).
+- Without `--url` it launches the app in this process on a temporary database with the bundled
+  models; with one or more `--url` it drives running servers (visitor i uses url i mod count,
+  e.g. two replicas on one PostgreSQL).
+
+Timings are measured, never asserted. Exit status 1 when a small run failed."""
 
 from __future__ import annotations
 
@@ -10,47 +23,180 @@ import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
+
+SMALL_TEXT = "The old man walked to the [MASK:24] and looked at the sea."
+HEAVY_TEXT = "It was the best of times, it was the worst of times, [MASK:240]"
+#: the costliest settings the server accepts for HEAVY_TEXT (engine.budget.Budget.check_params:
+#: steps <= 4 x masked, steps x inner <= 16 x masked); the budget stops the run.
+HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
+
+
+@dataclass
+class Outcome:
+    latencies: list[float] = field(default_factory=list)
+    connects: list[float] = field(default_factory=list)  # of the served runs: seconds to connect
+    errors: list[str] = field(default_factory=list)
+    stopped: int = 0  # runs the server stopped by their budget (expected for heavy runs)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def form(text: str, sampler: str, seed: int, k: int = 5, steps: int = 32, inner: int = 1,
+         model: str = "text-asarm") -> tuple:
+    return ("text", model, text, sampler, k, 1.0, seed, steps, 0.05, "cosine", inner)
+
+
+def classify(result) -> tuple[str, str]:
+    """('ok' | 'stopped' | 'error', message) from the /infill endpoint's final output."""
+    if not isinstance(result, (list, tuple)) or len(result) < 5:
+        return "error", f"unexpected output {str(result)[:120]!r}"
+    status, completed = str(result[0] or ""), str(result[4] or "")
+    if "Done:" in status and completed:
+        return "ok", ""
+    if "budget" in status:
+        return "stopped", status
+    return "error", status[:200] or "ended without a completed text"
+
+
+def visit(url: str, args: tuple, out: Outcome, timeout: float) -> None:
+    from gradio_client import Client
+
+    t0 = time.perf_counter()
+    t_conn = 0.0
+    try:
+        c = Client(url, verbose=False, httpx_kwargs={"timeout": timeout})
+        t_conn = time.perf_counter() - t0
+        job = c.submit(*args, api_name="/infill")
+        result = job.result(timeout=timeout)
+        kind, msg = classify(result)
+    except Exception as e:  # noqa: BLE001 - every failure is an error of this visitor
+        kind, msg = "error", f"{type(e).__name__}: {e}"[:300]
+    dt = time.perf_counter() - t0
+    with out.lock:
+        if kind == "ok":
+            out.latencies.append(dt)
+            out.connects.append(t_conn)
+        elif kind == "stopped":
+            out.stopped += 1
+        else:
+            out.errors.append(msg)
+
+
+def wave(urls: list[str], small: list[tuple], heavy: list[tuple], timeout: float,
+         head_start: float = 1.0) -> tuple[Outcome, Outcome, float]:
+    """Heavy visitors first (they take the slots), then the small ones; every join is bounded."""
+    s_out, h_out = Outcome(), Outcome()
+    threads = [threading.Thread(target=visit, args=(urls[i % len(urls)], a, h_out, timeout), daemon=True)
+               for i, a in enumerate(heavy)]
+    for t in threads:
+        t.start()
+    if heavy:
+        time.sleep(head_start)
+    t0 = time.perf_counter()
+    small_threads = [threading.Thread(target=visit, args=(urls[i % len(urls)], a, s_out, timeout), daemon=True)
+                     for i, a in enumerate(small)]
+    for t in small_threads:
+        t.start()
+    deadline = time.monotonic() + timeout + 30
+    for t in small_threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    wall = time.perf_counter() - t0
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    lost = sum(t.is_alive() for t in small_threads)
+    if lost:
+        s_out.errors.append(f"{lost} visitors still waiting at the deadline")
+    return s_out, h_out, wall
+
+
+def summary(label: str, out: Outcome, n: int, wall: float) -> str:
+    lat = sorted(out.latencies)
+    if not lat:
+        return f"{label}: no run served; errors: {out.errors[:3]}"
+    return (f"{label}: {len(lat)}/{n} served, {len(out.errors)} errors, wall {wall:.1f} s, "
+            f"latency median {statistics.median(lat):.2f} s, p90 {lat[int(0.9 * (len(lat) - 1))]:.2f} s, "
+            f"max {lat[-1]:.2f} s (of which connecting: median {statistics.median(out.connects):.2f} s)"
+            + (f"; first errors: {out.errors[:2]}" if out.errors else ""))
+
+
+def start_server(env: dict[str, str], port: int | None = None, wait: float = 120.0):
+    """`python -m app` in a child process (its own interpreter: the visitors' client threads do
+    not share its GIL); returns (process, url) once it answers, bounded by `wait` seconds."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from .testing import free_port
+
+    port = port or free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port)], env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the app exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "config", timeout=5):
+                return proc, url
+        except OSError:
+            time.sleep(0.5)
+    stop_server(proc)
+    raise RuntimeError(f"the app did not answer on {url} within {wait:.0f} s")
+
+
+def stop_server(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except Exception:  # noqa: BLE001
+        proc.kill()
+        proc.wait(20)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m app.loadtest")
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--text", default="The old man walked to the [MASK:24] and looked at the sea.")
+    ap.add_argument("--heavy", type=int, default=0, help="worst-case runs started 1 s before the visitors")
+    ap.add_argument("--baseline", action="store_true", help="first the same visitors without heavy runs")
+    ap.add_argument("--text", default=SMALL_TEXT)
     ap.add_argument("--sampler", default="assd-cache")
+    ap.add_argument("--url", action="append", default=[], help="drive running servers (repeatable)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds a visitor waits at most")
     a = ap.parse_args(argv)
-    os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp()}/load.db"
-    from gradio_client import Client
-
-    from .testing import launch_for_tests
-
-    demo, url = launch_for_tests()
-    form = ("text", "text-asarm", a.text, a.sampler, 5, 1.0, 0, 32, 0.05, "cosine", 1)
-    lat: list[float] = []
-    errors: list[str] = []
-
-    def visitor(i: int) -> None:
-        try:
-            c = Client(url, verbose=False)
-            t0 = time.perf_counter()
-            job = c.submit(*form[:6], i, *form[7:], api_name="/infill")
-            list(job)
-            lat.append(time.perf_counter() - t0)
-        except Exception as e:  # noqa: BLE001
-            errors.append(f"{type(e).__name__}: {e}")
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=visitor, args=(i,)) for i in range(a.clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    demo.close()
-    lat.sort()
-    print(f"{a.clients} simultaneous visitors, concurrency limit {os.environ.get('INFILL_CONCURRENCY', '2')}: "
-          f"{len(lat)} served, {len(errors)} errors, wall {wall:.1f} s, {len(lat) / wall:.2f} runs/s; latency "
-          f"median {statistics.median(lat):.1f} s, max {lat[-1]:.1f} s" if lat else f"no run served: {errors[:3]}")
-    return 0 if not errors else 1
+    server = None
+    urls = a.url
+    if not urls:
+        server, url = start_server({"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/load.db"})
+        urls = [url]
+    try:
+        small = [form(a.text, a.sampler, i) for i in range(a.clients)]
+        heavy = [form(HEAVY_TEXT, HEAVY["sampler"], 1000 + i, k=HEAVY["k"], steps=HEAVY["steps"],
+                      inner=HEAVY["inner"]) for i in range(a.heavy)]
+        conc = os.environ.get("INFILL_CONCURRENCY", "2")
+        print(f"servers {urls}; concurrency {conc} (local setting); {a.clients} visitors, "
+              f"{a.heavy} worst-case runs ({HEAVY} on {HEAVY_TEXT!r})", flush=True)
+        wave(urls, small[:2], [], a.timeout)  # warm-up (models loaded, caches filled): not measured
+        failed = False
+        base_med = None
+        if a.baseline and a.heavy:
+            s, _, wall = wave(urls, small, [], a.timeout)
+            print(summary("without worst-case runs", s, a.clients, wall), flush=True)
+            failed |= bool(s.errors)
+            base_med = statistics.median(s.latencies) if s.latencies else None
+        s, h, wall = wave(urls, small, heavy, a.timeout)
+        label = f"with {a.heavy} worst-case runs" if a.heavy else "visitors"
+        print(summary(label, s, a.clients, wall), flush=True)
+        if a.heavy:
+            print(f"worst-case runs: {len(h.latencies)} completed, {h.stopped} stopped by the budget, "
+                  f"{len(h.errors)} errors {h.errors[:2]}", flush=True)
+        failed |= bool(s.errors)
+        if base_med and s.latencies:
+            print(f"median latency ratio (with / without worst-case runs): {statistics.median(s.latencies) / base_med:.2f}")
+        return 1 if failed else 0
+    finally:
+        if server is not None:
+            stop_server(server)
 
 
 if __name__ == "__main__":

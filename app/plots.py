@@ -8,13 +8,24 @@ import plotly.graph_objects as go
 
 from engine.trace import DECIDING_KINDS, Step, StepKind
 
-LAYOUT = dict(template="plotly_white", height=340, margin=dict(l=50, r=20, t=50, b=45),
-              legend=dict(orientation="h", y=-0.2))
+# the legend sits under the plot, below the x-axis title (never over the data or the axis labels)
+LAYOUT = dict(template="plotly_white", height=400, margin=dict(l=60, r=20, t=50, b=40),
+              legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)),
+              title=dict(x=0.02, xanchor="left", font=dict(size=15)))
+
+
+def _layout(fig: go.Figure, title: str, n_legend: int = 0, **kw) -> None:
+    """Title, axis titles and room under the plot for a legend of n_legend rows."""
+    lay = {**LAYOUT, **kw}
+    lay["title"] = {**LAYOUT["title"], "text": title}
+    lay["margin"] = {**LAYOUT["margin"], "b": 60 + 22 * n_legend}
+    lay["height"] = LAYOUT["height"] + 22 * n_legend
+    fig.update_layout(**lay)
 
 
 def _empty(title: str, msg: str = "no data yet") -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, **LAYOUT)
+    _layout(fig, title)
     fig.add_annotation(text=msg, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     return fig
 
@@ -41,6 +52,18 @@ def accepted_run_lengths(steps: list[Step]) -> list[int]:
     return [per[r] for r in sorted(seen)]
 
 
+def decided_per_round(steps: list[Step]) -> list[int]:
+    """Tokens decided per round, whatever decided them (accepted, resampled, bonus, sampled,
+    revealed): a sequential run shows its one token per round instead of an empty chart."""
+    per: dict[int, int] = defaultdict(int)
+    seen: set[int] = set()
+    for s in steps:
+        seen.add(s.round)
+        if s.kind in DECIDING_KINDS:
+            per[s.round] += len(s.positions)
+    return [per[r] for r in sorted(seen)]
+
+
 def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.Figure]:
     f1 = go.Figure()
     f2 = go.Figure()
@@ -49,15 +72,15 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
         xs, ys = revealed_curve(steps)
         top = max(top, ys[-1])
         f1.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=name))
-        lens = accepted_run_lengths(steps)
-        f2.add_trace(go.Bar(x=list(range(len(lens))), y=lens, name=name))
+        lens = decided_per_round(steps)
+        f2.add_trace(go.Bar(x=list(range(1, len(lens) + 1)), y=lens, name=name))
     if top:
         f1.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="1 token per call",
                                 line=dict(dash="dot", color="gray")))
-    f1.update_layout(title="Tokens revealed against network calls", xaxis_title="calls",
-                     yaxis_title="tokens decided", **LAYOUT)
-    f2.update_layout(title="Accepted run length per round", xaxis_title="round",
-                     yaxis_title="accepted drafts", barmode="group", **LAYOUT)
+    _layout(f1, "Tokens decided against network calls", 1, xaxis_title="network calls (count)",
+            yaxis_title="tokens decided (count)")
+    _layout(f2, "Tokens decided per round", 1, xaxis_title="round (1 = first)",
+            yaxis_title="tokens decided in the round", barmode="group")
     return f1, f2
 
 
@@ -77,14 +100,18 @@ def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:
         if pts:
             f1.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
                                     name=_label(g)))
-    f1.update_layout(title="Acceptance rate by position in the round", xaxis_title="rank in round (0 = first draft)",
-                     yaxis_title="acceptance rate", yaxis_range=[0, 1.05], **LAYOUT)
+    rows = (len(groups) + 1) // 2
+    _layout(f1, "Acceptance rate by draft position in the round", rows,
+            xaxis_title="draft position in the round (0 = first draft)",
+            yaxis_title="accepted / tested (fraction)", yaxis_range=[0, 1.05], showlegend=True)
+    f1.update_xaxes(dtick=1)
     f2 = go.Figure()
     for g in groups:
         if g.tokens_per_call:
             f2.add_trace(go.Box(y=g.tokens_per_call, name=_label(g), boxpoints="all", jitter=0.3))
-    f2.update_layout(title="Tokens per call, per sampler and model", yaxis_title="masked tokens / calls",
-                     showlegend=False, **LAYOUT)
+    _layout(f2, "Tokens per network call, one box per group", 0, yaxis_title="masked tokens per call (tokens)",
+            xaxis_title="sampler · model", showlegend=False)
+    f2.update_xaxes(tickangle=-20, automargin=True)
     f3 = go.Figure()
     top = 1
     for g in groups:
@@ -95,6 +122,6 @@ def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:
             f3.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=_label(g)))
     f3.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="calls = tokens",
                             line=dict(dash="dot", color="gray")))
-    f3.update_layout(title="Calls against masked tokens", xaxis_title="masked tokens",
-                     yaxis_title="network calls", **LAYOUT)
+    _layout(f3, "Network calls against masked tokens, one point per run", (len(groups) + 2) // 3,
+            xaxis_title="masked tokens in the run (count)", yaxis_title="network calls (count)")
     return f1, f2, f3

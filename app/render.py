@@ -5,9 +5,12 @@ detail rows and the live counters. No Gradio here, so it is easy to test."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.trace import PASS_KINDS, Step, StepKind
+
+from .textmap import byte_label, char_pieces
 
 #: role -> (label, background, foreground, description) for the legend and the CSS
 ROLES: dict[str, tuple[str, str, str, str]] = {
@@ -40,6 +43,11 @@ CSS = """
 .tv-legend span.tv-tok {padding: 1px 6px;}
 .tv-rej {text-decoration: line-through;}
 .tv-title {font-weight: 600; margin: 2px 0 4px 0;}
+.tv-faded {opacity: 0.35;}
+.tv-ghost {font-style: italic;}
+.tv-r0 {box-shadow: inset 0 -2px 0 #4a6fa5;}
+.tv-r1 {box-shadow: inset 0 -2px 0 #e08a2c;}
+.tv-cont {margin: 0; padding: 0;}
 """ + "".join(
     f".tv-{role} {{background: {bg}; color: {fg};}}\n" for role, (_, bg, fg, _) in ROLES.items()
 ) + ".tv-context {color: inherit;}\n"
@@ -58,7 +66,11 @@ def show_token(text: str) -> str:
 
 @dataclass
 class TraceState:
-    """Per-position display state after folding a prefix of a trace."""
+    """Per-position display state after folding a prefix of a trace.
+
+    With `ids` (the input's token ids, None where masked) and `bytes_of` (token id -> bytes) the
+    views decode neighbouring tokens together (app.textmap), so multi-byte characters survive;
+    without them each token's own text is shown."""
 
     token_texts: list[str]  # initial text of every position (mask placeholder where masked)
     masked: list[int]
@@ -71,6 +83,13 @@ class TraceState:
     decided: int = 0
     steps_seen: int = 0
     detail: list[list] = field(default_factory=list)  # current round's rows
+    ids: list[int | None] | None = None
+    bytes_of: Callable[[int], bytes] | None = None
+    info: dict[int, dict] = field(default_factory=dict)  # position -> p, q, round, tested, outcome
+    rejected_round: dict[int, int] = field(default_factory=dict)
+    rejected_ids: dict[int, int] = field(default_factory=dict)
+    ghosts: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # discarded untested drafts
+    round_of: dict[int, int] = field(default_factory=dict)  # decided position -> its round
     _draft_p: dict[int, float | None] = field(default_factory=dict)
     _row_of: dict[int, int] = field(default_factory=dict)
     last_note: str = ""
@@ -81,13 +100,19 @@ class TraceState:
             self.roles = ["masked" if i in ms else "context" for i in range(len(self.token_texts))]
         if not self.texts:
             self.texts = ["\u2581" if i in ms else t for i, t in enumerate(self.token_texts)]
+        self.cur = list(self.ids) if self.ids is not None else [None] * len(self.token_texts)
+        for i in ms:
+            if i < len(self.cur):
+                self.cur[i] = None
 
     # -- folding
     def _new_round(self, rnd: int) -> None:
         for i, r in enumerate(self.roles):
-            if r == "drafted":  # drafts never decided go back to masked
+            if r == "drafted":  # drafts never decided go back to masked (shown faded until redrawn)
+                self.ghosts[i] = (self.texts[i], self.cur[i])
                 self.roles[i] = "masked"
                 self.texts[i] = "\u2581"
+                self.cur[i] = None
         self.round = rnd
         self.detail = []
         self._draft_p = {}
@@ -102,34 +127,54 @@ class TraceState:
         if s.note:
             self.last_note = s.note
         n = len(self.roles)
+        toks = _pad(s.tokens, s.positions)
         if s.kind == StepKind.DRAFT:
-            for pos, txt, p in zip(s.positions, s.texts, s.p):
+            for pos, tok, txt, p in zip(s.positions, toks, s.texts, _pad(s.p, s.positions)):
                 if 0 <= pos < n and self.roles[pos] in ("masked", "drafted"):
-                    self.roles[pos], self.texts[pos] = "drafted", txt
+                    self.roles[pos], self.texts[pos], self.cur[pos] = "drafted", txt, tok
+                    self.ghosts.pop(pos, None)
+                    self.info[pos] = {"p": p, "q": None, "round": s.round, "tested": False, "outcome": "drafted"}
                 self._draft_p[pos] = p
                 self._row_of[pos] = len(self.detail)
-                self.detail.append([pos, txt, _f(p), "", "", "drafted"])
+                self.detail.append([pos, self._label(tok, txt), _f(p), "", "", "drafted"])
             return
         if s.kind in PASS_KINDS:
             return
-        for pos, txt, p, q in zip(s.positions, s.texts, _pad(s.p, s.positions), _pad(s.q, s.positions)):
+        for pos, tok, txt, p, q in zip(s.positions, toks, s.texts, _pad(s.p, s.positions), _pad(s.q, s.positions)):
             if not 0 <= pos < n:
                 continue
+            if p is None and s.kind in (StepKind.ACCEPT, StepKind.REJECT):
+                p = self._draft_p.get(pos)
             if s.kind == StepKind.REJECT:
                 self.rejected[pos] = txt
-                self.roles[pos], self.texts[pos] = "rejected", txt
-                self._row(pos, txt, p, q, "rejected")
+                self.rejected_round[pos] = s.round
+                if tok is not None:
+                    self.rejected_ids[pos] = tok
+                self.roles[pos], self.texts[pos], self.cur[pos] = "rejected", txt, None
+                self.info[pos] = {"p": p, "q": q, "round": s.round, "tested": True, "outcome": "rejected"}
+                self._row(pos, self._label(tok, txt), p, q, "rejected")
                 continue
             role = KIND_ROLE.get(s.kind)
             if role is None:
                 continue
             if self.roles[pos] not in KIND_ROLE.values():
                 self.decided += 1
-            self.roles[pos], self.texts[pos] = role, txt
+            self.roles[pos], self.texts[pos], self.cur[pos] = role, txt, tok
+            self.ghosts.pop(pos, None)
+            self.round_of[pos] = s.round
+            tested = s.kind == StepKind.ACCEPT
+            self.info[pos] = {"p": p if tested else None, "q": q, "round": s.round, "tested": tested,
+                              "outcome": role, "note": s.note}
             if s.kind == StepKind.ACCEPT:
-                self._row(pos, txt, p, q, "accepted" + (f" ({s.note})" if s.note else ""))
+                self._row(pos, self._label(tok, txt), p, q, "accepted" + (f" ({s.note})" if s.note else ""))
             else:
-                self.detail.append([pos, txt, _f(p), _f(q), "", role])
+                self.detail.append([pos, self._label(tok, txt), _f(p), _f(q), "", role])
+
+    def _label(self, tok, txt: str) -> str:
+        """One token on its own: its characters, or its bytes as <XX> when it holds part of one."""
+        if self.bytes_of is not None and tok is not None:
+            return byte_label(self.bytes_of(tok))
+        return txt
 
     def _row(self, pos: int, txt: str, p, q, outcome: str) -> None:
         if p is None:
@@ -142,6 +187,22 @@ class TraceState:
             self.detail.append(row)
 
     # -- read-outs
+    def display_texts(self) -> list[str]:
+        """What each position shows: decoded together with its neighbours when the byte map is
+        known (multi-byte characters intact), else the token's own text."""
+        if self.bytes_of is None or self.ids is None:
+            return list(self.texts)
+        pieces = char_pieces(self.cur, self.bytes_of)
+        return [pc if pc is not None else self.rejected_text(i) if self.roles[i] == "rejected" and i in self.rejected
+                else self.texts[i] for i, pc in enumerate(pieces)]
+
+    def ghost_text(self, pos: int) -> str:
+        txt, tok = self.ghosts[pos]
+        return self._label(tok, txt)
+
+    def rejected_text(self, pos: int) -> str:
+        return self._label(self.rejected_ids.get(pos), self.rejected[pos])
+
     @property
     def tokens_per_call(self) -> float | None:
         return self.decided / self.calls if self.calls else None
@@ -154,19 +215,27 @@ class TraceState:
             "masked": len(self.masked),
             "tokens_per_call": self.tokens_per_call,
             "seconds": self.elapsed,
+            "tokens_per_second": self.decided / self.elapsed if self.elapsed > 0 else None,
         }
 
 
 def _f(x) -> str:
-    return "" if x is None else f"{x:.4f}"
+    """A probability for people: 4 decimals, or 3 significant digits when it is tiny (never 0.0000
+    for a number that is not zero)."""
+    if x is None:
+        return ""
+    if x != 0 and abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4f}"
 
 
 def _pad(xs: list, like: list) -> list:
     return list(xs) + [None] * (len(like) - len(xs))
 
 
-def fold(token_texts: list[str], masked: list[int], steps: list[Step], upto: int | None = None) -> TraceState:
-    st = TraceState(list(token_texts), list(masked))
+def fold(token_texts: list[str], masked: list[int], steps: list[Step], upto: int | None = None,
+         ids: list[int | None] | None = None, bytes_of: Callable[[int], bytes] | None = None) -> TraceState:
+    st = TraceState(list(token_texts), list(masked), ids=ids, bytes_of=bytes_of)
     for s in steps[: len(steps) if upto is None else upto]:
         st.apply(s)
     return st
@@ -177,22 +246,59 @@ def legend_html() -> str:
         f'<span class="tv-tok tv-{role}" title="{esc(desc)}">{esc(label)}</span>'
         for role, (label, _, _, desc) in ROLES.items()
     )
-    return f'<div class="tv-legend">{items}</div>'
+    extra = ('<span class="tv-tok tv-rejected tv-rej tv-faded" title="a rejected or discarded draft of an '
+             'earlier round">earlier draft (faded)</span>'
+             '<span class="tv-tok tv-accepted tv-r1" title="decided tokens are underlined in two '
+             'alternating shades, one per round">round boundary</span>')
+    return f'<div class="tv-legend">{items}{extra}</div>'
+
+
+def _tip(st: TraceState, i: int, role: str) -> str:
+    """Hover text: p, q, acceptance probability, round and whether the speculative test ran."""
+    inf = st.info.get(i)
+    if role == "context":
+        return f"position {i}: text you typed"
+    if inf is None:
+        return f"position {i}: {role}"
+    p, q = inf.get("p"), inf.get("q")
+    bits = [f"position {i}: {inf.get('outcome', role)}", f"round {inf['round'] + 1}"]
+    if p is not None:
+        bits.append(f"p (proposal) {_f(p)}")
+    if q is not None:
+        bits.append(f"q (target) {_f(q)}")
+    if p is not None and q is not None and p > 0:
+        bits.append(f"acceptance probability min(1, q/p) {_f(min(1.0, q / p))}")
+    bits.append("tested by the speculative test" if inf.get("tested") else "not tested")
+    return " · ".join(bits)
 
 
 def tokens_html(st: TraceState, title: str = "") -> str:
     parts = []
-    for i, (role, txt) in enumerate(zip(st.roles, st.texts)):
+    shown = st.display_texts()
+    for i, (role, txt) in enumerate(zip(st.roles, shown)):
         if i in st.rejected and role != "rejected":
+            old = st.rejected_round.get(i, st.round) < st.round
             parts.append(
-                f'<span class="tv-tok tv-rejected tv-rej" data-pos="{i}" data-role="rejected"'
-                f' title="rejected draft at {i}">{esc(show_token(st.rejected[i]))}</span>'
+                f'<span class="tv-tok tv-rejected tv-rej{" tv-faded" if old else ""}" data-pos="{i}"'
+                f' data-role="rejected" title="rejected draft at {i}, round {st.rejected_round.get(i, 0) + 1}">'
+                f"{esc(show_token(st.rejected_text(i)))}</span>"
+            )
+        if role == "masked" and i in st.ghosts:
+            parts.append(
+                f'<span class="tv-tok tv-drafted tv-faded tv-ghost" data-pos="{i}" data-role="discarded"'
+                f' title="draft discarded untested at the end of its round">{esc(show_token(st.ghost_text(i)))}</span>'
             )
         cls = f"tv-tok tv-{role}" + (" tv-rej" if role == "rejected" else "")
-        tip = f"position {i}: {role}"
+        rnd = st.round_of.get(i)
+        if rnd is not None:
+            cls += f" tv-r{rnd % 2}"
+        if txt == "" and role != "masked":
+            cls += " tv-cont"  # continues the character its left neighbour shows
         parts.append(
-            f'<span class="{cls}" data-pos="{i}" data-role="{role}" title="{esc(tip)}">'
-            f"{esc(show_token(txt))}</span>"
+            f'<span class="{cls}" data-pos="{i}" data-role="{role}"'
+            + ("" if rnd is None else f' data-round="{rnd}"')
+            + f' title="{esc(_tip(st, i, role))}">'
+            f"{esc(txt if txt == '' and role != 'masked' else show_token(txt))}</span>"
         )
     head = f'<div class="tv-title">{esc(title)}</div>' if title else ""
     return f'{head}<div class="tv-wrap">{"".join(parts)}</div>'
@@ -215,4 +321,6 @@ def counters_md(st: TraceState | None, status: str = "") -> str:
         f"**calls** {c['calls']:g} · **rounds** {c['rounds']} · **tokens** {c['decided']}/{c['masked']}"
         f" · **tokens/call** {tpc} · **seconds** {c['seconds']:.2f}"
     )
+    if c["tokens_per_second"] is not None:
+        line += f" · **tokens/s** {c['tokens_per_second']:.1f}"
     return line + (f" · {status}" if status else "")

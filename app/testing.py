@@ -52,10 +52,11 @@ def free_port() -> int:
 def launch_for_tests(port: int | None = None):
     """Launch the app without blocking; returns (demo, url). Call demo.close() when done."""
     from . import create
+    from .limits import launch_limits
     from .ui import launch_kwargs
 
     port = port or free_port()
     demo = create()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs())
+                **launch_kwargs(), **launch_limits())
     return demo, f"http://127.0.0.1:{port}/"

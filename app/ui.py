@@ -8,8 +8,6 @@ import functools
 import html
 import inspect
 import logging
-import os
-import tempfile
 import time
 
 import gradio as gr
@@ -17,17 +15,19 @@ import gradio as gr
 from engine.api import parse_for
 from engine.errors import BadParameterError, InfillError
 from engine.registry import load
-from engine.samplers import DEFAULT_SAMPLER as DEFAULT_ENGINE_SAMPLER
 from engine.samplers import SAMPLERS
+from engine.trace import PASS_KINDS
 
-from . import core, plots, share
+from . import cards, core, plots, share
 from .core import DOMAINS, EXAMPLES, Form, Live, readable
-from .render import CSS, DETAIL_HEADERS, counters_md, esc, fold, view_html
+from .exports import write_export
+from .render import CSS, DETAIL_HEADERS, counters_md, esc, view_html
+from .slots import active_runs
+from .textmap import bytes_fn, char_pieces
 
 log = logging.getLogger("app")
 
 PARAMS = ("k", "temperature", "steps", "dtau", "window", "inner")
-DEFAULT_SAMPLER = DEFAULT_ENGINE_SAMPLER  # the sampler preselected in the form (engine: fastest exact on CPU)
 SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
 STATS_HEADERS = ["model", "sampler", "params", "runs", "masked tokens", "calls", "tokens/call", "tokens/round"]
 
@@ -43,6 +43,11 @@ EXTRA_CSS = """
 #token-toggle .wrap {gap: 2px !important;}
 #token-toggle label {padding: 1px 4px !important; font-family: ui-monospace, monospace; min-width: 0 !important;}
 .tv-recent td, .tv-recent th {padding: 2px 8px; text-align: left;}
+#stop {max-width: 110px; min-width: 80px;}
+#model-card {font-size: 0.85em; line-height: 1.35;}
+#model-card p {margin: 2px 0;}
+#token-count {font-size: 0.85em; margin-top: -6px;}
+#player-controls button {min-width: 0;}
 """
 
 
@@ -120,6 +125,47 @@ def on_domain(domain, sampler, model):
     return upd, gr.update(choices=ex, value=None), msg
 
 
+def domain_example(domain):
+    """A person switching domain gets that domain's first example in the input box (never English
+    text sent to the protein model)."""
+    ex = EXAMPLES.get(domain, [])
+    return ex[0] if ex else gr.update()
+
+
+def model_card(model):
+    return cards.card_markdown(model)
+
+
+def input_info(text, model, domain):
+    """The live line under the input: tokens against the model's limit, masked tokens, what the
+    protein normaliser will change, or what is wrong, before anyone presses Run."""
+    text = text if isinstance(text, str) else ""
+    if len(text) > core.MAX_INPUT_CHARS:
+        return _status(f"{len(text):,} characters: the studio takes at most {core.MAX_INPUT_CHARS:,}. "
+                       "Shorten the input; nothing is cut silently.", "error")
+    try:
+        core.check_sentinels(text)
+        text, note = core.normalize(domain, text)
+        lm = _codec_for(model, domain)
+        limit = lm.max_tokens
+        if not text.strip():
+            return f"**0 / {limit} tokens** (this model's limit). " + core.mask_units(domain, lm.codec)
+        if "[MASK" in text:
+            mi = parse_for(text, lm)
+            n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
+            line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
+                    + ("s" if spans != 1 else "") + ". " + core.mask_units(domain, lm.codec))
+        else:
+            n = len(lm.codec.encode(text))
+            line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
+                    + core.mask_units(domain, lm.codec))
+            if n > limit:
+                return _status(f"{n} tokens: this model takes at most {limit}.", "error")
+    except InfillError as e:
+        return _status(str(e), "error")
+    return line + (f" {note}" if note else "")
+
+
 def on_sampler(sampler, domain, model):
     upd, msg = models_for(domain, sampler, model)
     spec = SAMPLERS.get(sampler)
@@ -179,7 +225,10 @@ def show_tokens(text, model, domain):
             ids, masked = list(mi.tokens), list(mi.masked)
     except InfillError as e:
         return gr.update(choices=[], value=[]), None, _status(str(e), "error")
-    choices = [(("▁" if i in set(masked) else _tok_label(lm.codec.token_text(t))), i) for i, t in enumerate(ids)]
+    ms = set(masked)
+    pieces = char_pieces([None if i in ms else t for i, t in enumerate(ids)], bytes_fn(lm.codec))
+    # a token that only continues the character on its left shows the dotted circle
+    choices = [("▁" if i in ms else (_tok_label(pieces[i]) if pieces[i] else "◌"), i) for i in range(len(ids))]
     state = {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id}
     return (gr.update(choices=choices, value=masked, visible=True), state,
             _status("Click tokens to mask or unmask them; the input box follows.", "info"))
@@ -212,6 +261,9 @@ def toggle_tokens(selected, tok_state):
 # ----------------------------------------------------------------------------- step player
 
 
+TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
+
+
 def _player(live: Live, status: str):
     st = live.state
     return (
@@ -224,69 +276,226 @@ def _player(live: Live, status: str):
 
 def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
                request: gr.Request = None):
-    """Stream a run: one update per round (throttled), ending with the completed text."""
+    """Stream a run: one update per round (throttled), ending with the completed text. The share
+    link and the stored trace appear only in the last update, once the store holds the run."""
     blank = gr.update()
+    idle_scrub = gr.update(interactive=False)
     try:
-        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner))
+        live = core.start(_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
+                          owner=getattr(request, "session_hash", None))
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         _warn(msg)
         yield (_status(msg, "error"), "", view_html(None, message=msg), _empty_table(DETAIL_HEADERS),
-               "", "", blank, None)
+               "", "", blank, blank, "")
         return
-    link = share.share_link(request, live.share_id)
+    sid = live.share_id
+    note = core.normalize(domain, text)[1] if isinstance(text, str) else ""
+    note = f" {note}" if note else ""
     try:
+        first, table_at = True, 0.0
         for lv in core.throttled(core.rounds(live)):
             if lv.done:
                 break
-            yield (*_player(lv, _status(f"Running {lv.run.spec.name}… round {lv.state.round + 1}")),
-                   "", link, blank, None)
+            frame = list(_player(lv, _status(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")))
+            now = time.perf_counter()
+            if now - table_at < TABLE_INTERVAL:  # the round's table at most twice a second while streaming:
+                frame[3] = blank  # nobody reads it faster, and each one costs the run time (issue 15, item 8)
+            else:
+                table_at = now
+            yield (*frame, "", "", idle_scrub if first else blank, None if first else blank, sid)
+            first = False
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
-        yield (*_player(live, _status(msg, "error")), "", link, blank, None)
+        yield (*_player(live, _status(msg, "error")), "", "", blank, None, "")
+        return
+    if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
+        core.clear_stop(sid)
         return
     res = live.result
+    core.clear_stop(sid)
+    link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
+    if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
+        trace = {"view": live.view, "steps": live.steps, "title": _title(live, live.run.spec.name, live.run.lm.name)}
+        yield (*_player(live, _stopped_msg(live.state)), "", link,
+               gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace, "")
+        return
     trace = {"view": live.view, "steps": live.steps, "title": _title(live, res.sampler, res.model)}
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
-    done = _status(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link.", "ok")
+    done = _status(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
+                   + note, "ok")
     yield (*_player(live, done), res.text, link,
-           gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace)
+           gr.update(minimum=0, maximum=len(live.steps), value=len(live.steps), interactive=True), trace, "")
+
+
+def _stopped_msg(st) -> str:
+    return _status(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
+                   "cancelled; Play replays it and the link opens it.")
+
+
+def stop_run(sid, request: gr.Request = None):
+    """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
+    really happened: a run that finished first stays finished; a stopped one is stored as cancelled
+    with its partial trace, which Replay and the share link then show."""
+    keep = gr.update()
+    idle = (gr.update(interactive=True), gr.update(interactive=False))
+    if not sid:
+        return (_status("Nothing is running."), keep, keep, keep, *idle)
+    core.request_stop(sid)
+    run = None
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        sess = core.store().get_session(sid)
+        if sess is not None and sess.runs:
+            run = sorted(sess.runs, key=lambda r: r.id)[-1]
+            break
+        time.sleep(0.05)
+    if run is None:
+        return (_status("Stopped before the first round was stored; nothing to replay."), keep, keep, keep, *idle)
+    rp = core.load_session(sid)
+    view = rp.view_for(run)
+    trace = {"view": view, "steps": run.steps, "title": f"{run.sampler} on {run.params.get('model', '')}"}
+    n = len(run.steps)
+    core.clear_stop(sid)
+    if run.status == "ok":
+        msg = _status("The run had already finished before Stop arrived; it is stored complete.", "ok")
+    else:
+        msg = _stopped_msg(core.new_state(view, run.steps))
+    return (msg, share.share_link(request, sid), trace,
+            gr.update(minimum=0, maximum=n, value=n, interactive=True), *idle)
+
+
+def _busy():
+    return gr.update(interactive=False), gr.update(interactive=True)
+
+
+def _idle():
+    return gr.update(interactive=True), gr.update(interactive=False)
+
+
+def _event(s) -> str:
+    if s.kind in PASS_KINDS:
+        return f"round {s.round + 1}: network pass ({s.kind.value.replace('_', ' ')})"
+    n = len(s.positions)
+    return f"round {s.round + 1}: {s.kind.value} {n} token" + ("s" if n != 1 else "")
+
+
+def _frame(trace, i: int, st=None):
+    """(player, detail, counters, position) after the first i steps of a stored trace."""
+    steps = trace["steps"]
+    i = max(0, min(int(i or 0), len(steps)))
+    if st is None:
+        st = core.new_state(trace["view"], steps, i)
+    where = f"step {i}/{len(steps)}" + (f" · {_event(steps[i - 1])}" if i else "")
+    return view_html(st, trace.get("title", "")), _table(st.detail), counters_md(st, where), i
+
+
+def _nothing(msg="Run something (or open a share link) first."):
+    return view_html(None, message=msg), _empty_table(DETAIL_HEADERS), "", gr.update()
 
 
 @guarded
 def scrub(i, trace):
     """Render the stored trace after its first i steps."""
     if not trace:
-        return view_html(None, message="Run something (or open a share link) first."), _empty_table(DETAIL_HEADERS), ""
+        return _nothing()[:3]
+    return _frame(trace, i)[:3]
+
+
+def _visible_step(steps, i: int, direction: int) -> int:
+    """The next position (forward or back) after which something visible changed: network passes
+    only move the counters, so a step skips over them."""
+    n = len(steps)
+    j = i + direction
+    while 0 < j < n and steps[j - 1].kind in PASS_KINDS:
+        j += direction
+    return max(0, min(j, n))
+
+
+@guarded
+def step_forward(i, trace):
+    if not trace:
+        return _nothing()
+    return _frame(trace, _visible_step(trace["steps"], int(i or 0), +1))
+
+
+@guarded
+def step_back(i, trace):
+    if not trace:
+        return _nothing()
+    return _frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
+
+
+SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
+DEFAULT_SPEED = "5 tokens/s"
+FRAME_GAP = 0.05  # seconds: frames closer than this are merged
+
+
+def _delay(steps, j: int, speed: str) -> float:
+    """Seconds to wait before showing step j: its tokens at the chosen playback rate, or the time
+    it really took when playing as fast as it ran."""
+    s = steps[j]
+    if speed == SPEEDS[0]:
+        prev = steps[j - 1].elapsed if j else 0.0
+        return max(0.0, (s.elapsed or 0.0) - (prev or 0.0))
+    if s.kind in PASS_KINDS:
+        return 0.0
+    try:
+        rate = float(str(speed).split()[0])
+    except ValueError:
+        rate = 5.0
+    return len(s.positions) / max(rate, 0.1)
+
+
+@guarded
+def play(i, trace, speed):
+    """Play a stored trace from the current step (from the start when at the end); Pause stops it
+    where it is. No model involved."""
+    if not trace:
+        yield _nothing("Nothing stored to play yet.")
+        return
     steps = trace["steps"]
-    i = max(0, min(int(i or 0), len(steps)))
-    st = fold(trace["view"]["token_texts"], trace["view"]["masked"], steps, i)
-    return view_html(st, trace.get("title", "")), _table(st.detail), counters_md(st, f"step {i}/{len(steps)}")
+    i = int(i or 0)
+    if i >= len(steps):
+        i = 0
+    st = core.new_state(trace["view"], steps, i)
+    yield _frame(trace, i, st)
+    due = time.perf_counter()
+    for j in range(i, len(steps)):
+        due += _delay(steps, j, speed)
+        st.apply(steps[j])
+        wait = due - time.perf_counter()
+        if wait > FRAME_GAP or j == len(steps) - 1:
+            time.sleep(max(0.0, wait))
+            yield _frame(trace, j + 1, st)
 
 
 @guarded
 def replay(trace):
-    """Animate a stored trace round by round (no model involved)."""
+    """Animate a stored trace round by round from the start (no model involved)."""
     if not trace:
-        yield view_html(None, message="Nothing stored to replay yet."), _empty_table(DETAIL_HEADERS), "", gr.update()
+        yield _nothing("Nothing stored to replay yet.")
         return
     steps = trace["steps"]
-    view = trace["view"]
-    st = fold(view["token_texts"], view["masked"], [])
+    st = core.new_state(trace["view"])
     n_rounds = max(1, len({s.round for s in steps}))
     pause = min(0.15, 3.0 / n_rounds)
     cur = None
     for i, s in enumerate(steps):
         if cur is not None and s.round != cur:
-            yield view_html(st, trace.get("title", "")), _table(st.detail), counters_md(st, "replaying"), i
+            yield _frame(trace, i, st)
             time.sleep(pause)
         cur = s.round
         st.apply(s)
-    yield view_html(st, trace.get("title", "")), _table(st.detail), counters_md(st, "replayed"), len(steps)
+    yield _frame(trace, len(steps), st)
 
 
 # ----------------------------------------------------------------------------- compare
+
+
+def _logprob(lp) -> str:
+    return "n/a (no exact joint for this sampler)" if lp is None else f"{lp:.2f}"
 
 
 def _summary(lives: list[tuple[str, Live]]) -> dict:
@@ -297,7 +506,7 @@ def _summary(lives: list[tuple[str, Live]]) -> dict:
         tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
         rows.append([side, lv.run.spec.name, lv.run.lm.name, f"{st.calls:g}", str(st.round + 1),
                      f"{st.decided}/{len(st.masked)}", tpc, f"{st.elapsed:.2f}",
-                     "" if r is None or r.log_prob is None else f"{r.log_prob:.2f}"])
+                     "" if r is None else _logprob(r.log_prob)])
     return {"headers": SUMMARY_HEADERS, "data": rows}
 
 
@@ -313,17 +522,17 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         lives = []
         for run in (ra, rb):
             view = core.token_view(run)
-            lives.append(Live(run, view, core.new_state(view), sid))
+            lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
         empty = view_html(None, message=msg)
-        yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "")
+        yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "", "")
         return
-    link = share.share_link(request, sid)
     a, b = lives
     its = [core.rounds(a), core.rounds(b)]
-    gap, last = core.min_interval(), 0.0
+    gap, last, last_fig = core.min_interval(), 0.0, 0.0
+    f1 = f2 = blank
     try:
         while not (a.done and b.done):
             for lv, it in zip(lives, its):
@@ -336,20 +545,38 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
                 last = now
                 yield (_status(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
                        view_html(a.state, f"A: {a.run.spec.name}"), view_html(b.state, f"B: {b.run.spec.name}"),
-                       counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), blank, blank, link)
+                       counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, "", sid)
+                if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
+                    last_fig = now
+                    f1, f2 = plots.compare_figures([(f"A: {a.run.spec.name}", a.steps),
+                                                    (f"B: {b.run.spec.name}", b.steps)])
         for it in its:  # let both recorders finish (store the runs)
             for _ in it:
                 pass
+        if a.cancelled or b.cancelled:
+            return
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         _warn(msg)
-        yield (_status(msg, "error"), blank, blank, blank, blank, blank, blank, blank, link)
+        yield (_status(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "", "")
         return
+    core.clear_stop(sid)
+    link = share.share_link(request, sid)  # both recorders have stored their runs
     f1, f2 = plots.compare_figures([(f"A: {a.run.spec.name}", a.steps), (f"B: {b.run.spec.name}", b.steps)])
-    yield (_status("Done: both runs stored; share them with the link.", "ok"),
+    stopped = a.stopped or b.stopped
+    yield (_status("Stopped: the partial runs are stored as cancelled; the link opens them." if stopped else
+                   "Done: both runs stored; share them with the link.", "info" if stopped else "ok"),
            view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
            view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
-           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link)
+           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link, "")
+
+
+def stop_compare(sid):
+    """Stop both sides after their current round (they are stored as cancelled)."""
+    if sid:
+        core.request_stop(sid)
+        return _status("Stopping after this round…"), *_idle()
+    return _status("Nothing is running."), *_idle()
 
 
 def _completed_html(lv: Live) -> str:
@@ -378,9 +605,7 @@ def stats(domain, model, sampler):
                      "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"])
     from storage import stats_to_csv
 
-    fd, path = tempfile.mkstemp(prefix="infill-stats-", suffix=".csv")
-    with os.fdopen(fd, "w") as f:
-        f.write(stats_to_csv(groups))
+    path = write_export("infill-stats", stats_to_csv(groups))
     table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
     return f1, f2, f3, table, gr.update(value=path, visible=True)
 
@@ -426,7 +651,7 @@ def _restore_values(share_id: str, request=None):
     main = rp.runs[0]
     view = rp.view_for(main)
     prm = main.params
-    st = fold(view["token_texts"], view["masked"], main.steps)
+    st = core.new_state(view, main.steps)
     title = f"{main.sampler} on {prm.get('model', sess.model)}"
     trace = {"view": view, "steps": main.steps, "title": title}
     note = "" if main.status == "ok" else f" (this run was {main.status}; the partial trace is shown)"
@@ -453,14 +678,14 @@ def _restore_values(share_id: str, request=None):
         sides = []
         for run in rp.runs[:2]:
             v = rp.view_for(run)
-            sides.append((run, fold(v["token_texts"], v["masked"], run.steps)))
+            sides.append((run, core.new_state(v, run.steps)))
         (ra, sa), (rb, sb) = sides
         f1, f2 = plots.compare_figures([(f"A: {ra.sampler}", ra.steps), (f"B: {rb.sampler}", rb.steps)])
         rows = []
         for side, run, s in (("A", ra, sa), ("B", rb, sb)):
             rows.append([side, run.sampler, run.params.get("model", ""), f"{run.calls:g}", str(run.rounds),
                          f"{s.decided}/{len(s.masked)}", f"{run.masked_tokens / run.calls:.2f}" if run.calls else "",
-                         f"{run.wall_seconds:.2f}", "" if run.logprob is None else f"{run.logprob:.2f}"])
+                         f"{run.wall_seconds:.2f}", _logprob(run.logprob)])
         out["compare"] = {
             "a": view_html(sa, f"A: {ra.sampler}") + f'<pre class="tv-wrap">{esc(ra.completed_text)}</pre>',
             "b": view_html(sb, f"B: {rb.sampler}") + f'<pre class="tv-wrap">{esc(rb.completed_text)}</pre>',
@@ -483,14 +708,22 @@ def build() -> gr.Blocks:
             domain = gr.Radio(DOMAINS, value=first_domain, label="Domain", scale=1)
             model = gr.Dropdown(init_models, value=init_models[0] if init_models else None, label="Model", scale=1,
                                 allow_custom_value=True)
-            sampler = gr.Dropdown(sampler_names, value=DEFAULT_SAMPLER if DEFAULT_SAMPLER in SAMPLERS else sampler_names[0],
+            sampler = gr.Dropdown(sampler_names, value=core.DEFAULT_SAMPLER,
                                   label="Sampler", scale=1, allow_custom_value=True)
             example = gr.Dropdown(EXAMPLES[first_domain], label="Examples", scale=2)
-        text = gr.Textbox(EXAMPLES[first_domain][0], lines=4, label="Input: [MASK] or [MASK:n] marks a span of n tokens",
-                          elem_id="infill-text", max_length=core.MAX_INPUT_CHARS)
-        with gr.Row():
-            mask_btn = gr.Button("Mask selection", size="sm", elem_id="mask-selection")
-            tok_btn = gr.Button("Show tokens (click to mask)", size="sm", elem_id="show-tokens")
+        # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
+        text = gr.Textbox(EXAMPLES[first_domain][0], lines=3, max_lines=8,
+                          label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",
+                          elem_id="infill-text")
+        tok_count = gr.Markdown(input_info(EXAMPLES[first_domain][0], init_models[0] if init_models else None,
+                                           first_domain), elem_id="token-count")
+        with gr.Row(equal_height=True):
+            run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=4)
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=0, size="sm", interactive=False)
+            mask_btn = gr.Button("Mask selection", size="sm", elem_id="mask-selection", scale=1)
+            tok_btn = gr.Button("Show tokens (click to mask)", size="sm", elem_id="show-tokens", scale=1)
+        status = gr.Markdown("", elem_id="status")
+        card = gr.Markdown(cards.card_markdown(init_models[0] if init_models else None), elem_id="model-card")
         tok_view = gr.CheckboxGroup([], label="Tokens: checked = masked", elem_id="token-toggle", visible=False)
         sel_a = gr.Number(0, visible=False, precision=0)
         sel_b = gr.Number(0, visible=False, precision=0)
@@ -498,37 +731,45 @@ def build() -> gr.Blocks:
         with gr.Accordion("Sampler parameters", open=True):
             sampler_help = gr.Markdown(core.sampler_help(sampler.value))
             with gr.Row():
-                k = gr.Slider(1, 64, value=5, step=1, label="k", info=core.PARAM_HELP["k"])
+                k = gr.Slider(1, 64, value=5, step=1, label="k", info=core.PARAM_HELP["k"] + "; 1 to 64")
                 temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature",
-                                        info=core.PARAM_HELP["temperature"])
-                seed = gr.Number(0, label="seed", precision=0, info=core.PARAM_HELP["seed"], minimum=0, elem_id="seed")
+                                        info=core.PARAM_HELP["temperature"] + "; 0.05 to 3")
+                # precision=None: 1.5 is refused with a message instead of silently becoming 2
+                seed = gr.Number(0, label="seed", precision=None, step=1,
+                                 info=core.PARAM_HELP["seed"] + "; a whole number from 0", minimum=0, elem_id="seed")
             with gr.Row():
-                steps = gr.Slider(1, 512, value=32, step=1, label="steps", info=core.PARAM_HELP["steps"], visible=False)
-                dtau = gr.Slider(0.001, 1.0, value=0.05, step=0.001, label="dtau", info=core.PARAM_HELP["dtau"],
-                                 visible=False)
+                steps = gr.Slider(1, 512, value=32, step=1, label="steps", info=core.PARAM_HELP["steps"] + "; 1 to 512",
+                                  visible=False)
+                dtau = gr.Slider(0.001, 1.0, value=0.05, step=0.001, label="dtau",
+                                 info=core.PARAM_HELP["dtau"] + "; 0.001 to 1", visible=False)
                 window = gr.Radio(["cosine", "linear"], value="cosine", label="window",
                                   info=core.PARAM_HELP["window"], visible=False)
-                inner = gr.Slider(1, 64, value=1, step=1, label="inner", info=core.PARAM_HELP["inner"], visible=False)
-        status = gr.Markdown("", elem_id="status")
+                inner = gr.Slider(1, 64, value=1, step=1, label="inner", info=core.PARAM_HELP["inner"] + "; 1 to 64",
+                                  visible=False)
         form_inputs = [domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner]
 
         with gr.Tabs(selected="player") as tabs:
             with gr.Tab("Step player", id="player"):
-                with gr.Row():
-                    run_btn = gr.Button("Run", variant="primary", elem_id="run")
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
                 counters = gr.Markdown("", elem_id="counters")
+                with gr.Row(elem_id="player-controls", equal_height=True):
+                    back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
+                    play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
+                    pause_btn = gr.Button("❚❚ pause", size="sm", scale=1, min_width=70, elem_id="pause")
+                    fwd_btn = gr.Button("step forward ▶", size="sm", scale=1, min_width=110, elem_id="step-forward")
+                    speed = gr.Dropdown(SPEEDS, value=DEFAULT_SPEED, label="playback speed", scale=2, min_width=160,
+                                        elem_id="speed", show_label=False, container=False)
+                    replay_btn = gr.Button("replay from start", size="sm", scale=1, min_width=120, elem_id="replay")
                 player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player",
                                  js_on_load=None)
+                scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
+                                     interactive=False, elem_id="scrub")
                 detail = gr.Dataframe(value=_empty_table(DETAIL_HEADERS), label="Current round",
-                                      interactive=False, elem_id="detail")
+                                      interactive=False, elem_id="detail", max_height=320)
                 completed = gr.Textbox(label="Completed text", lines=3, elem_id="completed", interactive=False)
-                link = gr.Textbox(label="Share link", buttons=["copy"], elem_id="share-link", interactive=False)
-                with gr.Row():
-                    scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Scrub stored steps", interactive=False,
-                                         elem_id="scrub", scale=4)
-                    replay_btn = gr.Button("Replay", size="sm", scale=1, elem_id="replay")
+                link = gr.Textbox(label="Share link (appears once the run is stored)", buttons=["copy"],
+                                  elem_id="share-link", interactive=False)
                 trace_state = gr.State(None)
+                run_sid = gr.State("")
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("Side A uses the sampler and model picked above; choose side B here. "
                             "Both run on the same input and seed, one round each in turn.")
@@ -538,9 +779,10 @@ def build() -> gr.Blocks:
                     model_b = gr.Dropdown(init_models, value=init_models[0] if init_models else None, label="Model B",
                                       allow_custom_value=True)
                 with gr.Row():
-                    cmp_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
-                    cmp_stop = gr.Button("Stop", variant="stop")
-                cmp_status = gr.Markdown("")
+                    cmp_btn = gr.Button("Compare", variant="primary", elem_id="compare-run", scale=4)
+                    cmp_stop = gr.Button("Stop", variant="stop", size="sm", scale=0, interactive=False,
+                                         elem_id="compare-stop")
+                cmp_status = gr.Markdown("", elem_id="compare-status")
                 with gr.Row():
                     with gr.Column():
                         cnt_a = gr.Markdown("")
@@ -550,20 +792,24 @@ def build() -> gr.Blocks:
                         html_b = gr.HTML("", elem_id="compare-b")
                 summary = gr.Dataframe(value=_empty_table(SUMMARY_HEADERS), label="Summary", interactive=False)
                 with gr.Row():
-                    fig_rev = gr.Plot(label="Tokens revealed against calls")
-                    fig_run = gr.Plot(label="Accepted run length per round")
-                cmp_link = gr.Textbox(label="Share link", buttons=["copy"], interactive=False)
-            with gr.Tab("Statistics", id="stats"):
+                    fig_rev = gr.Plot(show_label=False)
+                    fig_run = gr.Plot(show_label=False)
+                cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
+                                      interactive=False)
+                cmp_sid = gr.State("")
+            with gr.Tab("Statistics", id="stats") as stats_tab:
                 with gr.Row():
                     f_domain = gr.Dropdown(["all", *DOMAINS], value="all", label="Domain")
                     f_model = gr.Dropdown(["all", *init_models], value="all", label="Model", allow_custom_value=True)
                     f_sampler = gr.Dropdown(["all", *SAMPLERS], value="all", label="Sampler", allow_custom_value=True)
                     stats_btn = gr.Button("Refresh", variant="primary")
-                stats_table = gr.Dataframe(value=_empty_table(STATS_HEADERS), label="Groups", interactive=False)
+                stats_table = gr.Dataframe(value=_empty_table(STATS_HEADERS), label="Groups (model and sampler "
+                                           "that really ran; finished runs only)", interactive=False,
+                                           max_height=300, elem_id="stats-table")
                 with gr.Row():
-                    fig_acc = gr.Plot()
-                    fig_tpc = gr.Plot()
-                fig_cvm = gr.Plot()
+                    fig_acc = gr.Plot(show_label=False, elem_id="fig-acc")
+                    fig_tpc = gr.Plot(show_label=False, elem_id="fig-tpc")
+                fig_cvm = gr.Plot(show_label=False, elem_id="fig-cvm")
                 csv_btn = gr.DownloadButton("Download CSV", visible=False)
             with gr.Tab("Sessions", id="sessions"):
                 with gr.Row():
@@ -575,6 +821,12 @@ def build() -> gr.Blocks:
 
         # ---- editor events
         domain.change(on_domain, [domain, sampler, model], [model, example, status], api_visibility="private")
+        # a person switching domain (not a restore) gets that domain's example in the input
+        domain.input(domain_example, [domain], [text], api_visibility="private")
+        model.change(model_card, [model], [card], api_visibility="private", queue=False)
+        for src in (text, model, domain):
+            src.change(input_info, [text, model, domain], [tok_count], api_visibility="private",
+                       trigger_mode="always_last", show_progress="hidden")
         sampler.change(on_sampler, [sampler, domain, model],
                        [model, sampler_help, status, k, temperature, steps, dtau, window, inner],
                        api_visibility="private")
@@ -590,37 +842,49 @@ def build() -> gr.Blocks:
                        trigger_mode="always_last")
 
         # ---- runs (the model-bound events share one concurrency pool)
-        limit = int(os.environ.get("INFILL_CONCURRENCY", "2"))
-        run_evt = run_btn.click(
-            run_infill, form_inputs, [status, counters, player, detail, completed, link, scrub_sl, trace_state],
+        limit = active_runs()  # runs in progress; app.slots lets INFILL_CONCURRENCY of them compute at once
+        run_evt = run_btn.click(_busy, None, [run_btn, stop_btn], queue=False, api_visibility="private").then(
+            run_infill, form_inputs,
+            [status, counters, player, detail, completed, link, scrub_sl, trace_state, run_sid],
             api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
         )
-        run_evt.then(remember, [link, history], [history, recent_html], api_visibility="private")
-        stop_btn.click(lambda: _status("Stopped. The partial run is stored as cancelled."), None, [status],
-                       cancels=[run_evt], api_name="stop", queue=False)
+        run_evt.then(_idle, None, [run_btn, stop_btn], api_visibility="private").then(
+            remember, [link, history], [history, recent_html], api_visibility="private")
+        stop_btn.click(stop_run, [run_sid], [status, link, trace_state, scrub_sl, run_btn, stop_btn],
+                       cancels=[run_evt], api_name="stop", queue=False).then(
+            remember, [link, history], [history, recent_html], api_visibility="private")
+        frame_outputs = [player, detail, counters, scrub_sl]
         scrub_sl.input(scrub, [scrub_sl, trace_state], [player, detail, counters], api_name="scrub",
                        trigger_mode="always_last", show_progress="hidden")
-        replay_btn.click(replay, [trace_state], [player, detail, counters, scrub_sl], api_name="replay",
-                         show_progress="hidden")
-        cmp_evt = cmp_btn.click(
+        play_evt = play_btn.click(play, [scrub_sl, trace_state, speed], frame_outputs, api_name="play",
+                                  show_progress="hidden")
+        pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
+        fwd_btn.click(step_forward, [scrub_sl, trace_state], frame_outputs, api_name="step_forward",
+                      show_progress="hidden", cancels=[play_evt])
+        back_btn.click(step_back, [scrub_sl, trace_state], frame_outputs, api_name="step_back",
+                       show_progress="hidden", cancels=[play_evt])
+        replay_btn.click(replay, [trace_state], frame_outputs, api_name="replay", show_progress="hidden")
+        cmp_evt = cmp_btn.click(_busy, None, [cmp_btn, cmp_stop], queue=False, api_visibility="private").then(
             run_compare, [*form_inputs, sampler_b, model_b],
-            [cmp_status, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link],
+            [cmp_status, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link, cmp_sid],
             api_name="compare", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
         )
-        cmp_evt.then(remember, [cmp_link, history], [history, recent_html], api_visibility="private")
-        cmp_stop.click(lambda: _status("Stopped."), None, [cmp_status], cancels=[cmp_evt], queue=False,
+        cmp_evt.then(_idle, None, [cmp_btn, cmp_stop], api_visibility="private").then(
+            remember, [cmp_link, history], [history, recent_html], api_visibility="private")
+        cmp_stop.click(stop_compare, [cmp_sid], [cmp_status, cmp_btn, cmp_stop], queue=False,
                        api_visibility="private")
 
         # ---- statistics and sessions
         stats_outputs = [fig_acc, fig_tpc, fig_cvm, stats_table, csv_btn]
         stats_btn.click(stats, [f_domain, f_model, f_sampler], stats_outputs, api_name="stats")
+        stats_tab.select(stats, [f_domain, f_model, f_sampler], stats_outputs, api_visibility="private")
         for f in (f_domain, f_model, f_sampler):
             f.input(stats, [f_domain, f_model, f_sampler], stats_outputs, api_visibility="private")
         recent_btn.click(recent, [history], [recent_html], api_name="recent")
 
         restore_outputs = [domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
                            status, counters, player, detail, completed, link, scrub_sl, trace_state, tabs,
-                           sampler_b, model_b, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link]
+                           sampler_b, model_b, html_a, html_b, cnt_a, cnt_b, summary, fig_rev, fig_run, cmp_link, cmp_status]
 
         def restore(share_id, request: gr.Request = None):
             """Restore a stored session's inputs and trace (no model runs)."""
@@ -648,7 +912,8 @@ def build() -> gr.Blocks:
                 upd.update({tabs: gr.Tabs(selected="compare"), sampler_b: c["sampler_b"],
                             model_b: gr.update(choices=[c["model_b"]], value=c["model_b"]),
                             html_a: c["a"], html_b: c["b"], cnt_a: c["ca"], cnt_b: c["cb"],
-                            summary: c["summary"], fig_rev: c["f1"], fig_run: c["f2"], cmp_link: v["link"]})
+                            summary: c["summary"], fig_rev: c["f1"], fig_run: c["f2"], cmp_link: v["link"],
+                            cmp_status: v["status"]})
             return upd
 
         def on_load(request: gr.Request):

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .budget import Budget, Meter, install
 from .errors import BadParameterError, IncompatibleModelsError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
 from .samplers import DEFAULT_SAMPLER, SAMPLERS, SamplerSpec
 from .samplers.base import Recorder
+from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
 
 LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau": (1e-4, 1.0), "inner": (1, 64)}
@@ -93,7 +95,7 @@ class RunContext:
     def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, params: dict, seed: int,
                  draft_lm: LoadedModel | None = None):
         self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
-        self.gen = torch.Generator().manual_seed(seed)
+        self.gen = generator_for(seed)
         self.temperature = params["temperature"]
         self.k = params.get("k", 5)
         self.steps = params.get("steps", 32)
@@ -141,13 +143,14 @@ class InfillRun:
         draft_model: str | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
+        budget: Budget | None = None,
         device: str | torch.device | None = None,
     ):
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]
-        if not isinstance(seed, int) or seed < 0:
-            raise BadParameterError("seed must be a non-negative integer.")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+            raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
         steps = spec.default_steps if steps is None else steps
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
@@ -167,15 +170,36 @@ class InfillRun:
         self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
         if spec.family == "hybrid" or sampler == "assd-diffusion":
             self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
+        self.budget = budget
+        if budget is not None:
+            budget.check_params(len(self.mi.masked), self.params)
+        self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.seconds = 0.0
+        self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
     def stream(self) -> Iterator[Step]:
+        """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
+        InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
+        for lm in (self.lm, self.draft_lm):
+            if lm is not None and (self.budget is not None or self.pause is not None):
+                install(lm.model)
+        meter = Meter(self.budget, ctx.calls, self.pause)
         t0 = time.perf_counter()
-        for step in self.spec.run(ctx):
+        steps = self.spec.run(ctx)
+        while True:
+            try:
+                with meter:
+                    step = next(steps, None)
+            finally:
+                self.compute_seconds = meter.seconds
+            if step is None:
+                break
             self.trace.append(step)
             yield step
+            if self.budget is not None:
+                self.budget.check(self.compute_seconds, ctx.calls())
         self.seconds = time.perf_counter() - t0
 
     def result(self, with_log_prob: bool = True) -> InfillResult:

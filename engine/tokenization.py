@@ -119,6 +119,12 @@ class Codec:
         return cls(PreTrainedTokenizerFast.from_pretrained(str(folder)))
 
     def encode(self, text: str) -> list[int]:
+        lone = sorted({ch for ch in text if "\ud800" <= ch <= "\udfff"})
+        if lone:  # not text at all (no UTF-8 form); the Rust tokenizer would raise a TypeError
+            raise UnrepresentableTextError(
+                "This model cannot represent these characters: " + ", ".join(repr(c) for c in lone[:20])
+                + " (lone surrogates: half of a character that was cut in two)"
+            )
         ids = self.hf.backend_tokenizer.encode(text, add_special_tokens=False).ids
         if self.unk_id is not None and self.unk_id in ids:
             bad = sorted({ch for ch in text if self.hf.backend_tokenizer.encode(ch).ids == [self.unk_id]})

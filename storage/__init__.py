@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from storage.repository import (
     GroupStats,
+    NewSession,
     RankRate,
     RunRecord,
     RunRecorder,
@@ -15,6 +16,7 @@ from storage.repository import (
     StorageInputError,
     Store,
     is_valid_share_id,
+    new_share_id,
     run_to_json,
     stats_to_csv,
     stats_to_json,
@@ -38,6 +40,7 @@ def open_store(url: str | None = None, *, echo: bool = False) -> Store:
 
 __all__ = [
     "GroupStats",
+    "NewSession",
     "RankRate",
     "RunRecord",
     "RunRecorder",
@@ -46,6 +49,7 @@ __all__ = [
     "StorageInputError",
     "Store",
     "is_valid_share_id",
+    "new_share_id",
     "open_store",
     "run_to_json",
     "stats_to_csv",

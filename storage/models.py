@@ -25,8 +25,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-#: run statuses; a run that raised is 'failed', one the caller stopped is 'cancelled'
-RUN_STATUSES = ("ok", "failed", "cancelled")
+#: run statuses; a run that raised is 'failed', one the caller stopped is 'cancelled', one that
+#: used up its budget (engine.budget) is 'stopped'
+RUN_STATUSES = ("ok", "failed", "cancelled", "stopped")
 
 # Explicit constraint names so that Alembic batch mode (SQLite) and PostgreSQL agree on them.
 NAMING = {
@@ -133,7 +134,7 @@ class RunRow(Base):
     )
 
     __table_args__ = (
-        CheckConstraint("status IN ('ok', 'failed', 'cancelled')", name="status"),
+        CheckConstraint("status IN ('ok', 'failed', 'cancelled', 'stopped')", name="status"),
         Index("ix_runs_session", "session_id"),
         Index("ix_runs_sampler_params", "sampler", "params_key"),
         Index("ix_runs_created", "created_at"),

@@ -21,7 +21,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, or_, select
 from sqlalchemy.orm import selectinload
 
 from engine.trace import Step, StepKind, decided_tokens, trace_counts
@@ -289,6 +289,29 @@ def round_counts(trace: Sequence[Step]) -> dict[int, tuple[int, float]]:
 # ----------------------------------------------------------------------------- the store
 
 
+def new_share_id() -> str:
+    """A fresh share id (unguessable, URL-safe); nothing is stored until a run is."""
+    return secrets.token_urlsafe(SHARE_ID_BYTES)
+
+
+class NewSession:
+    """A session not stored yet: `record_run(..., session=NewSession(...))` inserts it in the same
+    transaction as its first run, so a process killed mid-run (or mid-write) never leaves a
+    session without runs. Checked on construction."""
+
+    def __init__(self, domain: str, model: str, text: str, spans: Any) -> None:
+        _check_str("domain", domain, 32, allow_empty=False)
+        _check_str("model", model, 200, allow_empty=False)
+        _check_str("text", text, MAX_TEXT_CHARS)
+        _json_text("spans", spans, MAX_SPANS_CHARS)
+        self.domain, self.model, self.text = domain, model, text
+        self.spans = json.loads(json.dumps(spans))
+
+    def row(self, share_id: str) -> SessionRow:
+        return SessionRow(share_id=share_id, domain=self.domain, model=self.model, text=self.text,
+                          spans=self.spans, created_at=utcnow())
+
+
 class Store:
     """Sessions, runs and statistics on one database (SQLite file or PostgreSQL)."""
 
@@ -308,22 +331,10 @@ class Store:
 
     def create_session(self, domain: str, model: str, text: str, spans: Any) -> str:
         """Store an input; returns its share id (unguessable, URL-safe)."""
-        _check_str("domain", domain, 32, allow_empty=False)
-        _check_str("model", model, 200, allow_empty=False)
-        _check_str("text", text, MAX_TEXT_CHARS)
-        _json_text("spans", spans, MAX_SPANS_CHARS)
-        share_id = secrets.token_urlsafe(SHARE_ID_BYTES)
+        new = NewSession(domain, model, text, spans)
+        share_id = new_share_id()
         with db.write_session(self.engine) as s:
-            s.add(
-                SessionRow(
-                    share_id=share_id,
-                    domain=domain,
-                    model=model,
-                    text=text,
-                    spans=json.loads(json.dumps(spans)),
-                    created_at=utcnow(),
-                )
-            )
+            s.add(new.row(share_id))
         return share_id
 
     def get_session(self, share_id: object) -> SessionRecord | None:
@@ -407,8 +418,10 @@ class Store:
         logprob: float | None = None,
         status: str = "ok",
         error: str | None = None,
+        session: NewSession | None = None,
     ) -> int:
-        """Store a run and its whole trace in one transaction; returns the run id.
+        """Store a run and its whole trace in one transaction; returns the run id. With `session`,
+        an unknown share id is created in that same transaction (see NewSession).
 
         calls, rounds and the accepted / rejected / resampled counts are derived from the trace
         (engine.trace.trace_counts), so they cannot disagree with it. masked_tokens defaults to
@@ -452,6 +465,11 @@ class Store:
             session_id = s.scalar(
                 select(SessionRow.id).where(SessionRow.share_id == share_id)
             )
+            if session_id is None and session is not None:
+                row = session.row(share_id)
+                s.add(row)
+                s.flush()
+                session_id = row.id
             if session_id is None:
                 raise LookupError(f"unknown session {share_id!r}")
             run = RunRow(
@@ -500,10 +518,11 @@ class Store:
         return rid
 
     def recorder(
-        self, share_id: str, sampler: str, params: dict[str, Any], seed: int | None
+        self, share_id: str, sampler: str, params: dict[str, Any], seed: int | None,
+        session: NewSession | None = None,
     ) -> RunRecorder:
         """Context manager that records a streamed run once, at the end (see RunRecorder)."""
-        return RunRecorder(self, share_id, sampler, params, seed)
+        return RunRecorder(self, share_id, sampler, params, seed, session)
 
     def get_run(self, run_id: int) -> RunRecord | None:
         """A run with its steps, or None."""
@@ -569,14 +588,16 @@ class Store:
     ) -> list[GroupStats]:
         """Statistics of 'ok' runs grouped per model x sampler x parameters.
 
+        The model is the one the run really used (its params' "model" when recorded, else the
+        session's): a compare session of two models counts each run under its own model.
         since / until filter on the run's creation time (since <= created_at < until; naive
         datetimes are taken as UTC).
         """
         conds = [RunRow.status == "ok"]
         if domain is not None:
             conds.append(SessionRow.domain == domain)
-        if model is not None:
-            conds.append(SessionRow.model == model)
+        if model is not None:  # narrowed in SQL, decided exactly per run below
+            conds.append(or_(SessionRow.model == model, SessionRow.model.contains(model, autoescape=True)))
         if sampler is not None:
             conds.append(RunRow.sampler == sampler)
         if since is not None:
@@ -591,6 +612,13 @@ class Store:
         )
         ids = base.subquery()
 
+        def key(m: str, smp: str, pk: str) -> tuple[str, str, str] | None:
+            ran = json.loads(pk).get("model")
+            eff = ran if isinstance(ran, str) and ran else m
+            if model is not None and eff != model:
+                return None
+            return eff, smp, pk
+
         groups: dict[tuple[str, str, str], GroupStats] = {}
         with db.read_session(self.engine) as s:
             runs_q = (
@@ -600,10 +628,13 @@ class Store:
                 .order_by(*gcols, RunRow.id)
             )
             for m, smp, pk, masked, calls, rounds in s.execute(runs_q):
-                g = groups.get((m, smp, pk))
+                kk = key(m, smp, pk)
+                if kk is None:
+                    continue
+                g = groups.get(kk)
                 if g is None:
-                    g = groups[(m, smp, pk)] = GroupStats(
-                        m, smp, json.loads(pk), 0, 0, 0.0, 0, [], [], {}, []
+                    g = groups[kk] = GroupStats(
+                        kk[0], smp, json.loads(pk), 0, 0, 0.0, 0, [], [], {}, []
                     )
                 g.runs += 1
                 g.masked_tokens += masked
@@ -625,18 +656,30 @@ class Store:
                 )
 
             rt = RankStatRow.__table__
+            by_rank: dict[tuple[str, str, str], dict[int, list[int]]] = {}
             for m, smp, pk, rank, acc, rej in s.execute(
                 grouped(rt, rt.c.rank, func.sum(rt.c.accepted), func.sum(rt.c.rejected))
             ):
-                groups[(m, smp, pk)].acceptance_by_rank.append(
-                    RankRate(rank, int(acc), int(rej))
+                kk = key(m, smp, pk)
+                if kk is None or kk not in groups:
+                    continue
+                tot = by_rank.setdefault(kk, {}).setdefault(int(rank), [0, 0])
+                tot[0] += int(acc)
+                tot[1] += int(rej)
+            for kk, ranks in by_rank.items():
+                groups[kk].acceptance_by_rank.extend(
+                    RankRate(r, a, j) for r, (a, j) in sorted(ranks.items())
                 )
 
             rd = RoundStatRow.__table__
             for m, smp, pk, tokens, n in s.execute(
                 grouped(rd, rd.c.tokens, func.count())
             ):
-                groups[(m, smp, pk)].tokens_per_round[int(tokens)] = int(n)
+                kk = key(m, smp, pk)
+                if kk is None or kk not in groups:
+                    continue
+                tpr = groups[kk].tokens_per_round
+                tpr[int(tokens)] = tpr.get(int(tokens), 0) + int(n)
         return list(groups.values())
 
 
@@ -652,9 +695,11 @@ class RunRecorder:
         rec.run_id  # the stored run
 
     Exit after finish(): status 'ok'. Exit without finish() (the caller stopped early), or by
-    KeyboardInterrupt / GeneratorExit: 'cancelled'. Exit by any other exception: 'failed' with
-    the error message; the exception propagates. In every case the steps seen so far are stored
-    in one transaction, so a run is never half-written.
+    KeyboardInterrupt / GeneratorExit: 'cancelled'. Exit by an exception with a `run_status`
+    attribute (engine.budget.BudgetExceededError: 'stopped'): that status and its message. Exit
+    by any other exception: 'failed' with the error message; the exception propagates. In every
+    case the steps seen so far are stored in one transaction, so a run is never half-written;
+    unless discard() was called (a job cancelled before it showed anything): then nothing is.
     """
 
     def __init__(
@@ -664,6 +709,7 @@ class RunRecorder:
         sampler: str,
         params: dict[str, Any],
         seed: int | None,
+        session: NewSession | None = None,
     ) -> None:
         self.store, self.share_id, self.sampler, self.params, self.seed = (
             store,
@@ -672,6 +718,8 @@ class RunRecorder:
             params,
             seed,
         )
+        self.session = session
+        self.discarded = False
         self.steps: list[Step] = []
         self.run_id: int | None = None
         self._result: dict[str, Any] | None = None
@@ -691,6 +739,10 @@ class RunRecorder:
         for st in steps:
             self.steps.append(st)
             yield st
+
+    def discard(self) -> None:
+        """Store nothing on exit (the run never reached anyone)."""
+        self.discarded = True
 
     def finish(
         self,
@@ -723,8 +775,12 @@ class RunRecorder:
             status, error = ("ok" if self._result is not None else "cancelled"), None
         elif isinstance(exc, KeyboardInterrupt | GeneratorExit):
             status, error = "cancelled", type(exc).__name__
+        elif getattr(exc, "run_status", None) in RUN_STATUSES:
+            status, error = exc.run_status, str(exc)
         else:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
+        if self.discarded:
+            return
         self.run_id = self.store.record_run(
             self.share_id,
             self.sampler,
@@ -733,6 +789,7 @@ class RunRecorder:
             self.steps,
             status=status,
             error=error,
+            session=self.session,
             **res,
         )
 

@@ -78,6 +78,9 @@ def test_infill_streams_rounds_and_ends_with_completed_text(client):
     assert detail["headers"][4].startswith("accept prob")
     # intermediate updates show drafts or partially decided text
     assert any("tv-masked" in u[2] for u in updates[:-1] if isinstance(u[2], str))
+    # the share link appears only in the last update, once the run is stored
+    assert all(u[5] == "" for u in updates[:-1])
+    assert "tokens/s" in counters
 
 
 def test_user_text_is_escaped(client):
@@ -222,7 +225,8 @@ def test_render_fold_roles_and_escaping():
 
 def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     """Stop cancels the run (gradio_client's job.cancel() fires the cancel event the Stop button is
-    wired to): the run ends early and is stored as cancelled with the steps it made."""
+    wired to; /stop is the button's own handler): the run ends early, is stored as cancelled with the
+    steps it made, the share link appears only then, and the scrubber/Replay keep the partial trace."""
     import time
 
     from app import core
@@ -241,16 +245,130 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     while len(job.outputs()) < 2 and time.time() < deadline:  # the run is under way
         time.sleep(0.01)
     assert len(job.outputs()) >= 2
-    link = job.outputs()[-1][5]
+    assert all(o[5] == "" for o in job.outputs()), "no share link while the run is not stored"
     assert job.cancel() is not False
+    status, link, scrub_max = client.predict(api_name="/stop")  # (the buttons' states: see tests/e2e)
+    assert "Stopped after" in status and "cancelled" in status, status
     sid = link.split("?s=")[-1]
-    run = None
-    while time.time() < deadline:
-        sess = core.store().get_session(sid)
-        if sess is not None and sess.runs:
-            run = sess.runs[0]
-            break
-        time.sleep(0.05)
-    assert run is not None, "the stopped run was stored"
+    sess = core.store().get_session(sid)
+    run = sess.runs[0]
     assert run.status == "cancelled"
-    assert 0 < sum(1 for s in run.steps if s.kind.value == "sample") < 110  # stopped part way, steps kept
+    n_sample = sum(1 for s in run.steps if s.kind.value == "sample")
+    assert 0 < n_sample < 110  # stopped part way, steps kept
+    n = int(_val(scrub_max))
+    assert n == len(run.steps)
+    # Replay after Stop plays the partial trace (not nothing)
+    frames = list(client.submit(api_name="/replay"))
+    assert frames and f"step {n}/{n}" in frames[-1][2]
+    assert frames[-1][0].count('data-role="sampled"') == n_sample
+    # the link opens the partial run
+    r = client.predict(sid, api_name="/load_share")
+    assert "cancelled" in r[11]
+
+
+def test_stop_after_the_run_finished_never_cancels_it(client):
+    _, final = _run(client, *_form(seed=4))
+    status = client.predict(api_name="/stop")[0]
+    assert "Nothing is running" in status
+    from app import core
+
+    sid = final[5].split("?s=")[-1]
+    assert [r.status for r in core.store().get_session(sid).runs] == ["ok"]
+
+
+def test_text_survives_multibyte_characters_in_every_view():
+    """Byte-level tokens that hold part of a character are decoded with their neighbours: the token
+    view and the player show "Zürich", never "Z\ufffd\ufffdrich"."""
+    from types import SimpleNamespace
+
+    from app.render import fold, view_html
+    from app.textmap import bytes_fn, char_pieces
+    from engine.tokenization import Codec
+    from engine.trace import Step, StepKind
+
+    bundled = Path(__file__).resolve().parents[1] / "assets" / "models" / "text-asarm"
+    if not (bundled / "tokenizer.json").is_file():
+        pytest.skip("bundled text tokenizer missing")
+    lm = SimpleNamespace(codec=Codec.load(bundled))  # byte-level BPE: "ü" is two tokens
+    text = "Zürich naïve 東京"
+    ids = lm.codec.encode(text)
+    of = bytes_fn(lm.codec)
+    assert "\ufffd" in "".join(lm.codec.token_text(t) for t in ids)  # the trap is real
+    pieces = char_pieces(ids, of)
+    assert "".join(pieces) == text and "\ufffd" not in "".join(pieces)
+    # the player: mask the 'ü' tokens, then draft and accept them back
+    u = [i for i, t in enumerate(ids) if lm.codec.token_text(t) == "\ufffd"][:2]
+    masked = u
+    token_texts = ["\u2581" if i in masked else lm.codec.token_text(t) for i, t in enumerate(ids)]
+    base = [None if i in masked else t for i, t in enumerate(ids)]
+    steps = [Step(StepKind.DRAFT, 0, u, [ids[i] for i in u], ["\ufffd", "\ufffd"], [0.5, 0.5], [None, None], calls=1),
+             Step(StepKind.ACCEPT, 0, u, [ids[i] for i in u], ["\ufffd", "\ufffd"], [0.5, 0.5], [0.6, 0.6], calls=2)]
+    half = fold(token_texts, masked, steps[:1], ids=base, bytes_of=of)
+    half.apply(Step(StepKind.REJECT, 0, [u[1]], [ids[u[1]]], ["\ufffd"], [0.5], [0.1], calls=2))
+    assert "<C3>" in "".join(half.display_texts()) or "<" in view_html(half)  # a lone byte is named, not garbled
+    st = fold(token_texts, masked, steps, ids=base, bytes_of=of)
+    assert "".join(st.display_texts()) == text
+    html = view_html(st)
+    assert "\ufffd" not in html and "ü" in html
+    assert "acceptance probability" in html and "round 1" in html  # hover: p, q, min(1, q/p), round
+
+
+def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monkeypatch):
+    import json
+
+    from app import cards
+    from engine import registry
+
+    folder = tmp_path / "text-asarm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "asarm", "domain": "text", "vocab_size": 99}))
+    (folder / "train_state.json").write_text(json.dumps({"params": 2_500_000, "steps": 100, "batch": 4,
+                                                          "seq_len": 64, "minutes": 3.0, "device": "cpu"}))
+    (folder / "metrics.json").write_text(json.dumps({"ppl_left_to_right": 150.0, "spelling_accuracy_95": 0.5,
+                                                      "brand_new_metric": 1.25}))
+    monkeypatch.setattr(registry, "ASSETS", tmp_path)
+    monkeypatch.delenv("INFILL_MODEL_DIRS", raising=False)
+    md = cards.card_markdown("text-asarm")
+    assert "2.5M parameters" in md and "100 steps" in md and "3 minutes on cpu" in md
+    assert "perplexity, left to right 150.0" in md and "brand_new_metric 1.25" in md
+    assert "Low quality" in md and "50% of the words" in md
+    (folder / "metrics.json").write_text(json.dumps({"ppl_left_to_right": 8.0, "spelling_accuracy_95": 0.99}))
+    assert "Low quality" not in cards.card_markdown("text-asarm")
+    (folder / "metrics.json").unlink()
+    assert "none recorded" in cards.card_markdown("text-asarm")
+
+
+def test_protein_paste_is_read_like_fasta():
+    from app.core import normalize_protein
+
+    seq, note = normalize_protein(">sp|P69905|HBA_HUMAN Hemoglobin\nmvlspadktn\nVKAAW[MASK:5]gkv\n")
+    assert seq == "MVLSPADKTNVKAAW[MASK:5]GKV"
+    assert "FASTA header" in note and "upper-cased 13" in note and "line breaks" in note
+    assert normalize_protein("MKV[MASK:3]") == ("MKV[MASK:3]", "")
+
+
+def test_protein_fasta_run_and_malformed_sentinel(client):
+    r = client.predict(*_form(domain="protein", model="protein-asarm", sampler="sequential",
+                              text=">my protein\nmkv\nla[MASK:4]g\n"), api_name="/infill")
+    assert "Done" in r[0] and "FASTA header" in r[0]
+    assert r[4].startswith("MKVLA") and r[4].endswith("G") and len(r[4]) == 10
+    r = client.predict(*_form(text="a [MASK:abc] b"), api_name="/infill")
+    assert "'[MASK:abc]' is not a span marker" in r[0]
+    r = client.predict(*_form(seed=1.5), api_name="/infill")
+    assert "whole number" in r[0]
+
+
+def test_statistics_count_compare_runs_under_the_model_that_ran(tmp_path):
+    from engine.trace import Step, StepKind
+    from storage import open_store
+
+    st = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    sid = st.create_session("text", "m-a | m-b", "x", {"kind": "compare"})
+    steps = [Step(StepKind.SAMPLE, 0, [0], [1], ["a"], [None], [0.5], calls=1)]
+    for m in ("m-a", "m-b"):
+        st.record_run(sid, "sequential", {"model": m, "temperature": 1.0}, 0, steps, completed_text="a",
+                      masked_tokens=1)
+    groups = st.stats()
+    assert sorted(g.model for g in groups) == ["m-a", "m-b"]
+    assert [g.runs for g in st.stats(model="m-b")] == [1]
+    assert st.stats(model="m-a | m-b") == []

@@ -112,3 +112,39 @@ def test_256_token_infill_timing_and_screenshots(bundled_url):
         page.screenshot(path=str(ARTIFACTS / "bundled-compare.png"), full_page=True)
         browser.close()
 
+
+
+def test_zurich_survives_the_token_view_and_the_player(bundled_url, request):
+    """Byte-level BPE splits "ü" into two tokens; every view decodes by character offsets."""
+    from playwright.sync_api import sync_playwright
+
+    text = "Zürich liegt am Zürichsee, [MASK:4] schön."
+    folder = ARTIFACTS / request.node.name
+    folder.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = _new_page(browser, bundled_url)
+        page.fill("#infill-text textarea", text)
+        page.click("#show-tokens")
+        page.wait_for_selector("#token-toggle label", timeout=30_000)
+        labels = page.eval_on_selector_all("#token-toggle label", "els => els.map(e => e.innerText.trim())")
+        joined = "".join(lb.replace("◌", "").replace("␣", " ") for lb in labels)
+        assert "\ufffd" not in joined and joined.startswith("Zürich liegt am Zürichsee,"), labels
+        page.locator("#token-toggle label").last.click()  # mask the final "." from the token view
+        page.wait_for_function("!document.querySelector('#infill-text textarea').value.endsWith('schön.')",
+                               timeout=30_000)
+        after = page.input_value("#infill-text textarea")
+        assert after.startswith("Zürich liegt am Zürichsee,") and "schön" in after and "\ufffd" not in after
+        page.screenshot(path=str(folder / "token-view.png"), full_page=True)
+        page.fill("#infill-text textarea", text)
+        page.click("#run")
+        page.wait_for_function("document.querySelector('#status').innerText.includes('Done')", timeout=300_000)
+        shown = page.inner_text("#player .tv-wrap")
+        assert shown.startswith("Zürich liegt am Zürichsee,") and "schön." in shown and "\ufffd" not in shown
+        page.click("#step-back")
+        page.wait_for_function("/step \\d+\\//.test(document.querySelector('#counters').innerText)", timeout=30_000)
+        shown = page.inner_text("#player .tv-wrap")
+        assert shown.startswith("Zürich liegt am Zürichsee,") and "\ufffd" not in shown
+        assert "\ufffd" not in page.inner_text("#completed")
+        page.screenshot(path=str(folder / "player.png"), full_page=True)
+        browser.close()

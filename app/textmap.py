@@ -1,0 +1,111 @@
+"""Characters, not tokens: a byte-level BPE token can hold part of a multi-byte character ("ü" is two
+tokens in the bundled text tokenizer), so decoding a token alone prints "�". Every view therefore
+decodes a run of neighbouring tokens together and gives each character to the token where its
+first byte lies; the tokens that only continue a character show nothing of their own. The
+concatenation of the pieces is exactly the decoded text: "Zürich" stays "Zürich"."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+#: shown for a token that only continues the character its left neighbour starts
+CONTINUATION = ""
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte <-> printable-unicode table (what the ByteLevel pre-tokenizer writes)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def bytes_fn(codec) -> Callable[[int], bytes]:
+    """token id -> its exact bytes, for an engine Codec (byte-level or not)."""
+    if getattr(codec, "byte_level", getattr(codec, "_byte_level", False)):
+        table = _byte_decoder()
+        backend = codec.hf.backend_tokenizer
+        special = set(codec.special_ids)
+
+        @functools.lru_cache(maxsize=8192)
+        def of(tid: int) -> bytes:
+            piece = backend.id_to_token(int(tid))
+            if piece is None:
+                return b""
+            if int(tid) in special or any(ch not in table for ch in piece):
+                return codec.token_text(int(tid)).encode("utf-8")
+            return bytes(table[ch] for ch in piece)
+
+        return of
+    return lambda tid: codec.token_text(int(tid)).encode("utf-8")
+
+
+def _char_len(lead: int) -> int:
+    if lead < 0x80:
+        return 1
+    if 0xC2 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF4:
+        return 4
+    return 0  # a continuation byte or an invalid lead
+
+
+def byte_label(b: bytes) -> str:
+    """A single token shown on its own (a rejected draft, a table row): its text when it is whole
+    characters, else its bytes written as <C3> so nothing prints as "�"."""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<{x:02X}>" for x in b)
+
+
+def split_run(pieces: Sequence[bytes]) -> list[str]:
+    """Texts for a run of adjacent tokens: each character goes to the token holding its first byte;
+    bytes that form no whole character inside the run are written as <XX>."""
+    data = b"".join(pieces)
+    owner: list[int] = []
+    for i, p in enumerate(pieces):
+        owner.extend([i] * len(p))
+    out = [""] * len(pieces)
+    j = 0
+    while j < len(data):
+        n = _char_len(data[j])
+        chunk = data[j:j + n] if n else b""
+        try:
+            ch = chunk.decode("utf-8") if n and len(chunk) == n else None
+        except UnicodeDecodeError:
+            ch = None
+        if ch is None:
+            out[owner[j]] += f"<{data[j]:02X}>"
+            j += 1
+        else:
+            out[owner[j]] += ch
+            j += n
+    return out
+
+
+def char_pieces(ids: Sequence[int | None], of: Callable[[int], bytes]) -> list[str | None]:
+    """Per position: its characters (None where the id is None: a gap such as a masked position,
+    which also ends a run). ''.join of a gap-free run equals decoding the run."""
+    out: list[str | None] = [None] * len(ids)
+    i = 0
+    while i < len(ids):
+        if ids[i] is None:
+            i += 1
+            continue
+        j = i
+        while j < len(ids) and ids[j] is not None:
+            j += 1
+        for k, t in enumerate(split_run([of(t) for t in ids[i:j]])):
+            out[i + k] = t
+        i = j
+    return out
