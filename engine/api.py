@@ -17,7 +17,7 @@ from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundErr
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .registry import LoadedModel, default_model, load
-from .samplers import DRAFTER_KIND, SAMPLERS, SamplerSpec
+from .samplers import DEFAULT_SAMPLER, DRAFTER_KIND, SAMPLERS, SamplerSpec
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
@@ -142,7 +142,7 @@ class InfillRun:
         text: str | None = None,
         *,
         model: str | None = None,
-        sampler: str = "assd",
+        sampler: str = DEFAULT_SAMPLER,
         domain: str | None = None,
         seed: int = 0,
         temperature: float = 1.0,

@@ -50,7 +50,7 @@ def _models(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .samplers import SAMPLERS
+    from .samplers import DEFAULT_SAMPLER, SAMPLERS
 
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--model", default=None,
                    help="bundled model name, checkpoint folder, or Hugging Face model id (e.g. xlnet/xlnet-base-cased)")
-    p.add_argument("--sampler", default="assd", choices=sorted(SAMPLERS))
+    p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=sorted(SAMPLERS),
+                   help=f"default {DEFAULT_SAMPLER}: the fastest exact sampler measured on a 2-core CPU")
     p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
     p.add_argument("--k", type=int, default=5, help="draft length per round")
     p.add_argument("--temperature", type=float, default=1.0)

@@ -15,11 +15,11 @@ import torch
 
 from .device import host64
 from .masking import MaskedInput
-from .models.asarm import AsArmModel, KVCache
+from .models.asarm_core import AsArmMixin, KVCache
 
 
 class AsArmOracle:
-    def __init__(self, model: AsArmModel, mi: MaskedInput, use_cache: bool = False):
+    def __init__(self, model: AsArmMixin, mi: MaskedInput, use_cache: bool = False):
         self.model = model
         self.mi = mi
         self.use_cache = use_cache
@@ -46,7 +46,7 @@ class AsArmOracle:
             self.cache.truncate(len(self.prompt) + self.valid)
             self.tentative = []
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
         """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V]."""
         self.calls += 1

@@ -20,16 +20,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel
-from transformers.utils import logging as hf_logging
 
-from . import models  # noqa: F401  (registers our model types with the Auto classes)
 from .device import resolve_device
 from .errors import IncompatibleModelsError, ModelNotFoundError
 from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
-hf_logging.disable_progress_bar()  # a "Loading weights" bar per model load would drown the CLI's output
 KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
 # "name" or "org/name", the Hub's own rule for repo ids (no "..", no leading or trailing "." or "-")
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -186,18 +182,65 @@ def _cache_clear() -> None:
 _load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (report.py clears it between retries)
 
 
-@lru_cache(maxsize=16)
-def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
+_threads_applied = False
+
+
+def apply_thread_default() -> None:
+    """Torch intra-op threads for sampling, once per process: INFILL_THREADS (default 1; 0 keeps
+    torch's own default). On the 2-core shared machine a second thread made calls slower (issue 13,
+    README "Speed against cached sequential decoding"): the calls are small and a second thread
+    mostly waits for a core."""
+    global _threads_applied
+    if _threads_applied:
+        return
+    _threads_applied = True
+    n = int(os.environ.get("INFILL_THREADS", "1") or 0)
+    if n > 0:
+        torch.set_num_threads(n)
+
+
+def set_threads(n: int) -> None:
+    """Torch threads chosen by the caller (bench/report/train --threads): the default no longer applies."""
+    global _threads_applied
+    _threads_applied = True
+    torch.set_num_threads(n)
+
+
+def _dtype(name) -> torch.dtype:
+    """Bundled weights are stored in bfloat16; compute in the dtype the config was built with."""
+    return torch.float64 if name in ("float64", torch.float64) else torch.float32
+
+
+def _load_hf(path: Path):
+    """Any checkpoint through transformers' Auto classes (imports transformers: seconds)."""
+    from transformers import AutoConfig, AutoModel
+    from transformers.utils import logging as hf_logging
+
+    from .models import register_all
+
+    register_all()  # our model types with the Auto classes
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per model load would drown the CLI's output
     cfg = AutoConfig.from_pretrained(str(path))
-    mt = cfg.model_type
-    if mt == "xlnet":
+    if cfg.model_type == "xlnet":
         from transformers import XLNetLMHeadModel
 
-        model = XLNetLMHeadModel.from_pretrained(str(path))
-    else:  # bundled weights are stored in bfloat16; compute in the dtype the config was built with
-        dtype = torch.float64 if getattr(cfg, "dtype", None) in ("float64", torch.float64) else torch.float32
-        model = AutoModel.from_pretrained(str(path), dtype=dtype)
+        return XLNetLMHeadModel.from_pretrained(str(path))
+    return AutoModel.from_pretrained(str(path), dtype=_dtype(getattr(cfg, "dtype", None)))
+
+
+@lru_cache(maxsize=16)
+def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
+    apply_thread_default()
+    cfg_json = json.loads((path / "config.json").read_text())
+    mt = cfg_json.get("model_type", "?")
+    if mt == "asarm" and (path / "model.safetensors").is_file():  # fast path: no transformers import
+        from .models.asarm_core import AsArmLite
+
+        model = AsArmLite.from_folder(path, _dtype(cfg_json.get("dtype", cfg_json.get("torch_dtype"))))
+    else:
+        model = _load_hf(path)
     model.to(device).eval()
+    cfg = model.config
     if mt in ("asarm", "hybrid", "judge"):
         codec = Codec.load(path)
     else:  # a Hub family (XLNet): its own tokenizer class knows its special tokens

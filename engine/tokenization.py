@@ -11,12 +11,12 @@ alphabets used by the exactness tests).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
 
 from .errors import UnrepresentableTextError
 
@@ -26,13 +26,15 @@ SPECIALS = [PAD, BOS, MASK, UNK]  # ids 0..3 in every tokenizer built here
 PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
 
 
-def _wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+def _wrap(tok: Tokenizer):
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token=PAD, bos_token=BOS, mask_token=MASK, unk_token=UNK
     )
 
 
-def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
+def char_tokenizer(alphabet: str):
     """One token per character of `alphabet`; anything else is UNK (and refused by the Codec)."""
     vocab = {s: i for i, s in enumerate(SPECIALS)}
     for ch in alphabet:
@@ -43,7 +45,7 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     return _wrap(tok)
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+def train_bpe(texts: Iterable[str], vocab_size: int):
     """Byte-level BPE without prefix-space tricks, so decode(encode(s)) == s for every string."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -70,10 +72,43 @@ def _byte_level_table() -> dict[str, int]:
     return {chr(c): b for b, c in zip(keep, chars)}
 
 
+class LiteTokenizer:
+    """The part of a PreTrainedTokenizerFast the Codec reads, straight from tokenizer.json: loading
+    a bundled model then never imports transformers (seconds of CLI start-up, issue 13)."""
+
+    def __init__(self, tok: Tokenizer, specials: dict[str, str]):
+        self.backend_tokenizer = tok
+        ids = {k: tok.token_to_id(v) for k, v in specials.items()}
+        self.pad_token_id, self.bos_token_id = ids.get("pad_token"), ids.get("bos_token")
+        self.mask_token_id, self.unk_token_id = ids.get("mask_token"), ids.get("unk_token")
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend_tokenizer.get_vocab(with_added_tokens=True)
+
+    def save_pretrained(self, folder) -> None:
+        """Write it as transformers would (the rare path: imports transformers)."""
+        _wrap(self.backend_tokenizer).save_pretrained(str(folder))
+
+    @classmethod
+    def load(cls, folder: Path) -> LiteTokenizer | None:
+        """None unless the folder is one of ours: tokenizer.json with our four special tokens."""
+        tj, cj = folder / "tokenizer.json", folder / "tokenizer_config.json"
+        if not (tj.is_file() and cj.is_file()):
+            return None
+        conf = json.loads(cj.read_text())
+        specials = {k: conf.get(k) for k in ("pad_token", "bos_token", "mask_token", "unk_token")}
+        if sorted(v for v in specials.values() if isinstance(v, str)) != sorted(SPECIALS):
+            return None
+        return cls(Tokenizer.from_file(str(tj)), specials)
+
+
 class Codec:
     """The engine's view of a tokenizer: ids in, ids out, exact text, clear refusals."""
 
-    def __init__(self, hf: PreTrainedTokenizerFast):
+    def __init__(self, hf):  # a PreTrainedTokenizerFast or a LiteTokenizer
         self.hf = hf
         self.pad_id = hf.pad_token_id
         self.bos_id = hf.bos_token_id
@@ -95,6 +130,11 @@ class Codec:
 
     @classmethod
     def load(cls, folder: str | Path) -> Codec:
+        lite = LiteTokenizer.load(Path(folder))
+        if lite is not None:
+            return cls(lite)
+        from transformers import PreTrainedTokenizerFast
+
         return cls(PreTrainedTokenizerFast.from_pretrained(str(folder)))
 
     def encode(self, text: str) -> list[int]:
@@ -145,7 +185,7 @@ class Codec:
             return b""
         if self.byte_level:
             table = self.__dict__.setdefault("_bytes_of", _byte_level_table())
-            return bytes(table[ch] for ch in self.hf.convert_ids_to_tokens(tid))
+            return bytes(table[ch] for ch in self.hf.backend_tokenizer.id_to_token(tid))
         return self.decode([tid]).encode("utf-8")
 
     def alphabet(self) -> str:

@@ -199,6 +199,7 @@ def cli(argv: list[str]) -> int:
     from accelerate import Accelerator
 
     from .device import apply_device_flag
+    from .registry import set_threads
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)
@@ -207,8 +208,7 @@ def cli(argv: list[str]) -> int:
     if tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    set_threads(a.threads or torch.get_num_threads())  # the sampling default (1) never applies here
     torch.manual_seed(a.seed)
     acc = Accelerator(cpu=device.type == "cpu")
     trainer_state = None

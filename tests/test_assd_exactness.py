@@ -38,6 +38,7 @@ def setup(tiny_asarm):
     "sampler,kw",
     [
         ("sequential", {}),
+        ("sequential-cache", {}),
         ("assd", {"k": 3}),
         ("assd-bonus", {"k": 2}),
         ("assd-cache", {"k": 3}),
@@ -114,6 +115,18 @@ def test_same_seed_same_trace_and_cache_is_invisible(tiny_asarm):
         assert traces["plain"] == traces["cached"]
 
 
+def test_sequential_cache_replays_sequential(tiny_asarm):
+    """The cache changes no number the sampler sees: same seed, same trace, with and without it."""
+    mi = masked_input(tiny_asarm.codec, {0: "c", 3: "a"}, 7)
+    for seed in range(6):
+        traces = []
+        for sampler in ("sequential", "sequential-cache"):
+            run = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler=sampler, seed=seed)
+            traces.append([(s.kind, s.positions, s.tokens, s.calls) for s in run.stream()])
+            assert run.params["cache"] is (sampler == "sequential-cache")
+        assert traces[0] == traces[1]
+
+
 def test_cache_logits_equal_recomputation(tiny_asarm):
     """The cached oracle returns the same numbers as full recomputation after commits and rollbacks."""
     from engine.oracle import AsArmOracle
@@ -141,7 +154,7 @@ def test_four_masked_positions_with_leftover_proposals(tiny_asarm, sampler, kw):
     assert pval > ALPHA, f"{sampler} {kw}: G-test p = {pval:.2e}"
 
 
-@pytest.mark.parametrize("sampler", ["sequential", "assd-bonus", "assd-pipelined", "assd-ngram"])
+@pytest.mark.parametrize("sampler", ["sequential", "sequential-cache", "assd-bonus", "assd-pipelined", "assd-ngram"])
 def test_same_seed_same_trace_every_sampler(tiny_asarm, sampler):
     mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
     seen = set()

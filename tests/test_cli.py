@@ -79,11 +79,17 @@ def test_bench_assd_json_rows(tiny_world, capsys):
     d = _json_out(capsys, ["bench", "assd", "--model", _asarm(tiny_world), "--length", "24", "--samples", "2", "--k", "3",
                            "--json"])
     rows = {r["sampler"]: r for r in d["rows"]}
-    assert {"sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"} <= set(rows)
+    assert {"sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"} <= set(rows)
+    assert d["baseline"] == "sequential-cache"
     for r in rows.values():
-        assert {"calls_mean", "calls_se", "tokens_per_round", "tokens_per_call", "wall_ratio_vs_sequential"} <= set(r)
+        assert {"calls_mean", "calls_se", "tokens_per_round", "tokens_per_call", "wall_ratio_vs_sequential_cache",
+                "wall_ratio_vs_sequential_cache_median", "cpu_ratio_vs_sequential_cache", "wall_ratio_vs_sequential"} <= set(r)
         assert 0 < r["calls_mean"] <= 23 and r["tokens_per_call"] >= 1.0
+        assert r["wall_ratio_vs_sequential_cache_min"] <= r["wall_ratio_vs_sequential_cache_median"] \
+            <= r["wall_ratio_vs_sequential_cache_max"]
+    assert rows["sequential-cache"]["wall_ratio_vs_sequential_cache"] == pytest.approx(1.0)
     assert rows["sequential"]["wall_ratio_vs_sequential"] == pytest.approx(1.0)
+    assert rows["sequential"]["calls_mean"] == rows["sequential-cache"]["calls_mean"]
     assert rows["assd"]["calls_mean"] == rows["assd-cache"]["calls_mean"]  # same random stream, same decisions
 
 
@@ -97,3 +103,24 @@ def test_bench_self_spec_json_rows_and_plot(tiny_world, capsys):
         assert 0 < r["calls_best_mean"] <= r["calls_mean"]
     html = (tiny_world / d["html"]).read_text()
     assert len(html) > 1_000_000 and 'src="https://cdn.plot.ly' not in html  # plotly.js inlined: works offline
+
+
+def test_default_sampler_is_the_measured_fastest_exact_one():
+    """CLI, API and app share one default (issue 13: cached sequential decoding measured fastest on CPU)."""
+    import inspect
+
+    from engine.api import InfillRun
+    from engine.cli import build_parser
+    from engine.samplers import DEFAULT_SAMPLER, SAMPLERS
+
+    assert DEFAULT_SAMPLER == "sequential-cache" and SAMPLERS[DEFAULT_SAMPLER].cache
+    assert build_parser().parse_args(["infill", "x [MASK]"]).sampler == DEFAULT_SAMPLER
+    assert inspect.signature(InfillRun).parameters["sampler"].default == DEFAULT_SAMPLER
+
+
+def test_bench_calls_json_rows(tiny_world, capsys):
+    d = _json_out(capsys, ["bench", "calls", "--model", _asarm(tiny_world), "--context", "8", "--reps", "4", "--json"])
+    shapes = [(r["content_rows"], r["query_rows"]) for r in d["rows"]]
+    assert shapes[0] == (1, 1) and (5, 35) in shapes
+    assert d["rows"][0]["cost_vs_one_token_call"] == pytest.approx(1.0)
+    assert all(r["cpu_ms_q1"] <= r["cpu_ms_median"] <= r["cpu_ms_q3"] for r in d["rows"])

@@ -32,7 +32,8 @@ HEADINGS = [
     "## 6. Provenance",
 ]
 EXACT_COLUMNS = ["sampler", "inputs", "judge NLL", "entropy (bits)", "calls", "tokens/round", "tokens/call",
-                 "wall ratio vs sequential", "p (judge NLL)", "p (entropy)", "flag"]
+                 "wall ratio vs cached sequential", "wall ratio vs uncached sequential", "p (judge NLL)", "p (entropy)",
+                 "flag"]
 
 
 def _corpus(domain: str, rng: random.Random, n: int) -> list[str]:
@@ -134,12 +135,12 @@ def test_quick_report_is_well_formed(tiny_world):
         assert [r[0] for r in rows] == report.EXACT
         for r in rows:
             assert int(r[1]) == 2
-            for cell in r[3:8]:
+            for cell in r[3:9]:
                 assert NUM.match(cell), (r[0], cell)
             judge = r[2]
             assert NUM.match(judge) if i == 0 else judge == "n/a"  # text has a judge, code has none
             if r[0] != "sequential":
-                assert r[10] in ("ok", "**differs (judge NLL)**", "**differs (entropy)**",
+                assert r[11] in ("ok", "**differs (judge NLL)**", "**differs (entropy)**",
                                  "**differs (judge NLL, entropy)**")
     # 2. acceptance: measured against predicted by position in round
     acc = [rows for head, rows in tables if head[:5] == ["sampler", "position in round", "tested drafts",

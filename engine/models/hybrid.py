@@ -121,9 +121,10 @@ class NativeNonCausal(nn.Module):
         pos = torch.arange(l, device=ids.device).expand(b, l)
         full = torch.ones(b, l, l, dtype=torch.bool, device=ids.device)
         h = self.embed(ids)
+        r = self.blocks[0].rope(pos, h) if len(self.blocks) else None  # once for every layer
         for blk in self.blocks:
-            k, v = blk.keys(h, pos)
-            h = blk.attend(h, pos, k, v, full)
+            q, k, v = blk.qkv(h, r)  # ln1 once per row
+            h = blk.attend(h, r, k, v, full, q=q)
         return h
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
@@ -214,9 +215,10 @@ class HybridModel(PreTrainedModel):
         z = self.in_proj(x) + self.pos_cur(cur) + self.pos_next(nxt)
         m = n - 1
         mask = torch.ones(m, m, dtype=torch.bool, device=order.device).tril().expand(b, m, m)
+        r = self.causal_blocks[0].rope(cur, z) if len(self.causal_blocks) else None
         for blk in self.causal_blocks:
-            k, v = blk.keys(z, cur)
-            z = blk.attend(z, cur, k, v, mask)
+            q, k, v = blk.qkv(z, r)
+            z = blk.attend(z, r, k, v, mask, q=q)
         out = gather(hidden, nxt) + self.out_proj(self.out_norm(z))  # output residual
         return self.nc.logits(out)
 

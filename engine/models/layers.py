@@ -1,5 +1,12 @@
 """Transformer pieces shared by our models: rotary positions, a pre-norm block that can attend
-from one set of rows to another set of keys, and a cached-KV container."""
+from one set of rows to another set of keys, and a cached-KV container.
+
+Speed notes (issue 13): the rotary cos/sin come from a table built once per (head size, theta,
+device) instead of being recomputed in every layer of every call; a forward computes them once per
+set of rows (`rope`) and hands them to every block. The table holds exactly the numbers the
+per-call formula gave (same float32 products, same cos/sin), so outputs stay bitwise identical;
+tests/test_speed_exact.py checks that against the original code.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +14,49 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+Rope = tuple[torch.Tensor, torch.Tensor]  # cos, sin [B, 1, L, D/2], in the activations' dtype
 
-def rotary(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotate pairs of channels of x [B, H, L, D] by angles pos [B, L] * freq (RoPE, absolute)."""
-    d = x.shape[-1]
-    freq = theta ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = pos.to(torch.float32)[:, None, :, None] * freq  # [B, 1, L, D/2]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+_TABLES: dict[tuple, Rope] = {}
+
+
+def rope_table(d: int, theta: float, n: int, device: torch.device) -> Rope:
+    """cos, sin [n', D/2] (float32) of angle p * freq for positions p < n' (n' >= n, grown by doubling)."""
+    key = (d, theta, str(device))
+    tab = _TABLES.get(key)
+    if tab is None or tab[0].shape[0] < n:
+        size = max(1024, 1 << (max(n, 1) - 1).bit_length())
+        freq = theta ** (-torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
+        ang = torch.arange(size, device=device).to(torch.float32)[:, None] * freq
+        tab = _TABLES[key] = (ang.cos(), ang.sin())
+    return tab
+
+
+ROPE_POSITIONS = 4096  # table rows when the caller does not say (more than any bundled model's window)
+
+
+def rope(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype, n: int | None = None) -> Rope:
+    """cos, sin [B, 1, L, D/2] for positions pos [B, L] < n (looked up, not recomputed). The size
+    comes from the caller, never from reading pos: no device-to-host sync on an accelerator."""
+    cos, sin = rope_table(d, theta, max(n or 0, ROPE_POSITIONS), pos.device)
+    return cos[pos][:, None].to(dtype), sin[pos][:, None].to(dtype)
+
+
+def rotate(x: torch.Tensor, r: Rope) -> torch.Tensor:
+    """Rotate pairs of channels of x [B, H, L, D] by the angles of r (RoPE, absolute)."""
+    cos, sin = r
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
+def rotary(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotate pairs of channels of x [B, H, L, D] by angles pos [B, L] * freq (RoPE, absolute)."""
+    return rotate(x, rope(pos, x.shape[-1], theta, x.dtype))
+
+
 class Block(nn.Module):
     """Pre-norm attention + MLP. `attend` lets any rows attend to any keys under a boolean mask,
-    which is all the two-stream and causal-over-sigma tricks need."""
+    which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
+    position tensor [B, L] or as a precomputed `Rope` (what the fast paths pass)."""
 
     def __init__(self, d: int, heads: int, ffn: int, theta: float, dropout: float = 0.0):
         super().__init__()
@@ -34,16 +70,30 @@ class Block(nn.Module):
         b, l, d = x.shape
         return x.view(b, l, self.h, d // self.h).transpose(1, 2)
 
-    def keys(self, h: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rope(self, pos: torch.Tensor | Rope, x: torch.Tensor) -> Rope:
+        if isinstance(pos, tuple):
+            return pos
+        return rope(pos, x.shape[-1] // self.h, self.theta, x.dtype)
+
+    def keys(self, h: torch.Tensor, pos: torch.Tensor | Rope) -> tuple[torch.Tensor, torch.Tensor]:
         """K (rotated) and V of content rows h at positions pos."""
         x = self.ln1(h)
-        return rotary(self.split(self.k(x)), pos, self.theta), self.split(self.v(x))
+        return rotate(self.split(self.k(x)), self.rope(pos, h)), self.split(self.v(x))
+
+    def qkv(self, h: torch.Tensor, pos: torch.Tensor | Rope) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K (rotated) and V of rows that are both keys and queries: ln1 computed once."""
+        r = self.rope(pos, h)
+        x = self.ln1(h)
+        return rotate(self.split(self.q(x)), r), rotate(self.split(self.k(x)), r), self.split(self.v(x))
 
     def attend(
-        self, x: torch.Tensor, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+        self, x: torch.Tensor, pos: torch.Tensor | Rope, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+        q: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Residual update of rows x [B, L, D] at positions pos; mask [B, L, Lk] (True = may attend)."""
-        q = rotary(self.split(self.q(self.ln1(x))), pos, self.theta)
+        """Residual update of rows x [B, L, D] at positions pos; mask [B, L, Lk] (True = may attend).
+        `q`: the rows' rotated queries when `qkv` already computed them."""
+        if q is None:
+            q = rotate(self.split(self.q(self.ln1(x))), self.rope(pos, x))
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         b, h, l, d = a.shape
         x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * d)))

@@ -199,12 +199,15 @@ def assd_pipelined(
             nxt = order[first : first + k]
             next_rows[j] = (nxt, len(queries))
             queries += [(pos, j - start) for pos in nxt]
-        out = tempered_probs(oracle.call(list(zip(ranks, drafts))[start:], queries), temperature)
+        logits = oracle.call(list(zip(ranks, drafts))[start:], queries)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
-        q_rows = {i: out[i - start] for i in range(start, m)}
+        # soft-max only the rows this round uses: the density rows now, the proposal rows of the
+        # stopping point once it is known (the other stopping points' rows are never read)
+        q = tempered_probs(logits[: m - start], temperature)
+        q_rows = {i: q[i - start] for i in range(start, m)}
         j = yield from verify(oracle, rec, rnd, ranks, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
         ranks, at = next_rows[j]
-        props = out[at : at + len(ranks)]
+        props = tempered_probs(logits[at : at + len(ranks)], temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1

@@ -6,9 +6,10 @@ nc_blocks / all_blocks of a call, a causal pass causal_blocks / all_blocks (DESI
 step (a non-causal pass) and the self-speculative sampler's passes are counted in the same unit.
 
 MDM: ancestral sampling on a cosine grid of T steps. After step s, round(m cos(pi/2 s/T)) of the m
-masked positions are still masked. Each step samples a full x0 for every unrevealed position from
-the factorized prediction, then reveals a uniformly random subset of the schedule's size (reveal
-and value are not sampled jointly, which avoids the truncation error). Calls are counted raw (every
+masked positions are still masked. Each step reveals a uniformly random subset of the schedule's
+size and samples those positions from the factorized prediction: the same law as sampling a full
+x0 and keeping the subset, at the cost of the revealed positions only (reveal and value are not
+sampled jointly, which avoids the truncation error). Calls are counted raw (every
 step of the grid) and best case (a step that reveals nothing changes nothing, so the next step can
 reuse its output: it is free); the raw count is the run's calls counter, the best case is in the
 notes of the pass steps and of the last reveal.
@@ -99,14 +100,18 @@ def mdm(
                   f"best-case calls {counter.best:g}")
         if not n:
             continue
-        probs = tempered_probs(logits[[p + 1 for p in unrevealed]], temperature)
-        x0 = [sample_categorical(probs[j], gen) for j in range(len(unrevealed))]
+        # x0 is factorized and independent of which subset is revealed, so drawing the subset first
+        # and sampling only its positions gives the same joint law as sampling every unrevealed
+        # position and keeping the subset (and skips the soft-max and draws of the rest)
         pick = sorted(torch.randperm(len(unrevealed), generator=gen)[:n].tolist())
         positions = [unrevealed[j] for j in pick]
-        tokens = [x0[j] for j in pick]
+        probs = tempered_probs(logits[[p + 1 for p in positions]], temperature)
+        tokens = [sample_categorical(probs[r], gen) for r in range(len(positions))]
         for pos, tok in zip(positions, tokens):
             ids[pos + 1] = tok
-        unrevealed = [p for j, p in enumerate(unrevealed) if j not in set(pick)]
+        chosen = set(pick)
+        unrevealed = [p for j, p in enumerate(unrevealed) if j not in chosen]
         logits = None
         note = f"raw calls {counter.calls:g}, best-case calls {counter.best:g}" if not unrevealed else ""
-        yield rec(StepKind.REVEAL, s - 1, positions, tokens, [float(probs[j][x0[j]]) for j in pick], note=note)
+        yield rec(StepKind.REVEAL, s - 1, positions, tokens, [float(probs[r][t]) for r, t in enumerate(tokens)],
+                  note=note)

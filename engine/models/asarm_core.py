@@ -1,0 +1,191 @@
+"""Any-subset autoregressive model (AS-ARM): an XLNet-style two-stream transformer with rotary
+positions, written so that decided tokens can be cached.
+
+Content rows carry token + position; query rows carry only a position. Every content row has a
+*rank*: the prompt (BOS included) is rank 0 and mutually visible; decided tokens get ranks 1, 2, ...
+in decode order. A content row attends to keys of rank <= its own (the prompt block, or itself and
+earlier ranks); a query row with limit L attends to keys of rank < L. Because a decided token
+never sees later ranks, its per-layer K/V never change, which is what makes the cache exact.
+
+This module holds the model's logic without importing transformers, so that the CLI and the app can
+load a bundled checkpoint without paying for transformers' import (issue 13): `AsArmLite` is the
+same network on a plain nn.Module; `AsArmModel` (engine/models/asarm.py) is the Hugging Face
+class for training, saving and the Auto classes. Both share `AsArmMixin`, so they compute the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from .layers import Block, rope
+
+DEFAULTS = dict(vocab_size=260, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, max_positions=513,
+                rope_theta=10000.0, dropout=0.0, pad_token_id=0, bos_token_id=1, mask_token_id=2,
+                special_token_ids=[0, 1, 2, 3], domain="text", model_type="asarm")
+
+
+@dataclass
+class KVCache:
+    """Per-layer K/V of content rows, in rank order, with their ranks. Truncate to roll back.
+
+    The rows live in preallocated buffers (grown by doubling) so a call writes its new rows in
+    place and attends to a view: no per-call concatenation of the whole cache (issue 13)."""
+
+    k: list[torch.Tensor] = field(default_factory=list)  # [B, H, capacity, D] per layer
+    v: list[torch.Tensor] = field(default_factory=list)
+    rank_buf: torch.Tensor | None = None  # [B, capacity]
+    n: int = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def ranks(self) -> torch.Tensor | None:
+        return None if self.rank_buf is None else self.rank_buf[:, : self.n]
+
+    def truncate(self, n: int) -> None:
+        self.n = min(self.n, max(0, n))
+
+    def reserve(self, layers: int, like: torch.Tensor, rank_like: torch.Tensor, extra: int) -> None:
+        """Room for `extra` more rows; `like` [B, H, *, D] gives batch, heads, head size, dtype, device."""
+        need = self.n + extra
+        cap = 0 if self.rank_buf is None else self.rank_buf.shape[1]
+        if need <= cap:
+            return
+        size = max(64, 1 << (need - 1).bit_length())
+        b, h, _, d = like.shape
+
+        def grow(old: list[torch.Tensor], i: int) -> torch.Tensor:
+            t = torch.empty((b, h, size, d), dtype=like.dtype, device=like.device)
+            if old and self.n:
+                t[:, :, : self.n] = old[i][:, :, : self.n]
+            return t
+
+        self.k = [grow(self.k, i) for i in range(layers)]
+        self.v = [grow(self.v, i) for i in range(layers)]
+        ranks = torch.empty((b, size), dtype=rank_like.dtype, device=rank_like.device)
+        if self.rank_buf is not None and self.n:
+            ranks[:, : self.n] = self.rank_buf[:, : self.n]
+        self.rank_buf = ranks
+
+    def write(self, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store layer i's new rows after the cached ones; return every row's K/V (views)."""
+        end = self.n + k.shape[2]
+        self.k[i][:, :, self.n : end] = k
+        self.v[i][:, :, self.n : end] = v
+        return self.k[i][:, :, :end], self.v[i][:, :, :end]
+
+
+class AsArmMixin:
+    """The two-stream network: submodules built by `_build`, then forward and the losses."""
+
+    config: SimpleNamespace
+
+    def _build(self, config) -> None:
+        d = config.hidden_size
+        self.embed = nn.Embedding(config.vocab_size, d)
+        self.query_embed = nn.Parameter(torch.zeros(d))
+        self.blocks = nn.ModuleList(
+            Block(d, config.num_heads, config.intermediate_size, config.rope_theta, config.dropout)
+            for _ in range(config.num_layers)
+        )
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, config.vocab_size, bias=False)
+
+    def forward(
+        self,
+        content_ids: torch.Tensor,  # [B, Lc] tokens of new content rows
+        content_pos: torch.Tensor,  # [B, Lc] model positions (BOS = 0)
+        content_rank: torch.Tensor,  # [B, Lc]
+        query_pos: torch.Tensor,  # [B, Lq]
+        query_limit: torch.Tensor,  # [B, Lq] attend to keys of rank < limit
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """Logits [B, Lq, V] for the query rows. If `cache` is given, the new content rows' K/V
+        are appended to it (the caller truncates it to roll back rejected drafts)."""
+        past = len(cache) if cache is not None else 0
+        key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
+        mask_c = key_rank[:, None, :] <= content_rank[:, :, None]
+        mask_q = key_rank[:, None, :] < query_limit[:, :, None]
+        h = self.embed(content_ids)
+        g = self.query_embed.expand(query_pos.shape[0], query_pos.shape[1], -1)
+        d = self.config.hidden_size // self.config.num_heads
+        theta = self.config.rope_theta
+        npos = self.config.max_positions
+        rope_c = rope(content_pos, d, theta, h.dtype, npos)  # once per call, shared by every layer
+        rope_q = rope(query_pos, d, theta, g.dtype, npos)
+        last = len(self.blocks) - 1
+        for i, blk in enumerate(self.blocks):
+            if i < last:
+                q, k, v = blk.qkv(h, rope_c)  # ln1 once for content rows (keys and queries)
+            else:
+                k, v = blk.keys(h, rope_c)  # the last layer's content rows feed nothing
+            if cache is not None:
+                if i == 0:
+                    cache.reserve(len(self.blocks), k, content_rank, k.shape[2])
+                k, v = cache.write(i, k, v)
+            if i < last:
+                h = blk.attend(h, rope_c, k, v, mask_c, q=q)
+            g = blk.attend(g, rope_q, k, v, mask_q)
+        if cache is not None:
+            n = content_rank.shape[1]
+            cache.rank_buf[:, past : past + n] = content_rank
+            cache.n = past + n
+        return self.head(self.norm(g))
+
+    def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced joint NLL: ids [B, L] (BOS at 0), masked [B, L] bool. Masked positions
+        are decoded left to right after the visible set; one pass gives every factor."""
+        b, l = ids.shape
+        pos = torch.arange(l, device=ids.device).expand(b, l)
+        rank = torch.where(masked, torch.cumsum(masked.long(), 1), torch.zeros_like(ids))
+        limit = torch.where(masked, rank, torch.ones_like(rank))  # visible rows: unused, non-empty
+        logits = self(ids, pos, rank, pos, limit)
+        logits = logits.masked_fill(self.special_mask(), float("-inf"))
+        nll = nn.functional.cross_entropy(logits[masked].float(), ids[masked], reduction="sum")
+        return nll / masked.sum().clamp(min=1)
+
+    def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:
+        """Joint loss with a masking-rate schedule: rate ~ U(0.1, hi) per sequence, hi warming up
+        from 0.15 to 1.0 over the first 10% of training (the ASSD paper's warm-up)."""
+        b, l = ids.shape
+        hi = 0.15 + (1.0 - 0.15) * min(1.0, progress / 0.1)
+        rate = 0.1 + (hi - 0.1) * torch.rand(b, 1, generator=gen)
+        masked = torch.rand(b, l, generator=gen) < rate
+        masked[:, 0] = False  # BOS
+        masked[torch.arange(b), torch.randint(1, l, (b,), generator=gen)] = True  # at least one
+        return self.joint_loss(ids, masked.to(ids.device))
+
+    def special_mask(self) -> torch.Tensor:
+        m = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=self.head.weight.device)
+        m[self.config.special_token_ids] = True
+        return m
+
+
+class AsArmLite(AsArmMixin, nn.Module):
+    """The AS-ARM without transformers: built from config.json, weights from model.safetensors."""
+
+    def __init__(self, config: SimpleNamespace):
+        nn.Module.__init__(self)
+        self.config = config
+        self._build(config)
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    @classmethod
+    def from_folder(cls, folder: Path, dtype: torch.dtype) -> AsArmLite:
+        from safetensors.torch import load_file
+
+        cfg = SimpleNamespace(**{**DEFAULTS, **json.loads((Path(folder) / "config.json").read_text())})
+        model = cls(cfg).to(dtype)  # (a meta-device build would import torch._dynamo: seconds)
+        state = load_file(str(Path(folder) / "model.safetensors"))
+        model.load_state_dict(state, strict=True)  # copies, casting to the model's dtype
+        return model.eval()

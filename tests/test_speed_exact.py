@@ -1,0 +1,143 @@
+"""The speed work of issue 13 changes no number: the fast forward (rotary table, ln1 once, K/V
+written once into preallocated buffers) returns bitwise the same logits as the original code
+(tests/reference_forward.py), cached and uncached, through commits and rollbacks, and a seeded
+run of the bundled text model replays the same trace either way."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import registry
+from engine.models.asarm import KVCache
+from tests.reference_forward import RefCache, reference_forward
+
+
+def _script(model, prompt: int, length: int, seed: int):
+    """A seeded sequence of (new content rows, queries, rows kept afterwards) like a sampler makes:
+    draft rows appended, queries with limits, rejected drafts rolled back."""
+    g = torch.Generator().manual_seed(seed)
+    v = model.config.vocab_size
+    ids = torch.randint(4, v, (1, prompt), generator=g)
+    ids[0, 0] = model.config.bos_token_id
+    pos = torch.arange(prompt)[None]
+    free = torch.randperm(length - prompt, generator=g) + prompt  # masked positions, in decode order
+    yield ids, pos, torch.zeros_like(pos), free[:3][None], torch.ones(1, 3, dtype=torch.long), prompt
+    kept, n = prompt, 0
+    while n < len(free) - 1:
+        m = int(torch.randint(1, 5, (1,), generator=g))
+        rows = free[n : n + m]
+        ids = torch.randint(4, v, (1, len(rows)), generator=g)
+        rank = torch.arange(n + 1, n + 1 + len(rows))[None]
+        nq = int(torch.randint(1, 12, (1,), generator=g))
+        qpos = free[torch.randint(0, len(free), (nq,), generator=g)][None]
+        qlim = torch.randint(1, n + 2 + len(rows), (1, nq), generator=g)
+        keep = int(torch.randint(0, len(rows) + 1, (1,), generator=g))  # drafts accepted; the rest rolled back
+        yield ids, rows[None], rank, qpos, qlim, kept + keep
+        kept += keep
+        n += keep  # a rejected position is drafted again (a new token, the same rank) next call
+
+
+def _compare(model, prompt: int, length: int, seed: int) -> int:
+    fast, ref = KVCache(), RefCache()
+    calls = 0
+    with torch.inference_mode():
+        for ids, pos, rank, qpos, qlim, keep in _script(model, prompt, length, seed):
+            a = model(ids, pos, rank, qpos, qlim, cache=fast)
+            b = reference_forward(model, ids, pos, rank, qpos, qlim, cache=ref)
+            assert torch.equal(a, b), f"call {calls}: max diff {(a - b).abs().max()}"
+            assert torch.equal(fast.ranks, ref.ranks)
+            for i in range(len(model.blocks)):
+                assert torch.equal(fast.k[i][:, :, : len(fast)], ref.k[i])
+            fast.truncate(keep)
+            ref.truncate(keep)
+            calls += 1
+        # uncached: the whole context in one call
+        ids = torch.randint(4, model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(seed))
+        pos = torch.arange(length)[None]
+        rank = torch.clamp(pos - prompt + 1, min=0)
+        qlim = torch.clamp(rank, min=1)
+        assert torch.equal(model(ids, pos, rank, pos, qlim), reference_forward(model, ids, pos, rank, pos, qlim))
+    return calls
+
+
+def test_fast_forward_is_bitwise_the_original_tiny(tiny_asarm):
+    assert _compare(tiny_asarm.model, 2, 7, 0) >= 2
+
+
+@pytest.fixture(scope="module")
+def text_asarm():
+    try:
+        return registry.load("text-asarm")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"bundled text-asarm not available: {e}")
+
+
+def test_fast_forward_is_bitwise_the_original_bundled(text_asarm):
+    assert _compare(text_asarm.model, 14, 256, 1) > 20
+
+
+def test_seeded_trace_replays_with_the_original_forward(text_asarm, monkeypatch):
+    """Same seed, same trace, whether the oracle drives the fast or the original forward."""
+    from engine import oracle as oracle_mod
+    from engine.api import InfillRun, parse_for
+
+    mi = parse_for("After dinner we sat by the warm [MASK:6] and talked about [MASK:6].", text_asarm)
+
+    def run(sampler):
+        r = InfillRun(masked_input=mi, model="text-asarm", sampler=sampler, k=3, seed=5)
+        return [(s.kind, s.positions, s.tokens, s.p, s.q) for s in r.stream()]
+
+    fast = {s: run(s) for s in ("sequential-cache", "assd-pipelined", "assd")}
+    model = text_asarm.model
+    monkeypatch.setattr(oracle_mod, "KVCache", RefCache)
+    monkeypatch.setattr(type(model), "forward",
+                        lambda self, *a, cache=None: reference_forward(self, *a, cache=cache))
+    for s, trace in fast.items():
+        assert run(s) == trace, s
+
+
+def test_hybrid_heads_are_bitwise_the_original():
+    """The hybrid's non-causal stack uses the same fast block path (ln1 once, rotary table)."""
+    from engine.models.hybrid import HybridConfig, HybridModel
+    from tests import reference_forward as rf
+
+    torch.manual_seed(0)
+    cfg = HybridConfig(vocab_size=11, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                       max_positions=9)
+    model = HybridModel(cfg).eval()
+    ids = torch.randint(4, 11, (2, 9))
+    with torch.inference_mode():
+        h = model.nc(ids)
+        pos = torch.arange(9).expand(2, 9)
+        full = torch.ones(2, 9, 9, dtype=torch.bool)
+        r = model.nc.embed(ids)
+        for blk in model.nc.blocks:
+            k, v = rf._keys(blk, r, pos)
+            r = rf._attend(blk, r, pos, k, v, full)
+        assert torch.equal(h, r)
+
+
+def test_lite_loader_is_the_hugging_face_model(text_asarm):
+    """The bundled AS-ARM loads without transformers (CLI start-up); same weights, same logits,
+    same tokenizer ids as the transformers path."""
+    from engine.models.asarm_core import AsArmLite
+    from engine.registry import _load_hf
+    from engine.tokenization import Codec, LiteTokenizer
+
+    assert isinstance(text_asarm.model, AsArmLite) and isinstance(text_asarm.codec.hf, LiteTokenizer)
+    hf = _load_hf(text_asarm.path).eval()
+    a, b = text_asarm.model.state_dict(), hf.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ids = torch.randint(4, 4096, (1, 40), generator=torch.Generator().manual_seed(0))
+    pos = torch.arange(40)[None]
+    rank = torch.clamp(pos - 10, min=0)
+    with torch.inference_mode():
+        assert torch.equal(text_asarm.model(ids, pos, rank, pos, rank + 1), hf(ids, pos, rank, pos, rank + 1))
+    from transformers import PreTrainedTokenizerFast
+
+    full = Codec(PreTrainedTokenizerFast.from_pretrained(str(text_asarm.path)))
+    text = "After dinner we sat by the warm fire and talked.\n  Tabs\tand ünïcode."
+    assert text_asarm.codec.encode(text) == full.encode(text)
+    assert (text_asarm.codec.vocab_size, text_asarm.codec.special_ids) == (full.vocab_size, full.special_ids)
+    assert text_asarm.codec.alphabet() == full.alphabet()
