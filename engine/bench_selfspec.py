@@ -2,7 +2,7 @@
 baseline (several T) and the self-speculative sampler (several dtau and N), on the same
 95%-masked windows of the test split and the same seeds.
 
-Calls are in units of one full pass of the hybrid (DESIGN 3.5): an MDM step or a non-causal pass
+Calls are in units of one full pass of the hybrid (docs/DESIGN.md §4): an MDM step or a non-causal pass
 costs nc_blocks / all_blocks, a causal pass causal_blocks / all_blocks. `calls_best_mean` is the
 best case (an MDM step that revealed nothing is free); for self-spec it equals `calls_mean`.
 Quality: spelling accuracy for text (share of generated words found in the training split's

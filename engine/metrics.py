@@ -1,4 +1,4 @@
-"""Quality measures shared by `bench`, `eval` and `report` (DESIGN section 5)."""
+"""Quality measures shared by `bench`, `eval` and `report` (docs/DESIGN.md §4)."""
 
 from __future__ import annotations
 

@@ -85,6 +85,11 @@ class LiteTokenizer:
     def __len__(self) -> int:
         return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Every added special token's id (ours: the four of SPECIALS)."""
+        return sorted(i for i, t in self.backend_tokenizer.get_added_tokens_decoder().items() if t.special)
+
     def get_vocab(self) -> dict[str, int]:
         return self.backend_tokenizer.get_vocab(with_added_tokens=True)
 

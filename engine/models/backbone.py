@@ -1,4 +1,4 @@
-"""A frozen pretrained Hugging Face masked LM as the hybrid's non-causal stack (DESIGN 2.2).
+"""A frozen pretrained Hugging Face masked LM as the hybrid's non-causal stack (docs/DESIGN.md §2.2).
 
 The self-speculative paper trains only the causal block on top of a frozen ESM for proteins; this
 adapter does the same for any BERT / RoBERTa / ESM style `*ForMaskedLM`: the hybrid reads the

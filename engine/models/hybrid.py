@@ -1,4 +1,4 @@
-"""Self-speculative masked diffusion model (DESIGN 2.2): non-causal blocks, then causal block(s)
+"""Self-speculative masked diffusion model (docs/DESIGN.md §2.2): non-causal blocks, then causal block(s)
 over the sequence permuted into the generation order sigma.
 
 Layout of one sequence: model position 0 is BOS, token i sits at model position i + 1. Masked

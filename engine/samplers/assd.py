@@ -170,7 +170,7 @@ def assd_pipelined(
     temperature: float,
     k: int,
 ) -> Iterator[Step]:
-    """One network call per round (DESIGN 3.3). Each density pass also carries, for every place
+    """One network call per round (docs/DESIGN.md §3.4). Each density pass also carries, for every place
     the round could stop, the query rows that propose the next round given the drafts that would
     then be accepted. Proposals are fixed before the acceptance randomness, so the output stays
     exact; when a round accepts everything, the next round's first row is the exact target."""

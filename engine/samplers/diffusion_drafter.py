@@ -1,4 +1,4 @@
-"""Diffusion-drafted ASSD (the SpecDiff idea carried to infilling, DESIGN 3.3).
+"""Diffusion-drafted ASSD (the SpecDiff idea carried to infilling, docs/DESIGN.md §3.5).
 
 T steps of a masked diffusion model (a hybrid's non-causal head) propose the drafts of a round;
 the AS-ARM verifies them with the shared acceptance routine (engine.samplers.assd.assd_drafted),

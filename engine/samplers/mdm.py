@@ -1,8 +1,8 @@
-"""Masked diffusion baseline (DESIGN 3.4) on the hybrid's non-causal head, plus what every hybrid
+"""Masked diffusion baseline (docs/DESIGN.md §3.6) on the hybrid's non-causal head, plus what every hybrid
 sampler shares: the fractional call counter and the non-causal pass.
 
 Call units: one call is one pass through *all* blocks of the hybrid. A non-causal pass costs
-nc_blocks / all_blocks of a call, a causal pass causal_blocks / all_blocks (DESIGN 3.5), so an MDM
+nc_blocks / all_blocks of a call, a causal pass causal_blocks / all_blocks (docs/DESIGN.md §4), so an MDM
 step (a non-causal pass) and the self-speculative sampler's passes are counted in the same unit.
 
 MDM: ancestral sampling on a cosine grid of T steps. After step s, round(m cos(pi/2 s/T)) of the m

@@ -1,6 +1,6 @@
 """ASSD with a Parallel Token Prediction drafter (`assd-ptp`): k dependent drafts per AS-ARM call.
 
-Shape of a round (the pipelined sampler's, DESIGN 3.3): the previous call returned, for the next
+Shape of a round (the pipelined sampler's, docs/DESIGN.md §3.4): the previous call returned, for the next
 k masked positions in lattice order, the AS-ARM's parallel rows (logits + normed query states).
 The PTP head (engine/models/ptp.py) turns them into dependent drafts left to right:
 p_j = softmax(asarm_j + head_j(states, d_<j)) and d_j = F^-1_{p_j}(u_j), so each draft is a

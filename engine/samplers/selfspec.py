@@ -1,4 +1,4 @@
-"""Self-speculative masked diffusion sampling (the paper's Algorithm 3, DESIGN 3.5).
+"""Self-speculative masked diffusion sampling (the paper's Algorithm 3, docs/DESIGN.md §3.7).
 
 Decode order: sigma is a uniformly random permutation of the masked positions, drawn once per run
 from the run's generator (as in the paper; the hybrid is trained on uniformly random orders). The
