@@ -701,7 +701,7 @@ def build() -> gr.Blocks:
             domain = gr.Radio(DOMAINS, value=first_domain, label="Domain", scale=1)
             model = gr.Dropdown(init_models, value=init_models[0] if init_models else None, label="Model", scale=1,
                                 allow_custom_value=True)
-            sampler = gr.Dropdown(sampler_names, value=core.DEFAULT_SAMPLER,
+            sampler = gr.Dropdown(sampler_names, value=core.DEFAULT_SAMPLER, elem_id="sampler",
                                   label="Sampler", scale=1, allow_custom_value=True)
             example = gr.Dropdown(EXAMPLES[first_domain], label="Examples", scale=2)
         # no max_length: the browser would cut a long paste silently; the count line and Run say why instead

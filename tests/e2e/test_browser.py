@@ -72,6 +72,12 @@ def _new_page(browser, url):
     return page
 
 
+def choose_sampler(page, name: str) -> None:
+    """Pick a sampler in the form (the default is cached sequential decoding, which drafts nothing)."""
+    page.click("#sampler input")
+    page.get_by_role("option", name=name, exact=True).click()
+
+
 def _roles(page, root="#player"):
     return page.eval_on_selector_all(f"{root} [data-role]", "els => els.map(e => e.dataset.role + ':' + e.textContent)")
 
@@ -79,6 +85,7 @@ def _roles(page, root="#player"):
 def test_run_assd_see_colours_then_share_link_replays(browser, app_url):
     page = _new_page(browser, app_url)
     page.fill("#infill-text textarea", INPUT)
+    choose_sampler(page, "assd")
     page.fill("#seed input", "5")  # this seed rejects a draft on the tiny random model
     page.keyboard.press("Tab")
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, _new_page
+from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, _new_page, choose_sampler
 
 pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -90,6 +90,7 @@ def test_256_token_infill_timing_and_screenshots(bundled_url):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         page = _new_page(browser, bundled_url)
         page.fill("#infill-text textarea", text)
+        choose_sampler(page, "assd-cache")
         t0 = time.perf_counter()
         page.click("#run")
         page.wait_for_function(  # the first accepted token, or a message: fail fast with what the page says

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_browser import ARTIFACTS, _new_page, _roles, app_url, browser  # noqa: F401 - fixtures
+from tests.e2e.test_browser import ARTIFACTS, _new_page, _roles, app_url, browser, choose_sampler  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -61,8 +61,9 @@ def _step(page) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_to_done(page, text: str, seed: str = "5") -> None:
+def _run_to_done(page, text: str, seed: str = "5", sampler: str = "assd") -> None:
     page.fill("#infill-text textarea", text)
+    choose_sampler(page, sampler)
     page.fill("#seed input", seed)
     page.keyboard.press("Tab")
     page.click("#run")
