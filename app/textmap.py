@@ -13,38 +13,16 @@ from collections.abc import Callable, Sequence
 CONTINUATION = ""
 
 
-@functools.lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte <-> printable-unicode table (what the ByteLevel pre-tokenizer writes)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
 def bytes_fn(codec) -> Callable[[int], bytes]:
-    """token id -> its exact bytes, for an engine Codec (byte-level or not)."""
-    if getattr(codec, "byte_level", getattr(codec, "_byte_level", False)):
-        table = _byte_decoder()
-        backend = codec.hf.backend_tokenizer
-        special = set(codec.special_ids)
+    """token id -> its exact bytes (`Codec.token_bytes`; a special token shows its own text)."""
+    special = set(codec.special_ids)
 
-        @functools.lru_cache(maxsize=8192)
-        def of(tid: int) -> bytes:
-            piece = backend.id_to_token(int(tid))
-            if piece is None:
-                return b""
-            if int(tid) in special or any(ch not in table for ch in piece):
-                return codec.token_text(int(tid)).encode("utf-8")
-            return bytes(table[ch] for ch in piece)
+    @functools.lru_cache(maxsize=8192)
+    def of(tid: int) -> bytes:
+        tid = int(tid)
+        return codec.token_text(tid).encode("utf-8") if tid in special else codec.token_bytes(tid)
 
-        return of
-    return lambda tid: codec.token_text(int(tid)).encode("utf-8")
+    return of
 
 
 def _char_len(lead: int) -> int:
