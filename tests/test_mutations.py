@@ -23,7 +23,7 @@ from engine.models.asarm import KVCache
 from engine.oracle import AsArmOracle
 from tests.test_assd_exactness import histogram
 from tests.test_hybrid import tiny_hybrid
-from tests.tiny import ALPHABET, asarm_dependence, exact_distribution, g_test, masked_input, save_tiny_asarm, tv
+from tests.tiny import ALPHABET, asarm_dependence, exact_distribution, g_test, masked_input, residual_from_q, save_tiny_asarm, tv
 
 N = 2000  # samples per histogram
 PASS = 1e-3  # the real sampler: G-test p-value above this
@@ -122,16 +122,6 @@ def self_spec_pvalue(hybrid, mutated: bool = True) -> float:
 
 
 # ----------------------------------------------------------------------------- the mutants
-
-
-def residual_from_q(draft, p, q, gen):
-    """M1: on rejection draw from the target q instead of norm(max(q - p, 0))."""
-    px, qx = float(p[draft]), float(q[draft])
-    a = min(1.0, qx / px)
-    if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
-    tok = sample_categorical(q, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
 
 
 def half_residual(draft, p, q, gen):

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import engine.samplers.selfspec as selfspec_mod
-from engine.acceptance import Verdict, sample_categorical, uniform
 from engine.errors import IncompatibleModelsError
 from engine.oracle import AsArmOracle
 from engine.samplers.assd import assd_drafted
@@ -23,7 +22,7 @@ from engine.samplers.selfspec import self_spec, window_size
 from engine.samplers.selfspec_likelihood import log_prob_given_order, log_prob_marginal
 from engine.trace import DECIDING_KINDS, StepKind
 from tests.test_hybrid import tiny_hybrid
-from tests.tiny import ALPHABET, exact_distribution, g_test, masked_input, save_tiny_asarm, tiny_codec
+from tests.tiny import ALPHABET, exact_distribution, g_test, masked_input, residual_from_q, save_tiny_asarm, tiny_codec
 
 
 def _symbols(codec):
@@ -110,22 +109,12 @@ def test_self_spec_frequencies_match_likelihood(setup, kw):
     assert g_test(counts, probs, N) > 1e-3
 
 
-def _resample_from_target(draft, p, q, gen):
-    """A wrong rule: on rejection draw from q instead of the residual max(q - p, 0)."""
-    px, qx = float(p[draft]), float(q[draft])
-    a = min(1.0, qx / px)
-    if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
-    tok = sample_categorical(q, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
-
-
 def test_wrong_resampling_rule_fails(setup, monkeypatch):
     _, model, mi = setup
     kw = SETTINGS[0]
     order = ORDER
     probs = _exact(model, mi, order, **kw)
-    monkeypatch.setattr(selfspec_mod, "speculative_accept", _resample_from_target)
+    monkeypatch.setattr(selfspec_mod, "speculative_accept", residual_from_q)
     gen = torch.Generator().manual_seed(11)
     counts = Counter(_sample(model, mi, gen, order=order, **kw)[1] for _ in range(N))
     assert g_test(counts, probs, N) < 1e-4

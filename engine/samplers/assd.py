@@ -162,6 +162,23 @@ def next_first_is_exact(stopped: int, drafted: int) -> bool:
     return stopped == drafted
 
 
+def pipelined_queries(
+    order: list[int], n: int, ranks: list[int], start: int, k: int
+) -> tuple[list[tuple[int, int]], dict[int, tuple[list[int], int]]]:
+    """The queries of one pipelined call: density rows for drafts start..m-1, then for every place
+    the round could stop (rejection at j, or j = m when all pass) the next round's proposal rows,
+    seeing the drafts before j. next_rows[j] = (positions, index of their first row)."""
+    m = len(ranks)
+    queries = [(ranks[i], i - start) for i in range(start, m)]
+    next_rows: dict[int, tuple[list[int], int]] = {}
+    for j in range(start, m + 1):
+        first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
+        nxt = order[first : first + k]
+        next_rows[j] = (nxt, len(queries))
+        queries += [(pos, j - start) for pos in nxt]
+    return queries, next_rows
+
+
 def assd_pipelined(
     oracle: DensityOracle,
     mi: MaskedInput,
@@ -192,13 +209,7 @@ def assd_pipelined(
             if n + 1 == big_n:
                 break
         # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
-        queries = [(ranks[i], i - start) for i in range(start, m)]
-        next_rows: dict[int, tuple[list[int], int]] = {}
-        for j in range(start, m + 1):
-            first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
-            nxt = order[first : first + k]
-            next_rows[j] = (nxt, len(queries))
-            queries += [(pos, j - start) for pos in nxt]
+        queries, next_rows = pipelined_queries(order, n, ranks, start, k)
         logits = oracle.call(list(zip(ranks, drafts))[start:], queries)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
         # soft-max only the rows this round uses: the density rows now, the proposal rows of the

@@ -34,7 +34,7 @@ from ..acceptance import sample_categorical, tempered_probs
 from ..errors import IncompatibleModelsError
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
-from .assd import _commit_exact, _remember, verify
+from .assd import _commit_exact, _remember, pipelined_queries, verify
 from .base import Recorder
 
 
@@ -123,13 +123,7 @@ def assd_ptp(
             start = 1
             if n + 1 == big_n:
                 break
-        queries = [(ranks[i], i - start) for i in range(start, m)]
-        next_rows: dict[int, tuple[list[int], int]] = {}
-        for j in range(start, m + 1):
-            first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
-            nxt = order[first : first + k]
-            next_rows[j] = (nxt, len(queries))
-            queries += [(pos, j - start) for pos in nxt]
+        queries, next_rows = pipelined_queries(order, n, ranks, start, k)
         out, out_states = _call(oracle, list(zip(ranks, drafts))[start:], queries)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
         q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
