@@ -63,4 +63,4 @@ models: $(STAMP)
 # horizon follows from its measured step rate). Writes runs/models-gpu/<name>; adopt after `engine eval`.
 GPU_MINUTES ?= 15
 models-gpu: $(STAMP)
-	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python engine/train_all_gpu.sh
+	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python engine/lab/train_all_gpu.sh

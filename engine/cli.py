@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in DELEGATED:  # each owns its own argument parser
             import importlib
 
-            return int(importlib.import_module(f"engine.{DELEGATED[argv[0]]}").cli(argv[1:]) or 0)
+            return int(importlib.import_module(f"engine.lab.{DELEGATED[argv[0]]}").cli(argv[1:]) or 0)
         a = build_parser().parse_args(argv)
         return a.func(a)
     except InfillError as e:

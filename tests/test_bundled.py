@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import engine
+from engine.lab.train import TOKENIZERS
 from engine.registry import available
 from engine.tokenization import Codec
-from engine.train import TOKENIZERS
 
 BUNDLED = {r["name"]: r for r in available() if "/assets/models/" in r["path"]}
 INPUTS = {

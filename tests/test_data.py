@@ -1,4 +1,4 @@
-"""Tests for engine.data: cleaning, parsing and splitting on small fixtures, no network."""
+"""Tests for engine.lab.data: cleaning, parsing and splitting on small fixtures, no network."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import data
-from engine.data import (
+from engine.errors import InfillError
+from engine.lab import data
+from engine.lab.data import (
     CODE_SEPARATOR,
     DataMissingError,
     DomainBuild,
@@ -24,7 +25,6 @@ from engine.data import (
     wordnet_glosses,
     write_domain,
 )
-from engine.errors import InfillError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 

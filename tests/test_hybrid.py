@@ -201,7 +201,8 @@ def test_train_entry_point_with_a_frozen_backbone(tmp_path, monkeypatch):
 
     from transformers import BertConfig, BertForMaskedLM
 
-    from engine import api, train
+    from engine import api
+    from engine.lab import train
     from engine.registry import load
     from engine.tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer
 

@@ -14,10 +14,10 @@ import torch
 
 from engine.acceptance import sample_categorical, speculative_accept
 from engine.errors import DistributionError, UnrepresentableTextError
+from engine.lab.train import TOKENIZERS
 from engine.masking import parse_masked_text
 from engine.samplers.drafters import NgramDrafter
 from engine.tokenization import Codec
-from engine.train import TOKENIZERS
 from tests.tiny import tiny_codec
 
 LOOKALIKES = ["[PAD]", "[BOS]", "[UNK]", "[MASK ]", "[mask]", "[MASK:x]", "[MASK:]", "<sep>", "</s>"]

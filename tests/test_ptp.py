@@ -13,7 +13,8 @@ import torch
 from engine import registry
 from engine.api import InfillRun
 from engine.errors import IncompatibleModelsError
-from engine.models.ptp import PtpConfig, PtpHead, build_rounds, drafter_for_training
+from engine.lab.train_ptp import drafter_for_training
+from engine.models.ptp import PtpConfig, PtpHead, build_rounds
 from engine.trace import DECIDING_KINDS, StepKind
 from tests.tiny import exact_distribution, g_test, masked_input
 

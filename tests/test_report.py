@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import report
+from engine.lab import report
 from engine.models.asarm import AsArmConfig, AsArmModel
 from engine.models.hybrid import HybridConfig, HybridModel
 from engine.models.ptp import PtpConfig, PtpHead
@@ -99,7 +99,7 @@ def _tables(md: str) -> list[tuple[list[str], list[list[str]]]]:
 
 @pytest.fixture
 def tiny_world(tmp_path, monkeypatch):
-    from engine import bench_selfspec, metrics
+    from engine.lab import bench_selfspec, metrics
 
     texts = _write_data(tmp_path / "data")
     codec = Codec(train_bpe(texts, vocab_size=300))
@@ -221,7 +221,7 @@ def test_worker_processes_measure_the_same_runs(tiny_asarm, monkeypatch):
     """--workers shares inputs among processes; the records (seeded runs) are the ones one process makes."""
     from pathlib import Path
 
-    from engine import report
+    from engine.lab import report
     from tests.tiny import masked_input
 
     info = report.ModelInfo("tiny", "asarm", "text", Path(tiny_asarm.path), "", 6, tiny_asarm)

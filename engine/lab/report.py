@@ -32,11 +32,11 @@ from pathlib import Path
 
 import torch
 
+from ..device import device_name
+from ..registry import set_threads
+from ..trace import tested_decisions, untested_accepts
 from .bench import mean_se
 from .data import sha256_file
-from .device import device_name
-from .registry import set_threads
-from .trace import tested_decisions, untested_accepts
 
 DOMAINS = ("text", "code", "protein")
 EXACT = ["sequential", "sequential-cache", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion",
@@ -163,7 +163,7 @@ class Models:
         if self.models_dir is not None:
             p = self.models_dir / name
             return p if (p / "config.json").is_file() else None
-        from .registry import available
+        from ..registry import available
 
         rows = {r["name"]: Path(r["path"]) for r in available()}
         return rows.get(name)
@@ -179,7 +179,7 @@ class Models:
         if path is None:
             self.missing[name] = f"no model folder named {name} in {where}"
             return None
-        from . import registry
+        from .. import registry
 
         err = ""
         for attempt in range(3):  # a training job may be rewriting the checkpoint right now
@@ -251,7 +251,7 @@ def acceptance_events(trace) -> tuple[list[tuple[int, bool, float]], int]:
 
 def run_one(mi, model: ModelInfo | str, sampler: str, seed: int, k: int, draft: ModelInfo | str | None = None,
             **kw) -> Record:
-    from .api import InfillRun
+    from ..api import InfillRun
 
     ref = model if isinstance(model, str) else model.ref
     draft_ref = draft if draft is None or isinstance(draft, str) else draft.ref
@@ -595,7 +595,7 @@ class Report:
         p = self.plan
         out = ["## 3. Self-speculative sampling against MDM", "",
                f"Hybrid models on {int(0.95 * 100)}%-masked test windows of {p.ss_length} tokens, {p.ss_samples} "
-               f"inputs, the same seeds for every setting (engine.bench_selfspec.run_bench). MDM with T in "
+               f"inputs, the same seeds for every setting (engine.lab.bench_selfspec.run_bench). MDM with T in "
                f"{p.mdm_steps}; self-speculative with (dtau, inner loops) in {p.self_spec}. Calls are in units of one "
                "full pass of the hybrid; MDM is credited with its best case (a step that reveals nothing is free, "
                "as the self-speculative paper counts it), and its raw count is shown beside it. Matched quality: for "
@@ -697,7 +697,7 @@ class Report:
         p = self.plan
         lim = p.humaneval_limit
         out = ["## 4. HumanEval single-line infilling", "",
-               f"pass@1 of single-line infills (engine.evaluate.humaneval_pass1: each task's tests run in a separate "
+               f"pass@1 of single-line infills (engine.lab.evaluate.humaneval_pass1: each task's tests run in a separate "
                f"process with a timeout) on {'all tasks' if lim is None else f'a seeded subset of {lim} tasks'} "
                f"(`--humaneval-limit`), the same tasks and seeds for every sampler. pass@1 ± binomial standard error; "
                f"p: Fisher exact test of the pass counts against sequential, flagged when p < {ALPHA}.", ""]
@@ -778,7 +778,7 @@ class Report:
     def sampler_arms(self, domain: str, asarm: ModelInfo, samplers: list[str], notes: list[str]) -> list[Arm]:
         """An arm per AS-ARM sampler; one that needs a second network (DRAFTER_KIND) gets the domain's
         drafter, or is skipped with a note when there is none."""
-        from .samplers import DRAFTER_KIND
+        from ..samplers import DRAFTER_KIND
 
         arms = []
         for s in samplers:
@@ -961,7 +961,7 @@ def _rel(path: Path) -> str:
 
 def git_rev() -> str:
     try:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True,
@@ -1041,8 +1041,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--ss-samples", type=int, default=None, help="inputs for section 3 (self-spec vs MDM)")
     ap.add_argument("--models-dir", default=None,
                     help="take <domain>-<kind> models from this folder only (default: the registry)")
-    from .cli import add_device_arg
-    from .device import apply_device_flag
+    from ..cli import add_device_arg
+    from ..device import apply_device_flag
 
     add_device_arg(ap)
     a = ap.parse_args(argv)

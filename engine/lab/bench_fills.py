@@ -1,6 +1,6 @@
 """`python -m engine bench fills`: do the fills read right? (issue 11, section 2)
 
-Three small sets written for this benchmark (engine/benchdata, none from the corpora):
+Three small sets written for this benchmark (engine/lab/benchdata, none from the corpora):
 - text: 60 sentences with one masked word and the words a reader would accept there. Measured:
   the share of sampled fills a reader accepts, and the share that are whole words (one word after
   the space, found in the text training split's vocabulary, or of word shape when no corpus).
@@ -31,9 +31,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from .api import InfillRun, joint_log_prob
-from .masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
-from .registry import LoadedModel, default_model, load
+from ..api import InfillRun, joint_log_prob
+from ..masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
+from ..registry import LoadedModel, default_model, load
 
 DATA = Path(__file__).resolve().parent / "benchdata"
 WORD_FILL = re.compile(r" ([A-Za-z]+(?:['-][A-Za-z]+)*)")  # one word, owning the space before it

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import InfillError
+from ..errors import InfillError
 
 T = TypeVar("T")
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
-from .api import InfillRun
-from .masking import parse_masked_text
+from ..api import InfillRun
+from ..masking import parse_masked_text
+from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
-from .registry import available, load
 from .workloads import masked_windows
 
 LENGTH = {"text": 256, "code": 256, "protein": 256}
@@ -152,11 +152,11 @@ def protein_unigram(name: str) -> dict:
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
     res: dict = {}
     for row in available():
-        if row["domain"] != domain or not Path(row["path"]).is_relative_to(Path(__file__).parent.parent / "assets"):
+        if row["domain"] != domain or not Path(row["path"]).is_relative_to(Path(__file__).resolve().parents[2] / "assets"):
             continue
         name = row["name"]
         if row["kind"] == "ptp":  # a drafter head: its card says how often its drafts would be accepted
-            from .models.ptp import evaluate as evaluate_ptp
+            from .train_ptp import evaluate as evaluate_ptp
 
             res[name] = evaluate_ptp(row["path"])
             continue
@@ -233,8 +233,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
-    from .cli import add_device_arg
-    from .device import apply_device_flag
+    from ..cli import add_device_arg
+    from ..device import apply_device_flag
 
     add_device_arg(ap)
     a = ap.parse_args(argv)

@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from .models.asarm_core import KVCache
-from .registry import default_model, load, set_threads
+from ..models.asarm_core import KVCache
+from ..registry import default_model, load, set_threads
 
 # (content rows, query rows): a sequential step, ASSD's draft and density passes at k = 5, the
 # pipelined call at k = 5 (4-5 drafts, density rows + k proposal rows per stopping point), larger

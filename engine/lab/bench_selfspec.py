@@ -6,7 +6,7 @@ Calls are in units of one full pass of the hybrid (docs/DESIGN.md §4): an MDM s
 costs nc_blocks / all_blocks, a causal pass causal_blocks / all_blocks. `calls_best_mean` is the
 best case (an MDM step that revealed nothing is free); for self-spec it equals `calls_mean`.
 Quality: spelling accuracy for text (share of generated words found in the training split's
-vocabulary), judge NLL where a judge model and `engine.evaluate.judge_nll` exist, unigram entropy
+vocabulary), judge NLL where a judge model and `engine.lab.evaluate.judge_nll` exist, unigram entropy
 (bits) of the generated tokens always (a collapse to repeated tokens shows up as low entropy).
 """
 
@@ -18,11 +18,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from .api import InfillRun
-from .cli import add_device_arg
-from .device import apply_device_flag
+from ..api import InfillRun
+from ..cli import add_device_arg
+from ..device import apply_device_flag
+from ..registry import available, default_model, load
 from .metrics import judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
-from .registry import available, default_model, load
 from .workloads import masked_windows
 
 MDM_STEPS = [8, 16, 32, 64, 128]

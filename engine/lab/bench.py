@@ -13,10 +13,10 @@ import time
 
 import torch
 
-from .api import InfillRun
-from .cli import add_device_arg
-from .device import apply_device_flag
-from .registry import default_model, load, set_threads
+from ..api import InfillRun
+from ..cli import add_device_arg
+from ..device import apply_device_flag
+from ..registry import default_model, load, set_threads
 from .workloads import masked_windows
 
 ASSD_SAMPLERS = ["sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"]

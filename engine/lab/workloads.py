@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 
-from .masking import MaskedInput, from_token_positions
-from .tokenization import Codec
+from ..masking import MaskedInput, from_token_positions
+from ..tokenization import Codec
 
 
 def masked_windows(

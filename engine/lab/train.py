@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from .models import MODEL_KINDS
-from .tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+from ..models import MODEL_KINDS
+from ..tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
 
-TOKENIZERS = Path(__file__).resolve().parent.parent / "assets" / "tokenizers"
+TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 BPE_VOCAB = {"text": 4096, "code": 4096}
 
 
@@ -178,7 +178,7 @@ def cli(argv: list[str]) -> int:
             compact(Path(folder))
         return 0
     if argv[:1] == ["ptp-eval"]:  # python -m engine train ptp-eval FOLDER: a PTP drafter's card numbers
-        from .models.ptp import eval_cli
+        from .train_ptp import eval_cli
 
         return eval_cli(argv[1:])
     ap = _parser()
@@ -198,8 +198,8 @@ def cli(argv: list[str]) -> int:
 
     from accelerate import Accelerator
 
-    from .device import apply_device_flag
-    from .registry import set_threads
+    from ..device import apply_device_flag
+    from ..registry import set_threads
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)
@@ -221,7 +221,7 @@ def cli(argv: list[str]) -> int:
     elif a.backbone:
         codec, model = _backbone_hybrid(a, ap)
     elif a.kind == "ptp":
-        from .models.ptp import drafter_for_training
+        from .train_ptp import drafter_for_training
 
         codec, model = drafter_for_training(a, ap)
     elif a.init:
@@ -317,7 +317,7 @@ def _resume_model(folder: Path, a):
 
 def _backbone_hybrid(a, ap: argparse.ArgumentParser):
     """(codec, hybrid) for --backbone: the backbone's own tokenizer, a frozen non-causal stack."""
-    from .models.hybrid import HybridModel
+    from ..models.hybrid import HybridModel
 
     if a.kind != "hybrid":
         ap.error("--backbone needs --kind hybrid")

@@ -1,0 +1,78 @@
+"""Training and model-card evaluation of the PTP drafter (engine/models/ptp.py): tooling, not runtime.
+
+`python -m engine train --kind ptp --teacher DIR` builds the head here; `python -m engine train
+ptp-eval FOLDER` measures the acceptance the card reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..models.ptp import PtpConfig, PtpHead
+
+
+def drafter_for_training(a, ap) -> tuple:
+    """(codec, head with its teacher attached) for `python -m engine train --kind ptp --teacher DIR`."""
+    from ..registry import load
+
+    if not a.teacher:
+        ap.error("--kind ptp needs --teacher (an AS-ARM checkpoint folder or bundled name)")
+    lm = load(a.teacher)
+    if lm.kind != "asarm" or lm.model_type != "asarm":
+        ap.error(f"--teacher {a.teacher}: expected a native AS-ARM, got a {lm.model_type} model")
+    if a.seq_len + 1 > lm.model.config.max_positions:
+        ap.error(f"--seq-len {a.seq_len} exceeds the teacher's {lm.model.config.max_positions - 1} positions")
+    a.teacher = str(lm.path)
+    head = PtpHead(PtpConfig.for_teacher(lm.model.config, a))
+    with torch.no_grad():  # start from the teacher's token embeddings
+        head.tok_embed.weight.copy_(lm.model.embed.weight.float())
+    head.attach_teacher(lm.model)
+    return lm.codec, head
+
+
+@torch.no_grad()
+def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
+    """Model-card numbers on the test split: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
+    round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
+    (what pipelined ASSD drafts), at the benchmark's mask rate."""
+    from ..registry import load
+    from .train import batches, token_stream
+
+    head_lm = load(folder)
+    head = head_lm.model
+    lm = load(teacher or head.config.teacher)
+    head.attach_teacher(lm.model)
+    seq = lm.model.config.max_positions - 1
+    held = token_stream(lm.domain, "test", lm.codec, 400_000)  # held out from teacher and head alike
+    gen = torch.Generator().manual_seed(123)
+    acc_h, acc_b, kl = [], [], []
+    for _ in range(max(1, windows // 4)):
+        ids = next(batches(held, seq, 4, gen, lm.codec.bos_id))
+        loss, st = head.distill(ids, gen, rate)
+        acc_h.append(st["accept_head"])
+        acc_b.append(st["accept_base"])
+        kl.append(float(loss))
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"teacher": lm.name, "windows": max(1, windows // 4) * 4, "mask_rate": rate, "k": head.config.k,
+            "accept_rows_2_to_k_head": mean(acc_h), "accept_rows_2_to_k_asarm_parallel": mean(acc_b),
+            "distill_kl": mean(kl)}
+
+
+def eval_cli(argv: list[str]) -> int:
+    """`python -m engine train ptp-eval FOLDER [--write-card]`."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m engine train ptp-eval")
+    ap.add_argument("folder")
+    ap.add_argument("--teacher", default=None)
+    ap.add_argument("--windows", type=int, default=32)
+    ap.add_argument("--write-card", action="store_true", help="write metrics.json into the folder")
+    a = ap.parse_args(argv)
+    res = evaluate(a.folder, a.teacher, a.windows)
+    print(json.dumps(res, indent=2))
+    if a.write_card:
+        (Path(a.folder) / "metrics.json").write_text(json.dumps(res, indent=2))
+    return 0
