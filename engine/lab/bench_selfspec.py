@@ -45,7 +45,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     settings = [("mdm", f"T={t}", {"steps": t}) for t in (mdm_steps or MDM_STEPS)]
     settings += [("self-spec", f"dtau={d:g},N={n}", {"dtau": d, "inner": n, "window": window})
                  for d, n in (self_spec or SELF_SPEC)]
-    vocab = train_words(lm.domain) if lm.domain == "text" else None
+    vocab = train_words(lm.domain) if lm.domain in ("text", "chars") else None
     judge = _judge(lm.domain)
     rows = []
     for sampler, setting, kw in settings:
@@ -98,7 +98,8 @@ def write_html(result: dict, path: Path) -> Path:
 def run(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine bench self-spec")
     ap.add_argument("--model", default=None, help="hybrid model (default: <domain>-hybrid)")
-    ap.add_argument("--domain", default="text", choices=["text", "code", "protein"])
+    ap.add_argument("--domain", default="text", choices=["text", "code", "protein", "chars"],
+                    help="chars: the text8-style character-level experiment (assets/models/chars-hybrid)")
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--length", type=int, default=128, help="tokens per input window")
     ap.add_argument("--mask-rate", type=float, default=0.95)

@@ -41,8 +41,8 @@ from ..errors import InfillError
 
 T = TypeVar("T")
 
-DOMAINS = ("text", "code", "protein", "humaneval")
-TRAIN_DOMAINS = ("text", "code", "protein")
+DOMAINS = ("text", "code", "protein", "humaneval", "modern", "chars")  # modern and chars derive from text
+TRAIN_DOMAINS = ("text", "code", "protein", "modern", "chars")
 SPLITS = ("train", "valid", "test")
 SEED = 1234
 # Same alphabet as engine.tokenization.PROTEIN_ALPHABET (not imported: that pulls in transformers).
@@ -1026,7 +1026,16 @@ FETCHERS: dict[str, Callable[[Path, Path, int], bool]] = {
     "code": fetch_code,
     "protein": fetch_protein,
     "humaneval": fetch_humaneval,
+    "modern": lambda root, work, seed: _experiment("fetch_modern")(root, work, seed),
+    "chars": lambda root, work, seed: _experiment("fetch_chars")(root, work, seed),
 }
+
+
+def _experiment(name: str) -> Callable[[Path, Path, int], bool]:
+    """Fetchers of engine/lab/experiment_corpora.py (imported late: that module builds on this one)."""
+    from . import experiment_corpora
+
+    return getattr(experiment_corpora, name)
 
 
 def _report(manifest: dict[str, Any]) -> None:

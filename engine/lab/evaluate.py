@@ -28,7 +28,7 @@ from ..api import InfillRun
 from ..masking import parse_masked_text
 from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
-from .workloads import masked_windows
+from .workloads import masked_windows, separator_ids
 
 LENGTH = {"text": 256, "code": 256, "protein": 256}
 
@@ -38,7 +38,7 @@ def _windows(domain: str, codec, length: int, n: int) -> torch.Tensor:
     from .data import load_split
 
     ids: list[int] = []
-    sep = [] if domain == "protein" else codec.encode("\n\n")
+    sep = separator_ids(domain, codec)
     for doc in load_split(domain, "test"):
         ids += codec.encode(doc) + sep
         if len(ids) > n * length + 1:

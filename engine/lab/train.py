@@ -20,6 +20,7 @@ import torch
 
 from ..models import MODEL_KINDS
 from ..tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+from .workloads import separator_ids
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 BPE_VOCAB = {"text": 4096, "code": 4096}
@@ -32,6 +33,10 @@ def domain_tokenizer(domain: str) -> Codec:
         return Codec.load(folder)
     if domain == "protein":
         hf = char_tokenizer(PROTEIN_ALPHABET)
+    elif domain == "chars":
+        from .experiment_corpora import CHARS_ALPHABET
+
+        hf = char_tokenizer(CHARS_ALPHABET)
     else:
         from .data import load_split
 
@@ -54,7 +59,7 @@ def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None 
     documents; proteins are simply abutted). Special tokens never appear as targets."""
     from .data import load_split
 
-    sep = [] if domain == "protein" else codec.encode("\n\n")
+    sep = separator_ids(domain, codec)
     ids: list[int] = []
     total = 0
     for doc in load_split(domain, split):
@@ -129,7 +134,11 @@ def precision(device: torch.device, choice: str = "auto") -> tuple[torch.dtype |
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine train")
     ap.add_argument("--kind", choices=sorted(MODEL_KINDS), default=None, help="required unless --resume")
-    ap.add_argument("--domain", choices=["text", "code", "protein"], default=None, help="required unless --resume")
+    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], default=None,
+                    help="required unless --resume; chars: text8-style letters and space (an experiment)")
+    ap.add_argument("--corpus", default=None, choices=["modern"],
+                    help="train on this corpus instead of the domain's own (modern: the CPU fine-tuning "
+                         "experiment of text models; engine/lab/experiment_corpora.py)")
     ap.add_argument("--out", default=None, help="checkpoint folder (default: the --resume folder)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
@@ -169,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-RESUMED_ARGS = ("kind", "domain", "seq_len", "batch", "lr", "min_lr", "warmup", "seed", "data_chars")
+RESUMED_ARGS = ("kind", "domain", "corpus", "seq_len", "batch", "lr", "min_lr", "warmup", "seed", "data_chars")
 
 
 def cli(argv: list[str]) -> int:
@@ -231,8 +240,9 @@ def cli(argv: list[str]) -> int:
         cfg_cls, model_cls = MODEL_KINDS[a.kind]
         model = model_cls(cfg_cls.for_training(a, codec))
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    train = token_stream(a.domain, "train", codec, a.data_chars)
-    valid = token_stream(a.domain, "valid", codec, 400_000)
+    corpus = getattr(a, "corpus", None) or a.domain
+    train = token_stream(corpus, "train", codec, a.data_chars)
+    valid = token_stream(corpus, "valid", codec, 400_000)
     acc.print(f"{a.kind}/{a.domain}: {n_params / 1e6:.2f}M trainable params, {len(train):,} train tokens, "
               f"{acc.device}, autocast {autocast_dtype or 'off'}, TF32 {'on' if tf32 else 'off'}")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, weight_decay=0.01)
@@ -367,6 +377,7 @@ def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params
     state = {
         "kind": a.kind,
         "domain": a.domain,
+        "corpus": getattr(a, "corpus", None) or a.domain,
         "steps": step,
         "train_loss_ema": ema,
         "valid_loss": valid_loss(model, valid, a.seq_len, codec.bos_id),

@@ -11,6 +11,14 @@ from ..masking import MaskedInput, from_token_positions
 from ..tokenization import Codec
 
 
+def separator_ids(domain: str, codec: Codec) -> list[int]:
+    """What joins two documents of a domain in a token stream: a blank line for prose and code,
+    a space for text8-style characters (no newline in its alphabet), nothing between proteins."""
+    if domain == "protein":
+        return []
+    return codec.encode(" " if domain == "chars" else "\n\n")
+
+
 def masked_windows(
     domain: str, codec: Codec, length: int, mask_rate: float, n: int, seed: int = 0, split: str = "test",
     max_tokens: int | None = None,
@@ -31,7 +39,7 @@ def masked_windows(
                 continue
             windows = [ids[:length]]
         else:
-            stream.extend(ids + codec.encode("\n\n"))
+            stream.extend(ids + separator_ids(domain, codec))
             windows = []
             while len(stream) >= length:
                 windows.append(stream[:length])
