@@ -149,28 +149,30 @@ def protein_unigram(name: str) -> dict:
     return {"unigram_ppl": math.exp(nll)}
 
 
-def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
-    res: dict = {}
-    for row in available():
-        if row["domain"] != domain or not Path(row["path"]).is_relative_to(Path(__file__).resolve().parents[2] / "assets"):
-            continue
-        name = row["name"]
-        if row["kind"] == "ptp":  # a drafter head: its card says how often its drafts would be accepted
-            from .train_ptp import evaluate as evaluate_ptp
+def evaluate_model(name: str, kind: str, domain: str, samples: int, humaneval_limit: int | None,
+                   path: str | None = None) -> dict:
+    """The card numbers of one checkpoint (bundled or a candidate folder), by its kind and domain."""
+    if kind == "ptp":  # a drafter head: its card says how often its drafts would be accepted
+        from .train_ptp import evaluate as evaluate_ptp
 
-            res[name] = evaluate_ptp(row["path"])
-            continue
-        m = heldout_nll(name)
-        if row["kind"] == "asarm":
-            if domain == "text":
-                m.update(text_spelling(name, samples))
-            elif domain == "code":
-                m.update(humaneval_pass1(name, humaneval_limit))
-            elif domain == "protein":
-                m.update(protein_unigram(name))
-                m["ppl_vs_unigram"] = m["ppl_left_to_right"] / m["unigram_ppl"]
-        res[name] = m
-    return res
+        return evaluate_ptp(path or name)
+    m = heldout_nll(name)
+    if kind == "asarm":
+        if domain == "text":
+            m.update(text_spelling(name, samples))
+        elif domain == "code":
+            m.update(humaneval_pass1(name, humaneval_limit))
+        elif domain == "protein":
+            m.update(protein_unigram(name))
+            m["ppl_vs_unigram"] = m["ppl_left_to_right"] / m["unigram_ppl"]
+    return m
+
+
+def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
+    """Every bundled checkpoint of a domain (what `--write-cards` writes)."""
+    assets = Path(__file__).resolve().parents[2] / "assets"
+    return {row["name"]: evaluate_model(row["name"], row["kind"], domain, samples, humaneval_limit, row["path"])
+            for row in available() if row["domain"] == domain and Path(row["path"]).is_relative_to(assets)}
 
 
 KIND_TEXT = {
@@ -231,6 +233,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
+    ap.add_argument("--model", action="append", default=[],
+                    help="evaluate this checkpoint folder (a candidate) instead of the bundled models; repeatable")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
     from ..cli import add_device_arg
@@ -241,9 +245,14 @@ def cli(argv: list[str]) -> int:
     apply_device_flag(a.device)
     torch.manual_seed(0)
     out = {}
-    for d in a.domain or ["text", "code", "protein"]:
+    for folder in a.model:
+        lm = load(folder)
+        out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path))
+    for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if a.write_cards:
+        if a.model:
+            ap.error("--write-cards writes the bundled models' cards; it does not go with --model")
         for name, m in out.items():
             write_card(load(name).path, m)
     if a.json:
