@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -22,7 +24,7 @@ from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
 from ..registry import available, default_model, load
-from .metrics import judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
+from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .workloads import masked_windows
 
 MDM_STEPS = [8, 16, 32, 64, 128]
@@ -37,6 +39,71 @@ def _judge(domain: str):
     return judges[0], lambda seqs: judge_nll_tokens(seqs, model=judges[0])
 
 
+def _spelled(text: str, vocab: frozenset[str], whole_window: bool) -> tuple[int, int]:
+    """(words found in the training vocabulary, words) of one input. Character level scores the
+    completed window (the mask cuts through words, so a span alone holds word fragments) without
+    its first and last word, which the window's edges may cut."""
+    words = [w.lower() for w in WORD.findall(text)]
+    if whole_window:
+        words = words[1:-1]
+    return sum(w in vocab for w in words), len(words)
+
+
+def calls_to_reach(curve: list[tuple[float, float]], target: float, lower_better: bool = False
+                   ) -> tuple[float | None, str]:
+    """Fewest calls at which a piecewise-linear quality-against-calls curve (sorted by calls)
+    reaches `target`: ("exact", c) interpolated; ("upper", c0) reached already at the cheapest
+    point; ("lower", c_max) never reached (a ratio built on it is a lower bound)."""
+    pts = [(c, q) for c, q in curve if math.isfinite(c) and math.isfinite(q)]
+    if not pts or not math.isfinite(target):
+        return None, ""
+
+    def good(q: float) -> bool:
+        return q <= target if lower_better else q >= target
+
+    if good(pts[0][1]):
+        return pts[0][0], "upper"
+    for (c0, q0), (c1, q1) in zip(pts, pts[1:]):
+        if good(q1):
+            t = (target - q0) / (q1 - q0) if q1 != q0 else 1.0
+            return c0 + t * (c1 - c0), "exact"
+    return pts[-1][0], "lower"
+
+
+def _curve(rows: list[dict], sampler: str, idx: list[int]) -> list[tuple[float, float]]:
+    """(mean best-case calls, pooled spelling accuracy) per setting over the inputs `idx`."""
+    pts = []
+    for r in rows:
+        if r["sampler"] == sampler and "per_input" in r:
+            pi = r["per_input"]
+            words = sum(pi["spelled"][i][1] for i in idx)
+            pts.append((statistics.fmean(pi["calls_best"][i] for i in idx),
+                        sum(pi["spelled"][i][0] for i in idx) / words if words else float("nan")))
+    return sorted(pts)
+
+
+def self_spec_at_mdm_best(rows: list[dict], n_inputs: int, boot: int = 1000, seed: int = 0) -> dict | None:
+    """The issue's number: self-speculative calls needed to reach MDM's best spelling accuracy,
+    over MDM's calls there (below 1: self-spec is cheaper), with a bootstrap over inputs."""
+    def ratio(idx: list[int]) -> tuple[float | None, str, float, float]:
+        mdm, ss = _curve(rows, "mdm", idx), _curve(rows, "self-spec", idx)
+        if not mdm or not ss:
+            return None, "", float("nan"), float("nan")
+        c_mdm, q_best = max(mdm, key=lambda p: (p[1], -p[0]))
+        c_ss, how = calls_to_reach(ss, q_best)
+        return (c_ss / c_mdm if c_ss is not None else None), how, q_best, c_mdm
+
+    r, how, q_best, c_mdm = ratio(list(range(n_inputs)))
+    if r is None:
+        return None
+    rng = random.Random(seed)
+    draws = [ratio([rng.randrange(n_inputs) for _ in range(n_inputs)]) for _ in range(boot)]
+    vals = sorted(d[0] for d in draws if d[0] is not None)
+    return {"mdm_best_quality": q_best, "mdm_calls_at_best": c_mdm, "ratio": r, "how": how,
+            "ratio_ci95": [vals[int(0.025 * len(vals))], vals[int(0.975 * len(vals)) - 1]] if vals else None,
+            "never_reached_share": sum(d[1] == "lower" for d in draws) / boot, "bootstrap": boot}
+
+
 def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, seed: int = 0,
               mdm_steps: list[int] | None = None, self_spec: list[tuple[float, int]] | None = None,
               window: str = "cosine", progress=None) -> dict:
@@ -49,7 +116,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     judge = _judge(lm.domain)
     rows = []
     for sampler, setting, kw in settings:
-        calls, best, texts, seqs, ents, toks = [], [], [], [], [], 0
+        calls, best, texts, seqs, ents, toks, spelled = [], [], [], [], [], 0, []
         for i, mi in enumerate(inputs):
             run = InfillRun(masked_input=mi, model=model, sampler=sampler, seed=seed + i, **kw)
             for _ in run.stream():
@@ -58,6 +125,8 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
             calls.append(res.calls)
             best.append(res.counts["calls_best"])
             texts.append(" ".join(s.text for s in res.spans))
+            if vocab is not None:
+                spelled.append(_spelled(res.text if lm.domain == "chars" else texts[-1], vocab, lm.domain == "chars"))
             seqs.append(res.tokens)  # the whole completed window, as section 1 of the report scores it
             gen = [res.tokens[p] for p in mi.masked]
             toks += len(gen)
@@ -66,14 +135,20 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
                "calls_best_mean": statistics.fmean(best),
                "entropy": statistics.fmean(ents), "tokens_mean": toks / len(inputs)}
         if vocab is not None:
-            rows.append({**row, "quality": spelling_accuracy(texts, vocab), "quality_metric": "spelling_accuracy"})
+            hits, words = sum(h for h, _ in spelled), sum(n for _, n in spelled)
+            quality = spelling_accuracy(texts, vocab) if lm.domain != "chars" else hits / max(words, 1)
+            rows.append({**row, "quality": quality, "quality_metric": "spelling_accuracy",
+                         "per_input": {"calls_best": best, "spelled": spelled}})
         if judge is not None:
             rows.append({**row, "quality": judge[1](seqs), "quality_metric": f"judge_nll:{judge[0]}"})
         if vocab is None and judge is None:
             rows.append({**row, "quality": row["entropy"], "quality_metric": "entropy"})
         if progress:
             progress(rows[-1])
-    return {"model": model, "samples": len(inputs), "length": length, "mask_rate": mask_rate, "rows": rows}
+    out = {"model": model, "samples": len(inputs), "length": length, "mask_rate": mask_rate, "rows": rows}
+    if vocab is not None:
+        out["self_spec_at_mdm_best"] = self_spec_at_mdm_best(rows, len(inputs))
+    return out
 
 
 def write_html(result: dict, path: Path) -> Path:
@@ -105,6 +180,9 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--mask-rate", type=float, default=0.95)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--window", default="cosine", choices=["cosine", "linear"])
+    ap.add_argument("--mdm-steps", default=",".join(map(str, MDM_STEPS)), help="MDM step counts T, comma-separated")
+    ap.add_argument("--self-spec", default=";".join(f"{d:g},{n}" for d, n in SELF_SPEC),
+                    help="self-speculative settings 'dtau,N' separated by ';'")
     ap.add_argument("--html", default="runs/bench-self-spec.html")
     ap.add_argument("--json", action="store_true")
     add_device_arg(ap)
@@ -115,7 +193,13 @@ def run(argv: list[str]) -> int:
         print(f"  {r['sampler']:<9} {r['setting']:<14} calls {r['calls_mean']:7.2f} (best {r['calls_best_mean']:.2f})  "
               f"{r['quality_metric']} {r['quality']:.3f}  entropy {r['entropy']:.2f}", file=sys.stderr, flush=True)
 
-    result = run_bench(model, a.samples, a.length, a.mask_rate, a.seed, window=a.window, progress=show)
+    try:
+        steps = [int(t) for t in a.mdm_steps.split(",") if t.strip()]
+        spec = [(float(d), int(n)) for d, n in (x.split(",") for x in a.self_spec.split(";") if x.strip())]
+    except ValueError:
+        ap.error("--mdm-steps takes integers like 8,32,128; --self-spec takes 'dtau,N' pairs like 0.1,1;0.05,2")
+    result = run_bench(model, a.samples, a.length, a.mask_rate, a.seed, mdm_steps=steps, self_spec=spec,
+                       window=a.window, progress=show)
     html = write_html(result, Path(a.html))
     result["html"] = str(html)
     if a.json:
@@ -126,6 +210,13 @@ def run(argv: list[str]) -> int:
             print(f"{r['sampler']:<10} {r['setting']:<14} {r['calls_mean']:8.2f} {r['calls_best_mean']:8.2f} "
                   f"{r['quality']:8.3f} "
                   f"{r['quality_metric']:<18} {r['entropy']:7.2f}")
+        m = result.get("self_spec_at_mdm_best")
+        if m:
+            ci = m["ratio_ci95"]
+            print(f"self-spec calls at MDM's best spelling accuracy ({m['mdm_best_quality']:.3f}, "
+                  f"{m['mdm_calls_at_best']:.1f} calls): {m['ratio']:.2f}x MDM's ({m['how']}; bootstrap 95% "
+                  f"{ci[0]:.2f}-{ci[1]:.2f}; never reached in {m['never_reached_share']:.0%} of resamples)"
+                  if ci else f"self-spec calls at MDM's best: {m['ratio']:.2f}x ({m['how']})")
         print(f"plot: {html}")
     return 0
 
