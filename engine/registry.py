@@ -179,7 +179,7 @@ def _cache_clear() -> None:
     _load_folder.cache_clear()
 
 
-_load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (report.py clears it between retries)
+_load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (engine/lab/report/measure.py clears it between retries)
 
 
 _threads_applied = False
