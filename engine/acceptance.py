@@ -25,6 +25,8 @@ def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 def uniform(gen: torch.Generator) -> float:
+    """One float64 uniform from the run's generator: the acceptance test's coin, so every random
+    decision of a run comes from one seeded stream."""
     return float(torch.rand((), generator=gen, dtype=torch.float64))
 
 
@@ -47,6 +49,9 @@ def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
 
 @dataclass
 class Verdict:
+    """The outcome of one speculative test: the token kept and the probabilities the trace shows
+    (p and q of the draft, min(1, q/p), q of the kept token)."""
+
     accepted: bool
     token: int  # the draft if accepted, the residual sample otherwise
     accept_prob: float

@@ -33,6 +33,9 @@ def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
 
 @dataclass
 class InfillResult:
+    """What one finished run gives back: the completed text and its spans, the cost (calls,
+    rounds, seconds), the exact log-probability and the trace, for the API, the CLI and the store."""
+
     text: str
     spans: list[Span]
     masked_tokens: int
@@ -58,9 +61,11 @@ class InfillResult:
 
     @property
     def tokens_per_call(self) -> float:
+        """Masked tokens per network call: the speed-up measure every sampler is compared on."""
         return self.masked_tokens / self.calls if self.calls else float("nan")
 
     def to_json(self, with_steps: bool = True) -> dict:
+        """The result as plain JSON (the CLI's --json, the benchmarks), with the steps unless told not to."""
         d = {
             "text": self.text,
             "spans": [s.to_dict() for s in self.spans],
@@ -108,6 +113,8 @@ class RunContext:
         self.rec = Recorder(lm.codec.token_text, self.calls)
 
     def calls(self) -> float:
+        """Network calls so far, in the run's units: the oracle's or the hybrid's counter plus a
+        drafter's own calls."""
         base = self.oracle.calls if self.oracle is not None else (self.counter() if self.counter else 0.0)
         return base + self.extra_calls[0]
 
@@ -125,6 +132,8 @@ def _default_drafter(lm: LoadedModel, sampler: str) -> str:
 
 
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
+    """The density oracle an AS-ARM sampler drives: our AS-ARM (cached or not) or an XLNet adapter;
+    refuses a model that is not an AS-ARM."""
     if lm.kind != "asarm":
         raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
     if lm.model_type == "xlnet":
@@ -215,6 +224,8 @@ class InfillRun:
         self.seconds = time.perf_counter() - t0
 
     def result(self, with_log_prob: bool = True) -> InfillResult:
+        """The finished (or stopped) run as an InfillResult, read from its trace; with_log_prob adds
+        the model's exact joint log-probability of the filled tokens (AS-ARM only)."""
         decided = decided_tokens(self.trace)
         tokens = [decided.get(i, t) for i, t in enumerate(self.mi.tokens)]
         text, spans = self.mi.fill(self.lm.codec, decided)

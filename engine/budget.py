@@ -47,15 +47,20 @@ def _env_float(name: str, default: float) -> float | None:
 
 @dataclass(frozen=True)
 class Budget:
+    """Per-run limits a public server sets (computing seconds, network calls), so one visitor's run
+    cannot hold a compute slot for long (README: Serving it to strangers)."""
+
     max_seconds: float | None = None  # computing time of one run
     max_calls: float | None = None  # network calls of one run (both networks, fractional)
 
     @classmethod
     def from_env(cls) -> Budget:
+        """The server's budget from INFILL_RUN_MAX_SECONDS / INFILL_RUN_MAX_CALLS (0 switches one off)."""
         return cls(_env_float("INFILL_RUN_MAX_SECONDS", DEFAULT_MAX_SECONDS),
                    _env_float("INFILL_RUN_MAX_CALLS", DEFAULT_MAX_CALLS))
 
     def check(self, seconds: float, calls: float) -> None:
+        """Raise BudgetExceededError, with what to change, once the run is over either limit."""
         if self.max_seconds is not None and seconds > self.max_seconds:
             raise BudgetExceededError(
                 f"Stopped: this run computed for {seconds:.1f} s, over the server's budget of "
@@ -111,6 +116,8 @@ class Meter:
         _local.meter = self._outer
 
     def checkpoint(self) -> None:
+        """Called before every network pass: add the time since the last one, enforce the budget and
+        let the app hand the compute slot to a waiting run."""
         now = time.perf_counter()
         self.seconds += now - self._t
         self._t = now

@@ -50,6 +50,7 @@ def _models(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m engine` (infill, models); the delegated subcommands parse their own."""
     from .samplers import DEFAULT_SAMPLER, SAMPLERS
 
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
@@ -93,6 +94,8 @@ DELEGATED = {"train": "train", "bench": "bench", "data": "data", "eval": "evalua
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m engine`: delegated subcommands go to engine.lab, user errors print
+    one line and exit 2."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in DELEGATED:  # each owns its own argument parser

@@ -10,35 +10,36 @@ class InfillError(ValueError):
 
 
 class NoMaskError(InfillError):
-    pass
+    """The text has no [MASK] marker: there is nothing to fill."""
 
 
 class EmptyTextError(InfillError):
-    pass
+    """The text is empty."""
 
 
 class BadSpanLengthError(InfillError):
-    pass
+    """A span length is zero, negative or beyond what the model takes."""
 
 
 class InputTooLongError(InfillError):
-    pass
+    """The input, masks included, is longer than the model's context."""
 
 
 class UnrepresentableTextError(InfillError):
-    pass
+    """The text holds characters the model's tokenizer cannot represent."""
 
 
 class BadParameterError(InfillError):
-    pass
+    """A sampler parameter is out of its range (k, steps, dtau, seed ...)."""
 
 
 class ModelNotFoundError(InfillError):
-    pass
+    """No model by that name, folder or Hub id."""
 
 
 class IncompatibleModelsError(InfillError):
-    pass
+    """The model does not fit the sampler (an AS-ARM sampler on a hybrid, a drafter of another
+    tokenizer ...)."""
 
 
 class DistributionError(InfillError):

@@ -65,11 +65,14 @@ def words_to_tokens(n_words: int, codec: Codec) -> int:
 
 @dataclass
 class Span:
+    """One filled span of the completed text, by character offsets, for the API and the app."""
+
     start: int  # character offsets in the completed text
     end: int
     text: str
 
     def to_dict(self) -> dict:
+        """The span as JSON."""
         return {"start": self.start, "end": self.end, "text": self.text}
 
 
@@ -108,6 +111,7 @@ class MaskedInput:
 
     @property
     def visible(self) -> list[int]:
+        """Positions that are not masked: the context every sampler conditions on."""
         m = set(self.masked)
         return [i for i in range(len(self.tokens)) if i not in m]
 

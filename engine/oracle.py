@@ -19,6 +19,9 @@ from .models.asarm_core import AsArmMixin, KVCache
 
 
 class AsArmOracle:
+    """The AS-ARM as a density oracle (docs/DESIGN.md §2.1): samplers say which drafts to place and
+    which positions to query; it builds ranks, runs the model and keeps the KV cache exact."""
+
     def __init__(self, model: AsArmMixin, mi: MaskedInput, use_cache: bool = False):
         self.model = model
         self.mi = mi
@@ -36,6 +39,8 @@ class AsArmOracle:
         self.dtype = next(model.parameters()).dtype
 
     def commit(self, pos: int, tok: int) -> None:
+        """Decide a token. With the cache, a commit that matches the next cached draft keeps its rows;
+        anything else rolls the cache back to the decided prefix."""
         self.committed.append((pos, tok))
         if self.cache is None:
             return

@@ -33,6 +33,9 @@ HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-
 
 @dataclass
 class LoadedModel:
+    """A model ready to run: the network, its codec and what samplers and the app need to know of
+    it (kind, domain, context, metrics)."""
+
     name: str
     path: Path
     kind: str  # "asarm" (native or XLNet), "hybrid", "judge", "ptp" (a drafter head)
@@ -179,7 +182,7 @@ def _cache_clear() -> None:
     _load_folder.cache_clear()
 
 
-_load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (report.py clears it between retries)
+_load.cache_clear = _cache_clear  # type: ignore[attr-defined]  (engine/lab/report/measure.py clears it between retries)
 
 
 _threads_applied = False
@@ -273,6 +276,7 @@ def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device
 
 
 def default_model(domain: str, kind: str) -> str:
+    """The bundled `<domain>-<kind>` model's name, or a message saying it is not bundled."""
     name = f"{domain}-{kind}"
     if name not in _candidates():
         raise ModelNotFoundError(

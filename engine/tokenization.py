@@ -12,7 +12,7 @@ alphabets used by the exactness tests).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -91,6 +91,7 @@ class LiteTokenizer:
         return sorted(i for i, t in self.backend_tokenizer.get_added_tokens_decoder().items() if t.special)
 
     def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, added tokens included (as transformers' tokenizers give it)."""
         return self.backend_tokenizer.get_vocab(with_added_tokens=True)
 
     def save_pretrained(self, folder) -> None:
@@ -135,6 +136,7 @@ class Codec:
 
     @classmethod
     def load(cls, folder: str | Path) -> Codec:
+        """The tokenizer saved in a model folder (the light reader when it can, else transformers')."""
         lite = LiteTokenizer.load(Path(folder))
         if lite is not None:
             return cls(lite)
@@ -168,6 +170,7 @@ class Codec:
         return ids
 
     def decode(self, ids: list[int]) -> str:
+        """Ids -> text, special tokens kept (the byte-level decoder joins split characters)."""
         return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def not_space_led(self) -> torch.Tensor:
@@ -194,9 +197,7 @@ class Codec:
         return self.decode([tid]).encode("utf-8")
 
     def alphabet(self) -> str:
+        """The single-character tokens: what a character-level model can spell (named in the message
+        that refuses a character outside it)."""
         vocab = self.hf.get_vocab()
         return "".join(sorted(t for t, i in vocab.items() if i not in self.special_ids and len(t) == 1))
-
-    def iter_tokens(self, ids: Iterable[int]) -> Iterator[str]:
-        for i in ids:
-            yield self.token_text(i)

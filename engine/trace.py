@@ -12,6 +12,8 @@ from enum import Enum
 
 
 class StepKind(str, Enum):
+    """What a step of the trace records: a network pass or a decision about tokens."""
+
     # network passes (each carries the calls counter after the pass)
     DRAFT_PASS = "draft_pass"  # AS-ARM: parallel queries on the decided tokens
     DENSITY_PASS = "density_pass"  # AS-ARM: exact factors of the drafted tokens
@@ -61,12 +63,14 @@ class Step:
     tested: bool = True
 
     def to_dict(self) -> dict:
+        """The step as JSON (the store and the API)."""
         d = asdict(self)
         d["kind"] = self.kind.value
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Step:
+        """A stored step back, marking `tested` for traces saved before the flag existed."""
         d = dict(d)
         d["kind"] = StepKind(d["kind"])
         if "tested" not in d:  # a trace saved before the flag existed

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from engine.api import InfillRun
-from engine.lab.report import acceptance_events
+from engine.lab.report.measure import acceptance_events
 from engine.trace import Step, StepKind, acceptance_by_position, trace_counts, untested_accepts
 from storage import open_store
 from tests.tiny import masked_input

@@ -11,7 +11,8 @@ import torch
 
 from engine.models.hybrid import HybridConfig, HybridModel
 from engine.samplers.base import Recorder
-from engine.samplers.mdm import CallCounter, mdm
+from engine.samplers.hybrid_passes import CallCounter
+from engine.samplers.mdm import mdm
 from engine.trace import StepKind
 from tests.tiny import masked_input, tiny_codec
 
@@ -258,7 +259,7 @@ def _mdm_law(model, mi, steps: int) -> dict[tuple[int, ...], float]:
     the schedule's size is revealed, each of its tokens drawn from the factorized prediction."""
     import itertools
 
-    from engine.samplers.mdm import cosine_remaining, model_ids, nc_pass
+    from engine.samplers.hybrid_passes import cosine_remaining, model_ids, nc_pass
 
     symbols = list(range(4, model.config.vocab_size))
     remaining = cosine_remaining(len(mi.masked), steps)

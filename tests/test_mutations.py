@@ -60,7 +60,7 @@ def hybrid():
     """Tiny hybrid (seed 11, weights N(0, 1)) on 'xbxx' with the decode order 3, 0, 2; its causal
     block's token embedding and output projection are scaled by 6, so the causal targets depend
     strongly on the chain (what M6 gets wrong)."""
-    from engine.samplers.mdm import causal_pass, model_ids, nc_pass
+    from engine.samplers.hybrid_passes import causal_pass, model_ids, nc_pass
     from tests.test_selfspec import _exact
 
     model = tiny_hybrid(seed=11, length=4, scale=1.0)

@@ -13,6 +13,9 @@ import pytest
 import torch
 
 from engine.lab import report
+from engine.lab.bench_selfspec import calls_to_reach
+from engine.lab.data import sha256_file
+from engine.lab.report import measure, plan, render
 from engine.models.asarm import AsArmConfig, AsArmModel
 from engine.models.hybrid import HybridConfig, HybridModel
 from engine.models.ptp import PtpConfig, PtpHead
@@ -125,14 +128,14 @@ def test_quick_report_is_well_formed(tiny_world):
     assert "Regenerate with: `python -m engine report --quick" in "\n".join(md.splitlines()[:4])
     positions = [md.find(h + "\n") for h in HEADINGS]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), positions
-    assert report.ERROR_MARK not in md
+    assert plan.ERROR_MARK not in md
 
     tables = _tables(md)
     # 1. one exact-sampler table per domain, every sampler present, numeric mean ± SE cells
     exact = [rows for head, rows in tables if head == EXACT_COLUMNS]
     assert len(exact) == 2
     for i, rows in enumerate(exact):
-        assert [r[0] for r in rows] == report.EXACT
+        assert [r[0] for r in rows] == plan.EXACT
         for r in rows:
             assert int(r[1]) == 2
             for cell in r[3:9]:
@@ -158,7 +161,7 @@ def test_quick_report_is_well_formed(tiny_world):
         assert all(r[-1] for r in rows if r[0] == "self-spec")
     # 4. HumanEval: a row per code sampler with a pass@1 and calls
     he = [rows for head, rows in tables if head[:4] == ["sampler", "tasks", "pass@1", "calls per task"]]
-    assert len(he) == 1 and [r[0] for r in he[0]] == report.EXACT
+    assert len(he) == 1 and [r[0] for r in he[0]] == plan.EXACT
     assert all(int(r[1]) == 3 and NUM.match(r[2]) and re.match(r"^\d+\.\d+$", r[3]) for r in he[0])
     # 5. scaling: calls and seconds per length / mask rate; 512 exceeds the tiny window and says so
     sc = [(head, rows) for head, rows in tables if head[0] == "sampler" and head[-1] == "slope"]
@@ -183,7 +186,7 @@ def test_quick_report_is_well_formed(tiny_world):
     # 6. provenance: models with their weight hashes, seeds, machine, date
     prov = md.split("## 6. Provenance")[1]
     for name in ("text-asarm", "text-hybrid", "text-judge", "code-asarm", "code-hybrid"):
-        digest = report.sha256_file(models / name / "model.safetensors")
+        digest = sha256_file(models / name / "model.safetensors")
         assert digest in prov and name in prov
     assert "code-judge" in prov  # listed among the models not used
     for line in ("- Date: ", "- Machine: ", "- Seeds: ", "- Runtime: "):
@@ -193,14 +196,14 @@ def test_quick_report_is_well_formed(tiny_world):
     assert md.count("_Models: ") >= 7
 
 
-def test_match_calls_interpolates_the_mdm_curve():
+def test_calls_to_reach_interpolates_the_mdm_curve():
     curve = [(2.0, 0.5), (4.0, 0.7), (8.0, 0.9)]
-    calls, kind = report.match_calls(curve, 0.8, lower_better=False)
+    calls, kind = calls_to_reach(curve, 0.8, lower_better=False)
     assert kind == "exact" and calls == pytest.approx(6.0)
-    assert report.match_calls(curve, 0.4, lower_better=False) == (2.0, "upper")
-    assert report.match_calls(curve, 0.95, lower_better=False) == (8.0, "lower")
+    assert calls_to_reach(curve, 0.4, lower_better=False) == (2.0, "upper")
+    assert calls_to_reach(curve, 0.95, lower_better=False) == (8.0, "lower")
     nll = [(2.0, 3.0), (4.0, 2.0)]
-    calls, kind = report.match_calls(nll, 2.5, lower_better=True)
+    calls, kind = calls_to_reach(nll, 2.5, lower_better=True)
     assert kind == "exact" and calls == pytest.approx(3.0)
 
 
@@ -212,7 +215,7 @@ def test_figures_fall_back_to_html_when_static_export_fails(tmp_path, monkeypatc
         raise RuntimeError("no Chromium here")
 
     monkeypatch.setattr(pio, "write_images", broken)
-    paths, how = report.export_figures({"f": go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))}, tmp_path)
+    paths, how = render.export_figures({"f": go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))}, tmp_path)
     assert paths["f"].suffix == ".html" and paths["f"].is_file()
     assert "HTML" in how and "no Chromium here" in how
 
@@ -221,17 +224,16 @@ def test_worker_processes_measure_the_same_runs(tiny_asarm, monkeypatch):
     """--workers shares inputs among processes; the records (seeded runs) are the ones one process makes."""
     from pathlib import Path
 
-    from engine.lab import report
     from tests.tiny import masked_input
 
-    info = report.ModelInfo("tiny", "asarm", "text", Path(tiny_asarm.path), "", 6, tiny_asarm)
-    arms = [report.Arm(s, s, info) for s in ("sequential", "assd-pipelined")]
+    info = measure.ModelInfo("tiny", "asarm", "text", Path(tiny_asarm.path), "", 6, tiny_asarm)
+    arms = [measure.Arm(s, s, info) for s in ("sequential", "assd-pipelined")]
     inputs = {"tiny": [masked_input(tiny_asarm.codec, {i: "b"}, 6) for i in range(3)]}
     got = {}
     for workers in (1, 2):
-        monkeypatch.setattr(report, "WORKERS", workers)
+        monkeypatch.setattr(measure, "WORKERS", workers)
         notes: list[str] = []
-        recs = report.measure(inputs, arms, seed=5, k=3, notes=notes, warmup=False)
+        recs = measure.measure(inputs, arms, seed=5, k=3, notes=notes, warmup=False)
         assert notes == []
         got[workers] = {a: [(r.index, r.calls, r.generated, r.events) for r in rs] for a, rs in recs.items()}
     assert got[1] == got[2] and all(len(v) == 3 for v in got[1].values())

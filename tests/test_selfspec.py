@@ -17,7 +17,7 @@ from engine.oracle import AsArmOracle
 from engine.samplers.assd import assd_drafted
 from engine.samplers.base import Recorder
 from engine.samplers.diffusion_drafter import DiffusionDrafter, check_pair
-from engine.samplers.mdm import CallCounter
+from engine.samplers.hybrid_passes import CallCounter
 from engine.samplers.selfspec import self_spec, window_size
 from engine.samplers.selfspec_likelihood import log_prob_given_order, log_prob_marginal
 from engine.trace import DECIDING_KINDS, StepKind

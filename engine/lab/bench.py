@@ -25,6 +25,8 @@ UNCACHED = "sequential"  # kept as a labelled second column
 
 
 def mean_se(xs: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (NaN for no values, SE 0 for one): every benchmark
+    and report cell."""
     if not xs:
         return float("nan"), float("nan")
     m = statistics.fmean(xs)
@@ -34,6 +36,8 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
 
 def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
                    seed: int = 0, temperature: float = 1.0) -> dict:
+    """ASSD variants against the sequential baselines on the same masked windows and seeds,
+    interleaved; per-sampler calls, rounds, tokens and seconds, and wall ratios within the run."""
     lm = load(model)
     inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed,
                             max_tokens=lm.max_tokens)
@@ -89,6 +93,7 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
 
 
 def print_table(res: dict) -> None:
+    """The `bench assd` result as a plain-text table."""
     print(f"model {res['model']}  length {res['length']}  mask rate {res['mask_rate']}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
@@ -108,6 +113,7 @@ def print_table(res: dict) -> None:
 
 
 def cli(argv: list[str]) -> int:
+    """`python -m engine bench assd|self-spec|fills|calls`: dispatches to the benchmark asked for."""
     if argv and argv[0] == "self-spec":
         from .bench_selfspec import run
 

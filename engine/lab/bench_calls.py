@@ -26,6 +26,8 @@ SHAPES = [(1, 1), (1, 5), (4, 4), (5, 5), (5, 10), (5, 35), (10, 10), (16, 16), 
 
 
 def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, int]]) -> dict:
+    """CPU and wall seconds of single AS-ARM calls of each (content rows, query rows) shape after
+    `context` cached rows: what one network call costs as a call grows."""
     m = load(model_name).model
     vmax = m.config.vocab_size
     top = m.config.max_positions
@@ -63,6 +65,7 @@ def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, in
 
 
 def cli(argv: list[str]) -> int:
+    """`python -m engine bench calls`: the per-call cost table."""
     ap = argparse.ArgumentParser(prog="python -m engine bench calls")
     ap.add_argument("--model", default=None)
     ap.add_argument("--domain", default="text")

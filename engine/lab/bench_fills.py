@@ -47,16 +47,19 @@ NO_NETWORK = "import socket as _s\n_s.socket = _s.create_connection = None  # be
 
 
 def load_text_items() -> list[dict]:
+    """The one-word fill sentences of the text benchmark."""
     return json.loads((DATA / "fills_text.json").read_text(encoding="utf-8"))["items"]
 
 
 def load_code_items() -> list[dict]:
+    """The single-line code fills, with the tests that check them."""
     from .benchdata.fills_code import CODE_ITEMS
 
     return CODE_ITEMS
 
 
 def load_protein_items() -> tuple[list[dict], float]:
+    """The protein fill items and the mask rate they were cut at."""
     d = json.loads((DATA / "fills_protein.json").read_text(encoding="utf-8"))
     return d["items"], float(d["mask_rate"])
 
@@ -96,6 +99,8 @@ def judge_word(completed: str, prefix: str, suffix: str, accept: set[str], vocab
 def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bool], sampler: str, k: int,
                limit: int | None = None, vocab: frozenset[str] | None = None,
                lengths: tuple[str, ...] = ("reference",)) -> dict:
+    """Text fills: how often a fill is an accepted word, a whole word, and leaves the context
+    intact, per mask length, word-boundary mode and temperature."""
     lm = load(model)
     items = load_text_items()[:limit]
     rows = []
@@ -124,6 +129,7 @@ def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bo
 
 
 def run_program(program: str, timeout: float = 10.0) -> bool:
+    """Run a filled program with its tests in an isolated interpreter (no network); True if they pass."""
     from .evaluate import run_tests_in_subprocess  # fresh isolated interpreter, temp dir, timeout
 
     return run_tests_in_subprocess(NO_NETWORK + program, timeout=timeout)
@@ -131,6 +137,7 @@ def run_program(program: str, timeout: float = 10.0) -> bool:
 
 def bench_code(model: str, seeds: int, temperatures: list[float], modes: list[bool], sampler: str, k: int,
                limit: int | None = None) -> dict:
+    """Code fills: how often the filled line passes its tests or equals the reference."""
     lm = load(model)
     items = load_code_items()[:limit]
     rows = []
@@ -179,6 +186,8 @@ def protein_unigram() -> tuple[dict[str, float], str]:
 
 def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: str, k: int,
                   limit: int | None = None, unigram: tuple[dict[str, float], str] | None = None) -> dict:
+    """Protein fills: the model's NLL of the true residues against a unigram baseline, and how
+    often sampled residues recover the true ones."""
     lm = load(model)
     items, rate = load_protein_items()
     items = items[:limit]
@@ -217,6 +226,7 @@ def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | No
               modes: list[bool] | None = None, sampler: str = "assd", k: int = 5, limit: int | None = None,
               models: dict[str, str] | None = None, progress=None,
               lengths: tuple[str, ...] = ("reference",)) -> dict:
+    """The fill benchmark over the domains asked for, each on its model (default: the bundled AS-ARM)."""
     temperatures = temperatures or [1.0, 0.4]
     modes = [False, True] if modes is None else modes
     models = models or {}
@@ -252,6 +262,7 @@ def _mode(wb: bool) -> str:
 
 
 def print_report(res: dict) -> None:
+    """The fill benchmark's result as plain text."""
     if "text" in res:
         r = res["text"]
         print(f"text: {r['model']}, {r['sentences']} sentences x {r['seeds']} seeds, {res['sampler']} k={res['k']}; "
@@ -278,6 +289,7 @@ def print_report(res: dict) -> None:
 
 
 def run(argv: list[str]) -> int:
+    """`python -m engine bench fills`: the command line of the fill benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench fills", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--domains", default="text,code,protein")

@@ -107,6 +107,8 @@ def self_spec_at_mdm_best(rows: list[dict], n_inputs: int, boot: int = 1000, see
 def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, seed: int = 0,
               mdm_steps: list[int] | None = None, self_spec: list[tuple[float, int]] | None = None,
               window: str = "cosine", progress=None) -> dict:
+    """MDM at several step counts against self-spec at several (dtau, inner) settings on the same
+    masked windows and seeds: calls (raw and best case) and quality per setting."""
     lm = load(model)
     inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
     settings = [("mdm", f"T={t}", {"steps": t}) for t in (mdm_steps or MDM_STEPS)]
@@ -152,6 +154,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
 
 
 def write_html(result: dict, path: Path) -> Path:
+    """Quality against calls for every setting, as an interactive HTML figure."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -171,6 +174,7 @@ def write_html(result: dict, path: Path) -> Path:
 
 
 def run(argv: list[str]) -> int:
+    """`python -m engine bench self-spec`: the command line of the self-spec against MDM benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench self-spec")
     ap.add_argument("--model", default=None, help="hybrid model (default: <domain>-hybrid)")
     ap.add_argument("--domain", default="text", choices=["text", "code", "protein", "chars"],

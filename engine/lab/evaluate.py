@@ -49,6 +49,8 @@ def _windows(domain: str, codec, length: int, n: int) -> torch.Tensor:
 
 @torch.no_grad()
 def heldout_nll(name: str, n: int = 32) -> dict:
+    """Per-token NLL of a model on held-out windows (joint for an AS-ARM or judge, the two heads
+    for a hybrid): the quality number of its model card."""
     lm = load(name)
     model = lm.model
     x = _windows(lm.domain, lm.codec, min(LENGTH[lm.domain], lm.max_tokens), n).to(model.device)
@@ -76,6 +78,8 @@ def heldout_nll(name: str, n: int = 32) -> dict:
 
 
 def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
+    """Share of generated words found in the training vocabulary on 95%-masked text windows: a
+    crude but model-free check that fills are words."""
     lm = load(name)
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
     texts = []
@@ -229,6 +233,7 @@ def write_card(folder: Path, metrics: dict) -> None:
 
 
 def cli(argv: list[str]) -> int:
+    """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
     ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
@@ -244,6 +249,8 @@ def cli(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     apply_device_flag(a.device)
     torch.manual_seed(0)
+    if a.write_cards and a.model:
+        ap.error("--write-cards writes the bundled models' cards; it does not go with --model")
     out = {}
     for folder in a.model:
         lm = load(folder)
@@ -251,8 +258,6 @@ def cli(argv: list[str]) -> int:
     for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if a.write_cards:
-        if a.model:
-            ap.error("--write-cards writes the bundled models' cards; it does not go with --model")
         for name, m in out.items():
             write_card(load(name).path, m)
     if a.json:

@@ -98,6 +98,7 @@ class Schedule:
         self.next_estimate = probe
 
     def factor(self, step: int) -> float:
+        """Learning-rate multiplier at a step: linear warm-up, then cosine decay to the floor."""
         h = self.horizon or 1 << 62
         cos = 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(1, h))))
         return min(1.0, (step + 1) / max(1, self.warm)) * (self.floor + (1 - self.floor) * cos)
@@ -113,9 +114,11 @@ class Schedule:
         self.next_estimate = step + max(1, self.horizon // 20)
 
     def done(self, step: int) -> bool:
+        """True once the horizon (fixed or derived from the time budget) is reached."""
         return self.horizon is not None and step >= self.horizon
 
     def state(self) -> dict:
+        """The schedule as train_state.json records it."""
         return {"horizon": self.horizon, "warmup_steps": self.warm, "min_lr": self.floor,
                 "horizon_from": "--steps" if self.fixed else "time budget"}
 
@@ -182,6 +185,7 @@ RESUMED_ARGS = ("kind", "domain", "corpus", "seq_len", "batch", "lr", "min_lr", 
 
 
 def cli(argv: list[str]) -> int:
+    """`python -m engine train`: train a model (or `compact` / `ptp-eval` a trained one)."""
     if argv[:1] == ["compact"]:  # python -m engine train compact FOLDER...
         for folder in argv[1:]:
             compact(Path(folder))
@@ -346,6 +350,7 @@ def _backbone_hybrid(a, ap: argparse.ArgumentParser):
 
 @torch.no_grad()
 def valid_loss(model, valid: torch.Tensor, seq_len: int, bos_id: int, n: int = 16) -> float:
+    """The training loss on a fixed batch of validation windows (fixed seeds): comparable across steps."""
     gen = torch.Generator().manual_seed(123)
     model.eval()
     ids = next(batches(valid, seq_len, n, gen, bos_id)).to(model.device)

@@ -19,6 +19,8 @@ from .data import load_split
 
 
 def study(domain: str, sizes: list[int], hidden: int, sample_chars: int = 8_000_000) -> list[dict]:
+    """For each vocabulary size: tokens per word, words per 256-token window, the share of words
+    that are one token, and the embedding parameters; how the bundled tokenizers' sizes were chosen."""
     docs = load_split(domain, "train")
     random.Random(0).shuffle(docs)
     sample, size = [], 0
@@ -43,6 +45,7 @@ def study(domain: str, sizes: list[int], hidden: int, sample_chars: int = 8_000_
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m engine.lab.vocab_study`: print the study's rows as JSON lines."""
     ap = argparse.ArgumentParser(prog="python -m engine.lab.vocab_study")
     ap.add_argument("--domain", default="text", choices=["text", "code"])
     ap.add_argument("--sizes", default="4096,8192,16384,32768")

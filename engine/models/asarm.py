@@ -11,55 +11,32 @@ never sees later ranks, its per-layer K/V never change, which is what makes the 
 from __future__ import annotations
 
 from torch import nn
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 
 from .asarm_core import AsArmMixin, KVCache  # noqa: F401  (KVCache: re-exported)
+from .config import ModelConfig
+from .layers import init_weights
 
 
-class AsArmConfig(PretrainedConfig):
+class AsArmConfig(ModelConfig):
+    """The AS-ARM's config.json (`model_type="asarm"`): the shared fields plus dropout."""
+
     model_type = "asarm"
 
-    def __init__(
-        self,
-        vocab_size: int = 260,
-        hidden_size: int = 256,
-        num_layers: int = 4,
-        num_heads: int = 4,
-        intermediate_size: int = 1024,
-        max_positions: int = 513,
-        rope_theta: float = 10000.0,
-        dropout: float = 0.0,
-        pad_token_id: int = 0,
-        bos_token_id: int = 1,
-        mask_token_id: int = 2,
-        special_token_ids: list[int] | None = None,
-        domain: str = "text",
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.max_positions = max_positions  # positions including BOS
-        self.rope_theta = rope_theta
+    def __init__(self, dropout: float = 0.0, **kwargs):
         self.dropout = dropout
-        self.mask_token_id = mask_token_id
-        self.special_token_ids = special_token_ids if special_token_ids is not None else [0, 1, 2, 3]
-        self.domain = domain
-        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, **kwargs)
+        super().__init__(**kwargs)
 
     @classmethod
     def for_training(cls, a, codec) -> AsArmConfig:
-        return cls(
-            vocab_size=codec.vocab_size, hidden_size=a.hidden, num_layers=a.layers, num_heads=a.heads,
-            intermediate_size=a.ffn, max_positions=a.seq_len + 1, bos_token_id=codec.bos_id,
-            pad_token_id=codec.pad_id, mask_token_id=codec.mask_id, special_token_ids=codec.special_ids,
-            domain=a.domain,
-        )
+        """The config `python -m engine train --kind asarm` builds from its flags."""
+        return cls(num_layers=a.layers, **cls.shared_for_training(a, codec))
 
 
 class AsArmModel(AsArmMixin, PreTrainedModel):
+    """The AS-ARM as a Hugging Face model: what training saves and the Auto classes load
+    (inference of a bundled checkpoint goes through the lighter AsArmLite, same computation)."""
+
     config_class = AsArmConfig
     base_model_prefix = "asarm"
 
@@ -69,14 +46,8 @@ class AsArmModel(AsArmMixin, PreTrainedModel):
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-        elif isinstance(module, AsArmModel):
+        init_weights(module)
+        if isinstance(module, AsArmModel):
             nn.init.normal_(module.query_embed, std=0.02)
 
 

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .layers import Block, rope
+from .layers import Block, rope, special_token_mask
 
 DEFAULTS = dict(vocab_size=260, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, max_positions=513,
                 rope_theta=10000.0, dropout=0.0, pad_token_id=0, bos_token_id=1, mask_token_id=2,
@@ -47,9 +47,11 @@ class KVCache:
 
     @property
     def ranks(self) -> torch.Tensor | None:
+        """Ranks of the cached rows (the keys' side of the attention mask)."""
         return None if self.rank_buf is None else self.rank_buf[:, : self.n]
 
     def truncate(self, n: int) -> None:
+        """Keep the first n rows: how rejected drafts are rolled back."""
         self.n = min(self.n, max(0, n))
 
     def reserve(self, layers: int, like: torch.Tensor, rank_like: torch.Tensor, extra: int) -> None:
@@ -163,9 +165,8 @@ class AsArmMixin:
         return self.joint_loss(ids, masked.to(ids.device))
 
     def special_mask(self) -> torch.Tensor:
-        m = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=self.head.weight.device)
-        m[self.config.special_token_ids] = True
-        return m
+        """[V] bool, True at the special ids (their logits are set to -inf)."""
+        return special_token_mask(self.config, self.head.weight.device)
 
 
 class AsArmLite(AsArmMixin, nn.Module):
@@ -178,10 +179,12 @@ class AsArmLite(AsArmMixin, nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """Where the weights are (inputs are built there)."""
         return self.head.weight.device
 
     @classmethod
     def from_folder(cls, folder: Path, dtype: torch.dtype) -> AsArmLite:
+        """Load a saved AS-ARM (config.json + model.safetensors) without importing transformers."""
         from safetensors.torch import load_file
 
         cfg = SimpleNamespace(**{**DEFAULTS, **json.loads((Path(folder) / "config.json").read_text())})

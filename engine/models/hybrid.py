@@ -30,47 +30,30 @@ import math
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 
-from .layers import Block
+from .config import ModelConfig
+from .layers import Block, init_weights, special_token_mask
 
 
-class HybridConfig(PretrainedConfig):
+class HybridConfig(ModelConfig):
+    """The hybrid's config.json (`model_type="hybrid"`): the shared fields, dropout, the causal
+    depth and, for a frozen pretrained non-causal stack, that backbone's own config."""
+
     model_type = "hybrid"
 
     def __init__(
         self,
-        vocab_size: int = 260,
-        hidden_size: int = 256,
         num_layers: int = 3,  # non-causal blocks (ignored with a backbone: its depth counts)
         causal_layers: int = 1,
-        num_heads: int = 4,
-        intermediate_size: int = 1024,
-        max_positions: int = 513,  # positions including BOS
-        rope_theta: float = 10000.0,
         dropout: float = 0.0,
-        pad_token_id: int = 0,
-        bos_token_id: int = 1,
-        mask_token_id: int = 2,
-        special_token_ids: list[int] | None = None,
-        domain: str = "text",
         backbone_config: dict | None = None,  # HF masked-LM config (to_dict()) for a frozen backbone
         **kwargs,
     ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
         self.causal_layers = causal_layers
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.max_positions = max_positions
-        self.rope_theta = rope_theta
         self.dropout = dropout
-        self.mask_token_id = mask_token_id
-        self.special_token_ids = special_token_ids if special_token_ids is not None else [0, 1, 2, 3]
-        self.domain = domain
         self.backbone_config = backbone_config
-        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, **kwargs)
+        super().__init__(num_layers=num_layers, **kwargs)
 
     @classmethod
     def for_training(cls, a, codec) -> HybridConfig:
@@ -78,15 +61,11 @@ class HybridConfig(PretrainedConfig):
         causal = getattr(a, "causal_layers", 1)
         if a.layers <= causal:
             raise ValueError("--layers counts every block and must exceed --causal-layers")
-        return cls(
-            vocab_size=codec.vocab_size, hidden_size=a.hidden, num_layers=a.layers - causal,
-            causal_layers=causal, num_heads=a.heads, intermediate_size=a.ffn, max_positions=a.seq_len + 1,
-            bos_token_id=codec.bos_id, pad_token_id=codec.pad_id, mask_token_id=codec.mask_id,
-            special_token_ids=codec.special_ids, domain=a.domain,
-        )
+        return cls(num_layers=a.layers - causal, causal_layers=causal, **cls.shared_for_training(a, codec))
 
     @property
     def nc_blocks(self) -> int:
+        """Blocks of the non-causal stack (the backbone's depth when there is one)."""
         if self.backbone_config:
             return int(self.backbone_config.get("num_hidden_layers", self.num_layers))
         return self.num_layers
@@ -98,6 +77,7 @@ class HybridConfig(PretrainedConfig):
 
     @property
     def causal_share(self) -> float:
+        """Fraction of a full pass that the causal block(s) cost."""
         return self.causal_layers / (self.nc_blocks + self.causal_layers)
 
 
@@ -117,6 +97,7 @@ class NativeNonCausal(nn.Module):
         self.head = nn.Linear(d, config.vocab_size, bias=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [B, L] -> hidden states [B, L, D] under full attention."""
         b, l = ids.shape
         pos = torch.arange(l, device=ids.device).expand(b, l)
         full = torch.ones(b, l, l, dtype=torch.bool, device=ids.device)
@@ -128,10 +109,14 @@ class NativeNonCausal(nn.Module):
         return h
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Hidden states -> logits (the draft head, and the causal head after its output residual)."""
         return self.head(self.norm(h))
 
 
 class HybridModel(PreTrainedModel):
+    """The self-speculative hybrid: one network whose non-causal head drafts and whose causal
+    head verifies (docs/DESIGN.md §2.2), used by `mdm`, `self-spec` and as `assd-diffusion`'s drafter."""
+
     config_class = HybridConfig
     base_model_prefix = "hybrid"
 
@@ -159,15 +144,8 @@ class HybridModel(PreTrainedModel):
         nn.init.zeros_(self.out_proj.weight)  # at initialisation the causal head is the nc head
 
     def _init_weights(self, module: nn.Module) -> None:
-        if getattr(module, "_frozen_backbone", False):
-            return
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        if not getattr(module, "_frozen_backbone", False):
+            init_weights(module)
 
     @classmethod
     def from_backbone(cls, path_or_model, causal_layers: int = 1, hidden_size: int | None = None,
@@ -223,9 +201,8 @@ class HybridModel(PreTrainedModel):
         return self.nc.logits(out)
 
     def special_mask(self) -> torch.Tensor:
-        m = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=self.tok_embed.weight.device)
-        m[self.config.special_token_ids] = True
-        return m
+        """[V] bool, True at the special ids (their logits are set to -inf)."""
+        return special_token_mask(self.config, self.tok_embed.weight.device)
 
     # ------------------------------------------------------------------ training
     def hybrid_loss(self, ids: torch.Tensor, n_masked: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -270,6 +247,7 @@ class HybridModel(PreTrainedModel):
         return self.hybrid_loss(ids, n_masked.to(ids.device), scores.to(ids.device))
 
     def train(self, mode: bool = True):
+        """Train mode for the trainable parts only: a frozen backbone keeps dropout off."""
         super().train(mode)
         if self.config.backbone_config:
             self.nc.eval()  # a frozen backbone keeps dropout off

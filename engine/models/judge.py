@@ -11,6 +11,8 @@ from .asarm import AsArmConfig, AsArmModel
 
 
 class JudgeConfig(AsArmConfig):
+    """The judge's config.json (`model_type="judge"`): an AS-ARM config under its own name."""
+
     model_type = "judge"
 
     def __init__(self, **kwargs):  # transformers 5 does not run an inherited config __init__
@@ -18,9 +20,13 @@ class JudgeConfig(AsArmConfig):
 
 
 class JudgeModel(AsArmModel):
+    """A left-to-right language model that scores completed texts (judge NLL in the report and
+    benchmarks); it never fills masks."""
+
     config_class = JudgeConfig
 
     def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:
+        """Everything after BOS is masked and decoded left to right: an ordinary causal LM loss."""
         masked = torch.ones_like(ids, dtype=torch.bool)
         masked[:, 0] = False
         return self.joint_loss(ids, masked)

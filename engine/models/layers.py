@@ -1,5 +1,5 @@
 """Transformer pieces shared by our models: rotary positions, a pre-norm block that can attend
-from one set of rows to another set of keys, and a cached-KV container.
+from one set of rows to another set of keys, the weight initialisation and the special-token mask.
 
 Speed notes (issue 13): the rotary cos/sin come from a table built once per (head size, theta,
 device) instead of being recomputed in every layer of every call; a forward computes them once per
@@ -67,10 +67,12 @@ class Block(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, L, D] -> [B, H, L, D/H]: the heads as their own axis."""
         b, l, d = x.shape
         return x.view(b, l, self.h, d // self.h).transpose(1, 2)
 
     def rope(self, pos: torch.Tensor | Rope, x: torch.Tensor) -> Rope:
+        """The rotary cos/sin for positions pos (passed through when already computed for the layer)."""
         if isinstance(pos, tuple):
             return pos
         return rope(pos, x.shape[-1] // self.h, self.theta, x.dtype)
@@ -98,3 +100,23 @@ class Block(nn.Module):
         b, h, l, d = a.shape
         x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * d)))
         return x + self.drop(self.mlp(self.ln2(x)))
+
+
+def init_weights(module: nn.Module) -> None:
+    """The initialisation every model of ours starts from (GPT-2's): N(0, 0.02) weights, zero
+    biases, unit LayerNorms. Models add their own extras (the AS-ARM's query embedding ...)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def special_token_mask(config, device: torch.device) -> torch.Tensor:
+    """[V] bool, True at the special token ids: logits are set to -inf there, so no model ever
+    proposes or scores [PAD], [BOS], [MASK] ... as a token of the text."""
+    m = torch.zeros(config.vocab_size, dtype=torch.bool, device=device)
+    m[config.special_token_ids] = True
+    return m

@@ -38,48 +38,26 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 
-from .layers import Block
+from .config import ModelConfig
+from .layers import Block, init_weights
 
 
-class PtpConfig(PretrainedConfig):
+class PtpConfig(ModelConfig):
+    """The PTP head's config.json (`model_type="ptp"`): the shared fields (copied from its
+    teacher), the draft length it was trained for and the teacher's name."""
+
     model_type = "ptp"
 
-    def __init__(
-        self,
-        vocab_size: int = 260,
-        hidden_size: int = 256,
-        num_layers: int = 2,
-        num_heads: int = 4,
-        intermediate_size: int = 768,
-        max_positions: int = 513,
-        rope_theta: float = 10000.0,
-        k: int = 5,
-        teacher: str = "",
-        special_token_ids: list[int] | None = None,
-        domain: str = "text",
-        pad_token_id: int = 0,
-        bos_token_id: int = 1,
-        mask_token_id: int = 2,
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.max_positions = max_positions
-        self.rope_theta = rope_theta
+    def __init__(self, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "", **kwargs):
         self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
         self.teacher = teacher  # name of the AS-ARM it was distilled from
-        self.special_token_ids = special_token_ids if special_token_ids is not None else [0, 1, 2, 3]
-        self.domain = domain
-        self.mask_token_id = mask_token_id
-        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, **kwargs)
+        super().__init__(num_layers=num_layers, intermediate_size=intermediate_size, **kwargs)
 
     @classmethod
     def for_teacher(cls, teacher_cfg, a) -> PtpConfig:
+        """The config `train --kind ptp` builds: width, vocabulary and ids from the teacher."""
         return cls(
             vocab_size=teacher_cfg.vocab_size, hidden_size=teacher_cfg.hidden_size, num_layers=a.layers,
             num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
@@ -110,13 +88,7 @@ class PtpHead(PreTrainedModel):
         self._teacher: list = []  # not a submodule: never saved, never trained
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        init_weights(module)
         if module is getattr(self, "out", None):
             nn.init.zeros_(module.weight)  # untrained head = the AS-ARM's own parallel rows
 
@@ -138,6 +110,7 @@ class PtpHead(PreTrainedModel):
     # ---- distillation -------------------------------------------------------------------------
 
     def attach_teacher(self, teacher: nn.Module) -> None:
+        """Freeze the AS-ARM to distil from and keep it beside the head (never saved, never trained)."""
         teacher.eval()
         for prm in teacher.parameters():
             prm.requires_grad_(False)

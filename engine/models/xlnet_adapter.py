@@ -18,6 +18,9 @@ from ..tokenization import Codec
 
 
 class XLNetOracle:
+    """A pretrained XLNet seen as the density oracle ASSD needs: its permutation attention gives
+    any-subset conditionals, so the AS-ARM samplers run on it unchanged (no cache)."""
+
     def __init__(self, model, mi: MaskedInput, codec: Codec):
         self.model, self.mi, self.codec = model, mi, codec
         self.calls = 0
@@ -30,10 +33,13 @@ class XLNetOracle:
             raise IncompatibleModelsError("This XLNet tokenizer has no BOS token: leave at least one token visible.")
 
     def commit(self, pos: int, tok: int) -> None:
+        """Record a decided token (the next call sees it)."""
         self.committed.append((pos, tok))
 
     @torch.no_grad()
     def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+        """One XLNet pass: logits of the query rows given the decided tokens and the drafts before each
+        query (see DensityOracle.call)."""
         self.calls += 1
         size = len(self.mi.tokens) + self.offset
         inf = 1 << 30

@@ -11,7 +11,8 @@ from ..trace import Step
 from .assd import assd, assd_drafted, assd_pipelined
 from .diffusion_drafter import assd_diffusion
 from .drafters import NgramDrafter
-from .mdm import CallCounter, mdm, require_hybrid
+from .hybrid_passes import CallCounter, require_hybrid
+from .mdm import mdm
 from .ptp import run_ptp
 from .selfspec import self_spec
 from .sequential import sequential
@@ -19,6 +20,9 @@ from .sequential import sequential
 
 @dataclass(frozen=True)
 class SamplerSpec:
+    """One entry of the sampler catalogue: which model family it drives, whether it caches, which
+    knobs it reads, its help text and how to run it."""
+
     name: str
     family: str  # "asarm": drives an AS-ARM oracle; "hybrid": drives a hybrid model
     cache: bool  # KV cache on by default (AS-ARM family)

@@ -21,7 +21,7 @@ def verify(
     oracle: DensityOracle,
     rec: Recorder,
     rnd: int,
-    ranks: list[int],
+    positions: list[int],
     drafts: list[int],
     p_rows: list[torch.Tensor],
     q_rows: dict[int, torch.Tensor],
@@ -33,15 +33,15 @@ def verify(
     for i in range(start, len(drafts)):
         v = speculative_accept(drafts[i], p_rows[i], q_rows[i], gen)
         if v.accepted:
-            oracle.commit(ranks[i], drafts[i])
-            yield rec(StepKind.ACCEPT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft], tested=True)
+            oracle.commit(positions[i], drafts[i])
+            yield rec(StepKind.ACCEPT, rnd, [positions[i]], [drafts[i]], [v.p_draft], [v.q_draft], tested=True)
             continue
         yield rec(
-            StepKind.REJECT, rnd, [ranks[i]], [drafts[i]], [v.p_draft], [v.q_draft],
+            StepKind.REJECT, rnd, [positions[i]], [drafts[i]], [v.p_draft], [v.q_draft],
             note=f"acceptance probability {v.accept_prob:.4f}", tested=True,
         )
-        oracle.commit(ranks[i], v.token)
-        yield rec(StepKind.RESAMPLE, rnd, [ranks[i]], [v.token], q=[v.q_token], note="residual max(q - p, 0)")
+        oracle.commit(positions[i], v.token)
+        yield rec(StepKind.RESAMPLE, rnd, [positions[i]], [v.token], q=[v.q_token], note="residual max(q - p, 0)")
         return i
     return len(drafts)
 
@@ -54,13 +54,16 @@ def _commit_exact(
     return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why, tested=False)
 
 
+def _bonus(oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, q_row: torch.Tensor, gen: torch.Generator) -> Step:
+    """Every draft passed: the density pass's extra row already saw them all, so it is the exact
+    target of the next position, and sampling it gives one more token for free."""
+    tok = sample_categorical(q_row, gen)
+    oracle.commit(pos, tok)
+    return rec(StepKind.BONUS, rnd, [pos], [tok], q=[float(q_row[tok])], note="free exact row")
+
+
 def assd(
-    oracle: DensityOracle,
-    mi: MaskedInput,
-    rec: Recorder,
-    gen: torch.Generator,
-    temperature: float,
-    k: int,
+    oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
     bonus: bool = False,
 ) -> Iterator[Step]:
     """The paper's Algorithm 1 (with `bonus`, the density pass also answers the next position)."""
@@ -68,33 +71,31 @@ def assd(
     big_n = len(order)
     while n < big_n:
         t = min(n + k, big_n)
-        ranks = order[n:t]
-        # 1. draft x~_i ~ p(. | decided) independently for ranks n..t-1
-        p = tempered_probs(oracle.call([], [(pos, 0) for pos in ranks]), temperature)
-        yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(ranks)} positions in parallel")
-        drafts = [sample_categorical(p[i], gen) for i in range(len(ranks))]
-        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p[i][d]) for i, d in enumerate(drafts)])
+        positions = order[n:t]
+        # 1. draft x~_i ~ p(. | decided) independently for the positions order[n..t-1]
+        p = tempered_probs(oracle.call([], [(pos, 0) for pos in positions]), temperature)
+        yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(positions)} positions in parallel")
+        drafts = [sample_categorical(p[i], gen) for i in range(len(positions))]
+        yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p[i][d]) for i, d in enumerate(drafts)])
         # the first draft saw the same context in both passes: always accepted
-        yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p[0][drafts[0]]), "first draft")
+        yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")
         n += 1
-        if len(ranks) == 1:  # 2. only one token in this round: its draft is final
+        if len(positions) == 1:  # 2. only one token in this round: its draft is final
             rnd += 1
             continue
         # 3. density pass on the drafted sequence: q_i = p(x~_i | decided, x~_n..x~_{i-1})
-        queries = [(ranks[i], i - 1) for i in range(1, len(ranks))]
+        queries = [(positions[i], i - 1) for i in range(1, len(positions))]
         if bonus and t < big_n:
-            queries.append((order[t], len(ranks) - 1))
-        content = list(zip(ranks[1:], drafts[1:]))
+            queries.append((order[t], len(positions) - 1))
+        content = list(zip(positions[1:], drafts[1:]))
         q = tempered_probs(oracle.call(content, queries), temperature)
-        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(ranks) - 1} drafts")
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions) - 1} drafts")
         # 4. accept with min(1, q_i / p_i); on the first rejection resample from the residual
-        q_rows = {i: q[i - 1] for i in range(1, len(ranks))}
-        j = yield from verify(oracle, rec, rnd, ranks, drafts, list(p), q_rows, gen, start=1)
-        n += j - 1 + (1 if j < len(ranks) else 0)
-        if j == len(ranks) and bonus and t < big_n:
-            tok = sample_categorical(q[-1], gen)
-            oracle.commit(order[t], tok)
-            yield rec(StepKind.BONUS, rnd, [order[t]], [tok], q=[float(q[-1][tok])], note="free exact row")
+        q_rows = {i: q[i - 1] for i in range(1, len(positions))}
+        j = yield from verify(oracle, rec, rnd, positions, drafts, list(p), q_rows, gen, start=1)
+        n += j - 1 + (1 if j < len(positions) else 0)
+        if j == len(positions) and bonus and t < big_n:
+            yield _bonus(oracle, rec, rnd, order[t], q[-1], gen)
             n += 1
         rnd += 1
 
@@ -113,14 +114,8 @@ def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Gen
 
 
 def assd_drafted(
-    oracle: DensityOracle,
-    mi: MaskedInput,
-    rec: Recorder,
-    gen: torch.Generator,
-    temperature: float,
-    k: int,
-    drafter,
-    extra_calls: list[float],
+    oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
+    drafter, extra_calls: list[float],
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
     every draft (none is exact), and its extra row gives a free token when all are accepted.
@@ -132,25 +127,24 @@ def assd_drafted(
         known[i] = mi.tokens[i]
     while n < big_n:
         t = min(n + k, big_n)
-        ranks = order[n:t]
-        drafts, p_rows, spent = drafter.propose(known, ranks, gen, temperature)
+        positions = order[n:t]
+        drafts, p_rows, spent = drafter.propose(known, positions, gen, temperature)
         extra_calls[0] += spent
         if spent:
             yield rec(StepKind.MDM_PASS, rnd, note=f"{drafter.name} drafter: {spent:g} calls")
-        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
+        yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note=f"{drafter.name} drafts")
-        queries = [(pos, i) for i, pos in enumerate(ranks)]
+        queries = [(pos, i) for i, pos in enumerate(positions)]
         if t < big_n:
-            queries.append((order[t], len(ranks)))
-        q = tempered_probs(oracle.call(list(zip(ranks, drafts)), queries), temperature)
-        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(ranks)} drafts")
-        j = yield from _remember(verify(oracle, rec, rnd, ranks, drafts, p_rows, dict(enumerate(q)), gen), known)
-        n += j + 1 if j < len(ranks) else len(ranks)
-        if j == len(ranks) and t < big_n:
-            tok = sample_categorical(q[-1], gen)
-            oracle.commit(order[t], tok)
-            known[order[t]] = tok
-            yield rec(StepKind.BONUS, rnd, [order[t]], [tok], q=[float(q[-1][tok])], note="free exact row")
+            queries.append((order[t], len(positions)))
+        q = tempered_probs(oracle.call(list(zip(positions, drafts)), queries), temperature)
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions)} drafts")
+        j = yield from _remember(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
+        n += j + 1 if j < len(positions) else len(positions)
+        if j == len(positions) and t < big_n:
+            step = _bonus(oracle, rec, rnd, order[t], q[-1], gen)
+            known[order[t]] = step.tokens[0]
+            yield step
             n += 1
         rnd += 1
 
@@ -163,13 +157,13 @@ def next_first_is_exact(stopped: int, drafted: int) -> bool:
 
 
 def pipelined_queries(
-    order: list[int], n: int, ranks: list[int], start: int, k: int
+    order: list[int], n: int, positions: list[int], start: int, k: int
 ) -> tuple[list[tuple[int, int]], dict[int, tuple[list[int], int]]]:
     """The queries of one pipelined call: density rows for drafts start..m-1, then for every place
     the round could stop (rejection at j, or j = m when all pass) the next round's proposal rows,
     seeing the drafts before j. next_rows[j] = (positions, index of their first row)."""
-    m = len(ranks)
-    queries = [(ranks[i], i - start) for i in range(start, m)]
+    m = len(positions)
+    queries = [(positions[i], i - start) for i in range(start, m)]
     next_rows: dict[int, tuple[list[int], int]] = {}
     for j in range(start, m + 1):
         first = n + j + 1 if j < m else n + m  # rejection at j: j is resampled, not proposed
@@ -180,12 +174,7 @@ def pipelined_queries(
 
 
 def assd_pipelined(
-    oracle: DensityOracle,
-    mi: MaskedInput,
-    rec: Recorder,
-    gen: torch.Generator,
-    temperature: float,
-    k: int,
+    oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
 ) -> Iterator[Step]:
     """One network call per round (docs/DESIGN.md §3.4). Each density pass also carries, for every place
     the round could stop, the query rows that propose the next round given the drafts that would
@@ -193,32 +182,32 @@ def assd_pipelined(
     exact; when a round accepts everything, the next round's first row is the exact target."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
-    ranks = order[:k]
-    props = tempered_probs(oracle.call([], [(pos, 0) for pos in ranks]), temperature)
-    yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(ranks)} positions in parallel")
+    positions = order[:k]
+    props = tempered_probs(oracle.call([], [(pos, 0) for pos in positions]), temperature)
+    yield rec(StepKind.DRAFT_PASS, rnd, note=f"draft {len(positions)} positions in parallel")
     exact_first = True
-    while ranks:
-        m = len(ranks)
+    while positions:
+        m = len(positions)
         drafts = [sample_categorical(props[i], gen) for i in range(m)]
         p_rows = list(props)
-        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)])
+        yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)])
         start = 0
         if exact_first:
-            yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
             start = 1
             if n + 1 == big_n:
                 break
         # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
-        queries, next_rows = pipelined_queries(order, n, ranks, start, k)
-        logits = oracle.call(list(zip(ranks, drafts))[start:], queries)
+        queries, next_rows = pipelined_queries(order, n, positions, start, k)
+        logits = oracle.call(list(zip(positions, drafts))[start:], queries)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
         # soft-max only the rows this round uses: the density rows now, the proposal rows of the
         # stopping point once it is known (the other stopping points' rows are never read)
         q = tempered_probs(logits[: m - start], temperature)
         q_rows = {i: q[i - start] for i in range(start, m)}
-        j = yield from verify(oracle, rec, rnd, ranks, drafts, p_rows, q_rows, gen, start=start)
+        j = yield from verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
-        ranks, at = next_rows[j]
-        props = tempered_probs(logits[at : at + len(ranks)], temperature)
+        positions, at = next_rows[j]
+        props = tempered_probs(logits[at : at + len(positions)], temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1

@@ -16,9 +16,14 @@ class DensityOracle(Protocol):
 
     calls: int
 
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor: ...
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+        """Logits [len(queries), V]: drafts (position, token) are placed after the decided tokens in
+        that order; query (position, j) sees the decided tokens and the first j drafts."""
+        ...
 
-    def commit(self, pos: int, tok: int) -> None: ...
+    def commit(self, pos: int, tok: int) -> None:
+        """Decide the token at a position (later calls see it)."""
+        ...
 
 
 class Recorder:

@@ -5,7 +5,7 @@ the AS-ARM verifies them with the shared acceptance routine (engine.samplers.ass
 so the output is exactly the AS-ARM's distribution whatever the drafter does.
 
 For exactness every draft's proposal row may depend only on the context and on drafts of
-*earlier* ranks (the verification walks left to right). So the drafter reveals the round's ranks
+*earlier* ranks (the verification walks left to right). So the drafter reveals the round's positions
 left to right in chunks whose sizes follow a cosine grid of T steps: each step is one
 non-causal pass on the decided tokens plus the drafts of earlier chunks; every position of the
 chunk is drawn from its own row. A step whose chunk is empty costs nothing. Calls are counted in
@@ -23,10 +23,13 @@ from ..acceptance import sample_categorical, tempered_probs
 from ..errors import IncompatibleModelsError
 from ..trace import Step
 from .assd import assd_drafted
-from .mdm import cosine_remaining, nc_pass
+from .hybrid_passes import cosine_remaining, nc_pass
 
 
 class DiffusionDrafter:
+    """Drafts a round with T steps of the hybrid's non-causal head, left to right in chunks, so each
+    draft's row depends only on the context and earlier drafts (what exactness needs)."""
+
     name = "diffusion"
 
     def __init__(self, model, steps: int):
@@ -36,10 +39,11 @@ class DiffusionDrafter:
         self.bos = model.config.bos_token_id
 
     def propose(
-        self, known: list[int | None], ranks: list[int], gen: torch.Generator, temperature: float = 1.0
+        self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
+        """Drafts and proposal rows for `positions`, and the drafter calls spent (in hybrid units)."""
         ids = [self.bos] + [self.mask if t is None else t for t in known]
-        remaining = cosine_remaining(len(ranks), self.steps)
+        remaining = cosine_remaining(len(positions), self.steps)
         drafts: list[int] = []
         rows: list[torch.Tensor] = []
         spent = 0.0
@@ -47,7 +51,7 @@ class DiffusionDrafter:
             n = remaining[s - 1] - remaining[s]
             if not n:
                 continue
-            chunk = ranks[len(drafts) : len(drafts) + n]
+            chunk = positions[len(drafts) : len(drafts) + n]
             _, logits = nc_pass(self.model, ids)
             spent += self.model.config.nc_share
             probs = tempered_probs(logits[[pos + 1 for pos in chunk]], temperature)
@@ -75,6 +79,7 @@ def check_pair(lm, draft_lm) -> None:
 
 
 def assd_diffusion(ctx) -> Iterator[Step]:
+    """`assd-diffusion`: ASSD on the AS-ARM with drafts from a hybrid of the same tokenizer."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-diffusion needs a hybrid draft model (--draft-model).")
     check_pair(ctx.lm, ctx.draft_lm)

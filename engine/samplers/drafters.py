@@ -1,6 +1,6 @@
 """Proposals that do not come from the AS-ARM itself.
 
-A drafter returns, for the next ranks of a round, draft tokens and the full proposal rows they
+A drafter returns, for the next positions of a round, draft tokens and the full proposal rows they
 were drawn from; ASSD then verifies them against the AS-ARM with the shared acceptance routine.
 Exactness needs only that the proposal is fixed before the acceptance randomness is drawn.
 """
@@ -26,7 +26,7 @@ class NgramDrafter:
         self.mix, self.alpha = mix, alpha
 
     def propose(
-        self, known: list[int | None], ranks: list[int], gen: torch.Generator, temperature: float = 1.0
+        self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
         """known[i] is the token at position i or None. Returns drafts, proposal rows, calls spent."""
         uni = torch.zeros(self.v, dtype=torch.float64)
@@ -42,7 +42,7 @@ class NgramDrafter:
         uni /= uni.sum()
         work = list(known)
         drafts, rows = [], []
-        for pos in ranks:
+        for pos in positions:
             prev = work[pos - 1] if pos > 0 else None
             row = uni
             if prev is not None and prev in big:

@@ -58,13 +58,13 @@ def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def draft_round(head, states: torch.Tensor, base: torch.Tensor, ranks: list[int], prev: int, exact_first: bool,
+def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int, exact_first: bool,
                 gen: torch.Generator, temperature: float, special: torch.Tensor) -> tuple[list[int], list[torch.Tensor]]:
-    """Dependent drafts for `ranks`: row j reads the parallel states of rows <= j and the drafts
+    """Dependent drafts for `positions`: row j reads the parallel states of rows <= j and the drafts
     before it; its token is the inverse CDF of p_j at a fresh uniform u_j."""
-    m = len(ranks)
+    m = len(positions)
     dev = states.device
-    pos = torch.tensor([[p + 1 for p in ranks]], device=dev)
+    pos = torch.tensor([[p + 1 for p in positions]], device=dev)
     hid = states[None, :m].to(head.in_proj.weight.dtype)
     before = [prev]
     drafts: list[int] = []
@@ -103,35 +103,37 @@ def assd_ptp(
     oracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int, head,
     teacher_note: str = "",
 ) -> Iterator[Step]:
+    """Pipelined ASSD whose k drafts come from the PTP head (dependent, one AS-ARM call per round),
+    verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7)."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     special = oracle.special
     known: list[int | None] = [None] * len(mi.tokens)
-    ranks = order[:k]
-    base, states = _call(oracle, [], [(pos, 0) for pos in ranks])
-    yield rec(StepKind.DRAFT_PASS, rnd, note=f"parallel rows for {len(ranks)} positions{teacher_note}")
+    positions = order[:k]
+    base, states = _call(oracle, [], [(pos, 0) for pos in positions])
+    yield rec(StepKind.DRAFT_PASS, rnd, note=f"parallel rows for {len(positions)} positions{teacher_note}")
     exact_first, prev = True, oracle.bos
-    while ranks:
-        m = len(ranks)
-        drafts, p_rows = draft_round(head, states, base, ranks, prev, exact_first, gen, temperature, special)
-        yield rec(StepKind.DRAFT, rnd, ranks, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
+    while positions:
+        m = len(positions)
+        drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special)
+        yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note="PTP head: draft j drawn by inverse CDF at u_j, conditioned on drafts 1..j-1")
         start = 0
         if exact_first:
-            known[ranks[0]] = drafts[0]
-            yield _commit_exact(oracle, rec, rnd, ranks[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            known[positions[0]] = drafts[0]
+            yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
             start = 1
             if n + 1 == big_n:
                 break
-        queries, next_rows = pipelined_queries(order, n, ranks, start, k)
-        out, out_states = _call(oracle, list(zip(ranks, drafts))[start:], queries)
+        queries, next_rows = pipelined_queries(order, n, positions, start, k)
+        out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
         q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
-        j = yield from _remember(verify(oracle, rec, rnd, ranks, drafts, p_rows, q_rows, gen, start=start), known)
-        prev = known[ranks[j]] if j < m else drafts[-1]  # the last decided token in lattice order
+        j = yield from _remember(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
+        prev = known[positions[j]] if j < m else drafts[-1]  # the last decided token in lattice order
         n += j + 1 if j < m else m
-        ranks, at = next_rows[j]
-        base, states = out[at : at + len(ranks)], out_states[at : at + len(ranks)]
+        positions, at = next_rows[j]
+        base, states = out[at : at + len(positions)], out_states[at : at + len(positions)]
         exact_first = j == m
         rnd += 1
 

@@ -32,10 +32,12 @@ from ..acceptance import sample_categorical, speculative_accept, tempered_probs
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .base import Recorder
-from .mdm import CallCounter, causal_pass, model_ids, nc_pass
+from .hybrid_passes import CallCounter, causal_pass, model_ids, nc_pass
 
 
 def window_size(i: int, d: int, dtau: float, window: str = "cosine") -> int:
+    """How many positions of sigma the next outer iteration drafts: W(i) of the module docstring,
+    at least 1 and at most what is left."""
     if window == "linear":
         w = math.floor(d * dtau)
     elif window == "cosine":
@@ -48,6 +50,7 @@ def window_size(i: int, d: int, dtau: float, window: str = "cosine") -> int:
 
 
 def random_order(mi: MaskedInput, gen: torch.Generator) -> list[int]:
+    """The decode order sigma: a uniformly random permutation of the masked positions."""
     return [mi.masked[j] for j in torch.randperm(len(mi.masked), generator=gen).tolist()]
 
 
@@ -55,6 +58,8 @@ def self_spec(
     model, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, dtau: float,
     window: str, inner: int, counter: CallCounter, order: list[int] | None = None,
 ) -> Iterator[Step]:
+    """The paper's Algorithm 3: non-causal drafts of a window, verified along sigma by the causal
+    head with the shared speculative test (see the module docstring)."""
     cfg = model.config
     m = len(mi.masked)
     if order is None:
@@ -63,20 +68,20 @@ def self_spec(
     i, rnd = 0, 0
     while i < m:
         w = window_size(i, m, dtau, window)
-        ranks = order[i : i + w]
+        positions = order[i : i + w]
         h, logits = nc_pass(model, ids, mi)
         counter.calls += cfg.nc_share
         counter.best = counter.calls
         yield rec(StepKind.NC_PASS, rnd, note=f"non-causal pass, window {w}")
-        p = tempered_probs(logits[[pos + 1 for pos in ranks]], temperature)
+        p = tempered_probs(logits[[pos + 1 for pos in positions]], temperature)
         chain = [sample_categorical(p[k], gen) for k in range(w)]
-        yield rec(StepKind.DRAFT, rnd, ranks, chain, [float(p[k][t]) for k, t in enumerate(chain)],
+        yield rec(StepKind.DRAFT, rnd, positions, chain, [float(p[k][t]) for k, t in enumerate(chain)],
                   note="non-causal drafts")
         s = 0  # window positions decided so far
         for loop in range(inner):
             q_rows: dict[int, torch.Tensor] = {0: p[0]} if s == 0 else {}
             if max(s, 1) < w:
-                q = tempered_probs(causal_pass(model, h, ranks, chain, mi), temperature)
+                q = tempered_probs(causal_pass(model, h, positions, chain, mi), temperature)
                 counter.calls += cfg.causal_share
                 counter.best = counter.calls
                 yield rec(StepKind.CAUSAL_PASS, rnd, note=f"causal pass {loop + 1}: targets for {w - max(s, 1)} drafts")
@@ -84,7 +89,7 @@ def self_spec(
             stop = w
             for k in range(s, w):
                 v = speculative_accept(chain[k], p[k], q_rows[k], gen)
-                pos = ranks[k]
+                pos = positions[k]
                 if v.accepted:
                     ids[pos + 1] = chain[k]
                     yield rec(StepKind.ACCEPT, rnd, [pos], [chain[k]], [v.p_draft], [v.q_draft],

@@ -26,7 +26,7 @@ from ..acceptance import tempered_probs
 from ..errors import BadParameterError
 from ..masking import MaskedInput, completed_from_ranges
 from ..trace import DECIDING_KINDS
-from .mdm import causal_pass, model_ids, nc_pass
+from .hybrid_passes import causal_pass, model_ids, nc_pass
 from .selfspec import window_size
 
 NEG = -math.inf
@@ -54,13 +54,13 @@ def log_prob_given_order(
         for pos in order[:i]:
             ids[pos + 1] = tokens[pos]
         w = window_size(i, m, dtau, window)
-        ranks = order[i : i + w]
-        xs = [tokens[pos] for pos in ranks]
+        positions = order[i : i + w]
+        xs = [tokens[pos] for pos in positions]
         h, logits = nc_pass(model, ids, mi)
-        p = tempered_probs(logits[[pos + 1 for pos in ranks]], temperature)
+        p = tempered_probs(logits[[pos + 1 for pos in positions]], temperature)
         q = p.clone()
         if w > 1:
-            q[1:] = tempered_probs(causal_pass(model, h, ranks, xs, mi), temperature)
+            q[1:] = tempered_probs(causal_pass(model, h, positions, xs, mi), temperature)
         px = np.array([float(p[k, t]) for k, t in enumerate(xs)])
         qx = np.array([float(q[k, t]) for k, t in enumerate(xs)])
         with np.errstate(divide="ignore"):
@@ -103,6 +103,8 @@ def log_prob_marginal(model, mi: MaskedInput, tokens: list[int], max_orders: int
 
 
 def order_from_trace(trace) -> list[int]:
+    """The decode order a self-spec run used, read back from its trace (positions in the order
+    they were decided)."""
     seen: list[int] = []
     for s in trace:
         if s.kind in DECIDING_KINDS:

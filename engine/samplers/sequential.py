@@ -18,6 +18,8 @@ from .base import DensityOracle, Recorder
 def sequential(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float
 ) -> Iterator[Step]:
+    """The exact reference: one network call per masked token, left to right, each sampled from the
+    AS-ARM's conditional given everything decided before it."""
     for r, pos in enumerate(mi.masked):
         q = tempered_probs(oracle.call([], [(pos, 0)])[0], temperature)
         yield rec(StepKind.DENSITY_PASS, r, note="query 1 position")
