@@ -69,11 +69,13 @@ PARAM_HELP = {
 
 
 def min_interval() -> float:
-    """Seconds between two streamed UI updates (a new round waits at least this long)."""
+    """Seconds between two streamed UI updates (INFILL_UI_MIN_INTERVAL, default 0.25): four a second
+    keep a run visibly moving, and each update costs the run its rendering and Gradio's transport
+    (the step player replays every round afterwards at any speed)."""
     try:
-        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.08")))
+        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.25")))
     except ValueError:
-        return 0.08
+        return 0.25
 
 
 # ----------------------------------------------------------------------------- store

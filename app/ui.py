@@ -285,6 +285,9 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     sid = live.share_id
     note = core.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
+    wait = core.slots().estimate()  # every slot busy: say so, and for how long, before the first round
+    if wait.busy:
+        yield (_status(wait.message()), blank, blank, blank, "", "", idle_scrub, None, sid)
     try:
         first, table_at = True, 0.0
         for lv in core.throttled(core.rounds(live)):
@@ -523,6 +526,9 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         yield (_status(msg, "error"), empty, empty, "", "", _empty_table(SUMMARY_HEADERS), blank, blank, "", "")
         return
     a, b = lives
+    wait = core.slots().estimate()
+    if wait.busy:
+        yield (_status(wait.message()), blank, blank, blank, blank, blank, blank, blank, "", sid)
     its = [core.rounds(a), core.rounds(b)]
     gap, last, last_fig = core.min_interval(), 0.0, 0.0
     f1 = f2 = blank
