@@ -74,7 +74,7 @@ def local_ways(sampler: str, model: str) -> dict[str, Callable[[], None]]:
     """The in-process ways: the engine call the CLI makes, and the app's Run handler."""
     from engine.api import infill
 
-    from .ui import run_infill
+    from .tabs.player import run_infill
 
     form = ("text", model, TEXT, sampler, 5, 1.0, 0, 32, 0.05, "cosine", 1)
 
