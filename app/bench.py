@@ -60,6 +60,7 @@ class SseClient:
         raise RuntimeError(f"{api_name}: the event stream ended without a result")
 
     def close(self) -> None:
+        """Close the HTTP connection pool."""
         self.http.close()
 
 

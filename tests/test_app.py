@@ -354,7 +354,7 @@ def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monk
 
 
 def test_protein_paste_is_read_like_fasta():
-    from app.core import normalize_protein
+    from app.inputs import normalize_protein
 
     seq, note = normalize_protein(">sp|P69905|HBA_HUMAN Hemoglobin\nmvlspadktn\nVKAAW[MASK:5]gkv\n")
     assert seq == "MVLSPADKTNVKAAW[MASK:5]GKV"

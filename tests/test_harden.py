@@ -146,7 +146,7 @@ def test_a_legitimate_longest_input_still_fits(server):
     """The limit is sized for the largest legitimate request: 20,000 characters, each as a
     JSON-escaped surrogate pair, passes the limit (Gradio then answers it normally)."""
     _, port = server
-    from app.core import MAX_INPUT_CHARS
+    from app.inputs import MAX_INPUT_CHARS
 
     text = "\U0001F600" * MAX_INPUT_CHARS
     body = json.dumps({"data": ["text", "text-asarm", text, "assd", 5, 1, 0, 32, 0.05, "cosine", 1],

@@ -12,7 +12,7 @@ from engine.masking import from_token_positions
 from engine.registry import load
 from engine.samplers import SAMPLERS
 
-from .. import cards, core
+from .. import cards, core, inputs
 from ..core import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
 from .common import PARAMS, Page, guarded, status_md
@@ -59,25 +59,25 @@ def input_info(text, model, domain):
     """The live line under the input: tokens against the model's limit, masked tokens, what the
     protein normaliser will change, or what is wrong, before anyone presses Run."""
     text = text if isinstance(text, str) else ""
-    if len(text) > core.MAX_INPUT_CHARS:
-        return status_md(f"{len(text):,} characters: the studio takes at most {core.MAX_INPUT_CHARS:,}. "
+    if len(text) > inputs.MAX_INPUT_CHARS:
+        return status_md(f"{len(text):,} characters: the studio takes at most {inputs.MAX_INPUT_CHARS:,}. "
                          "Shorten the input; nothing is cut silently.", "error")
     try:
-        core.check_sentinels(text)
-        text, note = core.normalize(domain, text)
+        inputs.check_sentinels(text)
+        text, note = inputs.normalize(domain, text)
         lm = codec_for(model, domain)
         limit = lm.max_tokens
         if not text.strip():
-            return f"**0 / {limit} tokens** (this model's limit). " + core.mask_units(domain, lm.codec)
+            return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
             line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
-                    + ("s" if spans != 1 else "") + ". " + core.mask_units(domain, lm.codec))
+                    + ("s" if spans != 1 else "") + ". " + inputs.mask_units(domain, lm.codec))
         else:
             n = len(lm.codec.encode(text))
             line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
-                    + core.mask_units(domain, lm.codec))
+                    + inputs.mask_units(domain, lm.codec))
             if n > limit:
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
@@ -107,7 +107,7 @@ def mask_selection(text, a, b, model, domain):
     """Replace the selected characters with [MASK:n], n = their length in the model's tokens."""
     text = text or ""
     try:
-        core.check_text(text)
+        inputs.check_text(text)
     except InfillError as e:
         return text, status_md(str(e), "error")
     try:
@@ -145,7 +145,7 @@ def _tokens_of(text: str, lm) -> tuple[list[int], list[int]]:
 def show_tokens(text, model, domain):
     """The clickable token view: one checkbox per token, checked = masked."""
     try:
-        core.check_text(text or "")
+        inputs.check_text(text or "")
         lm = codec_for(model, domain)
         ids, masked = _tokens_of(text or "", lm)
     except InfillError as e:

@@ -10,7 +10,7 @@ import gradio as gr
 
 from engine.trace import PASS_KINDS
 
-from .. import core, share
+from .. import core, inputs, share
 from ..core import Live, readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
 from .common import Page, busy, detail_table, empty_table, guarded, idle, make_form, status_md, warn
@@ -86,7 +86,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         yield (status_md(msg, "error"), "", view_html(None, message=msg), empty_table(DETAIL_HEADERS),
                "", "", blank, blank, "")
         return
-    note = core.normalize(domain, text)[1] if isinstance(text, str) else ""
+    note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
     wait = core.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     if wait.busy:
