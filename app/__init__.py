@@ -11,6 +11,7 @@ import os
 
 
 def create():
+    """The page with its queue and file-cache settings, not launched (tests and serve() share it)."""
     from .limits import DELETE_CACHE
     from .ui import build
 
@@ -25,6 +26,7 @@ def create():
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
+    """Launch the page with its request limits on host:port (what `python -m app` runs)."""
     from .limits import launch_limits
     from .ui import launch_kwargs
 

@@ -15,6 +15,7 @@ from . import serve
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse the flags, apply the device setting (stopping with one line when it cannot be honoured) and serve."""
     ap = argparse.ArgumentParser(prog="python -m app", description="Serve the Infilling studio.")
     ap.add_argument("--host", default=os.environ.get("INFILL_HOST", "127.0.0.1"))
     ap.add_argument("--port", type=int, default=int(os.environ.get("INFILL_PORT", "7860")))

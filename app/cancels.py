@@ -18,6 +18,7 @@ _cancels: OrderedDict[str, float] = OrderedDict()
 
 
 def note_cancel(session_hash: str) -> None:
+    """Remember that this visitor's session cancelled its jobs now (bounded; oldest forgotten first)."""
     with _lock:
         _cancels[session_hash] = time.monotonic()
         _cancels.move_to_end(session_hash)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -17,8 +16,7 @@ from dataclasses import dataclass, field
 from engine import registry
 from engine.api import LIMITS, InfillRun
 from engine.budget import Budget
-from engine.errors import BadParameterError, InfillError, InputTooLongError, ModelNotFoundError
-from engine.masking import DEFAULT_SPAN, MASK_RE, tokens_per_word
+from engine.errors import BadParameterError, InfillError, ModelNotFoundError
 from engine.samplers import DEFAULT_SAMPLER as ENGINE_DEFAULT_SAMPLER
 from engine.samplers import SAMPLERS
 from engine.seeding import SEED_MAX
@@ -26,6 +24,7 @@ from engine.trace import Step
 from storage import NewSession, SessionRecord, StorageInputError, Store, new_share_id, open_store
 
 from . import cancels
+from .inputs import as_float, as_int, check_sentinels, check_text, normalize
 from .render import TraceState, fold
 from .slots import Cancelled, Turns, slots
 from .textmap import bytes_fn
@@ -35,8 +34,6 @@ log = logging.getLogger("app")
 DOMAINS = ["text", "code", "protein"]
 #: the sampler the page starts with (one constant; the fastest exact sampler on the bundled models)
 DEFAULT_SAMPLER = ENGINE_DEFAULT_SAMPLER  # preselected in the form: the engine's fastest exact sampler on CPU (issue 13)
-#: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
-MAX_INPUT_CHARS = 20_000
 MASK_PLACEHOLDER = "\u2581"
 
 EXAMPLES: dict[str, list[str]] = {
@@ -69,11 +66,13 @@ PARAM_HELP = {
 
 
 def min_interval() -> float:
-    """Seconds between two streamed UI updates (a new round waits at least this long)."""
+    """Seconds between two streamed UI updates (INFILL_UI_MIN_INTERVAL, default 0.25): four a second
+    keep a run visibly moving, and each update costs the run its rendering and Gradio's transport
+    (the step player replays every round afterwards at any speed)."""
     try:
-        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.08")))
+        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.25")))
     except ValueError:
-        return 0.08
+        return 0.25
 
 
 # ----------------------------------------------------------------------------- store
@@ -83,6 +82,7 @@ _store_lock = threading.Lock()
 
 
 def store() -> Store:
+    """The process's one Store, opened (and migrated) on first use, so importing the app touches no database."""
     global _store
     with _store_lock:
         if _store is None:
@@ -94,11 +94,13 @@ def store() -> Store:
 
 
 def sampler_kind(sampler: str) -> str:
+    """Which kind of model a sampler needs: 'hybrid' for the self-speculative family, else 'asarm'."""
     spec = SAMPLERS.get(sampler)
     return "hybrid" if spec is not None and spec.family == "hybrid" else "asarm"
 
 
 def list_models(domain: str | None = None, kind: str | None = None) -> list[str]:
+    """The model names a visitor may pick, for a domain and kind (an empty list, never an error page, when listing fails)."""
     try:
         rows = registry.available()
     except Exception:  # a broken folder must not take the page down
@@ -111,6 +113,7 @@ def list_models(domain: str | None = None, kind: str | None = None) -> list[str]
 
 
 def no_model_message(domain: str, kind: str) -> str:
+    """What to say when no model fits, including how an operator adds one."""
     return (
         f"No {kind} model is available for the {domain!r} domain yet. The operator can add "
         "checkpoints under assets/models/ or list folders in INFILL_MODEL_DIRS."
@@ -118,6 +121,7 @@ def no_model_message(domain: str, kind: str) -> str:
 
 
 def sampler_help(sampler: str) -> str:
+    """One line on the sampler: what it does, the model it needs and its parameters."""
     spec = SAMPLERS.get(sampler)
     if spec is None:
         return ""
@@ -128,6 +132,8 @@ def sampler_help(sampler: str) -> str:
 
 @dataclass
 class Form:
+    """The editor's values as they arrive from the page (unchecked: prepare() checks them)."""
+
     domain: str
     model: str | None
     text: str
@@ -139,110 +145,6 @@ class Form:
     dtau: float = 0.05
     window: str = "cosine"
     inner: float = 1
-
-
-def _as_int(name: str, v) -> int:
-    """A whole number, exactly: ints and digit strings as they are (a seed may need all 64 bits),
-    floats only where a double holds the value exactly (below 2**53)."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 40:
-        return int(v.strip())
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise BadParameterError(f"{name} must be a number.") from None
-    if f != f or f in (float("inf"), float("-inf")) or f != int(f):
-        raise BadParameterError(f"{name} must be a whole number, got {v!r}.")
-    if abs(f) >= 2**53:
-        raise BadParameterError(f"{name} = {v!r} is too large to be exact as a decimal number; send it as a "
-                                "whole number (an integer, or a string of digits).")
-    return int(f)
-
-
-def _as_float(name: str, v) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise BadParameterError(f"{name} must be a number.") from None
-    if f != f:
-        raise BadParameterError(f"{name} must be a number.")
-    return f
-
-
-def check_text(text: object) -> str:
-    """The input box's value, refused before any work when it is not text or far too long."""
-    if not isinstance(text, str):
-        raise BadParameterError("The input must be text.")
-    if len(text) > MAX_INPUT_CHARS:
-        raise InputTooLongError(
-            f"The input is {len(text):,} characters long; the studio takes at most {MAX_INPUT_CHARS:,}."
-        )
-    return text
-
-
-#: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words), as the engine reads it
-SENTINEL_RE = MASK_RE
-ANY_SENTINEL_RE = re.compile(r"\[MASK(?::[^\]]*)?\]?")
-
-
-def check_sentinels(text: str) -> None:
-    """Refuse a malformed sentinel such as [MASK:abc] with a message that names it (instead of
-    reading it as plain text and then saying nothing is masked)."""
-    for m in ANY_SENTINEL_RE.finditer(text):
-        if not SENTINEL_RE.fullmatch(m.group(0)):
-            bad = m.group(0)[:24]
-            raise BadParameterError(
-                f"{bad!r} is not a span marker: write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words."
-            )
-
-
-def normalize_protein(text: str) -> tuple[str, str]:
-    """A protein sequence as protein tools read it: FASTA header lines (> or ;) dropped, line breaks
-    and spaces removed, letters upper-cased, a trailing stop '*' dropped; span markers kept as typed.
-    Returns (sequence, a sentence saying what changed, '' when nothing did)."""
-    lines = text.splitlines()
-    kept = [ln for ln in lines if not ln.lstrip().startswith((">", ";"))]
-    notes = []
-    if len(kept) < len(lines):
-        notes.append(f"dropped {len(lines) - len(kept)} FASTA header line" + ("s" if len(lines) - len(kept) > 1 else ""))
-    body = "\n".join(kept)
-    parts, pos, changed_case, spaces = [], 0, 0, 0
-    for m in list(ANY_SENTINEL_RE.finditer(body)) + [None]:
-        seg = body[pos: m.start() if m else len(body)]
-        spaces += sum(1 for ch in seg if ch.isspace())
-        seg = "".join(ch for ch in seg if not ch.isspace())
-        changed_case += sum(1 for ch in seg if ch.islower())
-        parts.append(seg.upper())
-        if m:
-            parts.append(m.group(0))
-            pos = m.end()
-    out = "".join(parts)
-    if out.endswith("*"):
-        out = out[:-1]
-        notes.append("dropped the stop '*'")
-    if spaces:
-        notes.append(f"removed {spaces} line breaks and spaces")
-    if changed_case:
-        notes.append(f"upper-cased {changed_case} letters")
-    return out, ("Read as a protein sequence: " + ", ".join(notes) + ".") if notes else ""
-
-
-def mask_units(domain: str, codec) -> str:
-    """What the span markers mean for this domain and tokenizer, in one line for the input box."""
-    n, unit = DEFAULT_SPAN.get(domain, (8, ""))
-    bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
-    tpw = tokens_per_word(codec)
-    words = (f"[MASK:nw] = n words (about {tpw:.1f} tokens per word for this tokenizer)" if tpw != 1.0
-             else "[MASK:nw] = n letters (one token each)")
-    return f"[MASK] = {bare}; [MASK:n] = n tokens; {words}."
-
-
-def normalize(domain: str, text: str) -> tuple[str, str]:
-    """The input as the domain's model reads it, and a note about what changed ('' if nothing)."""
-    if domain == "protein" and isinstance(text, str):
-        return normalize_protein(text)
-    return text, ""
 
 
 def prepare(form: Form) -> InfillRun:
@@ -267,15 +169,15 @@ def prepare(form: Form) -> InfillRun:
                 f"{', '.join(allowed)}."
             )
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
-    k = _as_int("k", form.k)
-    seed = _as_int("seed", form.seed)
+    k = as_int("k", form.k)
+    seed = as_int("seed", form.seed)
     if not 0 <= seed <= SEED_MAX:
         raise BadParameterError("seed must be between 0 and 2**64 - 1.")
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
-        temperature=_as_float("temperature", form.temperature), k=k,
-        steps=_as_int("steps", form.steps), dtau=_as_float("dtau", form.dtau),
-        window=str(form.window), inner=_as_int("inner", form.inner), allow_paths=False,
+        temperature=as_float("temperature", form.temperature), k=k,
+        steps=as_int("steps", form.steps), dtau=as_float("dtau", form.dtau),
+        window=str(form.window), inner=as_int("inner", form.inner), allow_paths=False,
         budget=Budget.from_env(),
     )
 
@@ -319,6 +221,7 @@ def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = No
 
 
 def stored_params(run: InfillRun) -> dict:
+    """A run's parameters as stored, with the model that really ran (statistics group by it)."""
     return {**run.params, "model": run.lm.name}
 
 
@@ -393,6 +296,7 @@ def clear_stop(share_id: str) -> None:
 
 
 def stop_requested(share_id: str) -> bool:
+    """Whether Stop was pressed for this session's runs."""
     with _stops_lock:
         return share_id in _stops
 
@@ -449,6 +353,7 @@ def throttled(it: Iterator[Live]) -> Iterator[Live]:
 
 
 def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
+    """A checked run with its share id and empty display state, ready for rounds() (nothing stored yet)."""
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
@@ -460,11 +365,14 @@ def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
 
 @dataclass
 class Replay:
+    """A stored session read back for the page: its runs and the token views to draw them with."""
+
     session: SessionRecord
     runs: list  # RunRecord, oldest first
     views: dict
 
     def view_for(self, run) -> dict:
+        """The token view of the model this run used (the first one for older sessions)."""
         m = run.params.get("model")
         if m in self.views:
             return self.views[m]
@@ -472,10 +380,12 @@ class Replay:
 
     @property
     def kind(self) -> str:
+        """'infill' or 'compare': which view the session restores into."""
         return self.session.spans.get("kind", "infill") if isinstance(self.session.spans, dict) else "infill"
 
 
 def load_session(share_id: str) -> Replay:
+    """A stored session by share id, with a message that says why when it cannot be replayed."""
     share_id = (share_id or "").strip()
     if not share_id:
         raise BadParameterError("Give a share id (the part after ?s= in a share link).")

@@ -16,6 +16,7 @@ KEEP = 8
 
 
 def export_dir() -> Path:
+    """This user's private folder for download files (created 0700 on first use)."""
     d = Path(tempfile.gettempdir()) / f"infill-exports-{os.getuid()}"
     d.mkdir(mode=0o700, exist_ok=True)
     return d

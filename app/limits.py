@@ -8,7 +8,7 @@ declared `Content-Length` over the limit is answered 413 without reading a byte,
 without one (chunked) is counted while it streams and cut off at the limit.
 
 `INFILL_MAX_BODY_BYTES` sets the limit (default 1 MiB). The largest legitimate request is a run
-of the longest input (core.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped as \\uXXXX
+of the longest input (inputs.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped as \\uXXXX
 surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
 def max_body_bytes() -> int:
+    """The largest request body accepted (INFILL_MAX_BODY_BYTES; the default when unset or invalid)."""
     try:
         v = int(os.environ.get("INFILL_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
     except ValueError:

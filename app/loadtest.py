@@ -34,6 +34,8 @@ HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
 
 @dataclass
 class Outcome:
+    """What the visitors of one phase saw: latencies, connect times, errors and budget stops."""
+
     latencies: list[float] = field(default_factory=list)
     connects: list[float] = field(default_factory=list)  # of the served runs: seconds to connect
     errors: list[str] = field(default_factory=list)
@@ -43,6 +45,7 @@ class Outcome:
 
 def form(text: str, sampler: str, seed: int, k: int = 5, steps: int = 32, inner: int = 1,
          model: str = "text-asarm") -> tuple:
+    """The /infill endpoint's inputs for one visitor's run."""
     return ("text", model, text, sampler, k, 1.0, seed, steps, 0.05, "cosine", inner)
 
 
@@ -59,6 +62,7 @@ def classify(result) -> tuple[str, str]:
 
 
 def visit(url: str, args: tuple, out: Outcome, timeout: float) -> None:
+    """One visitor: connect, run once, and record what happened in `out` (bounded by `timeout`)."""
     from gradio_client import Client
 
     t0 = time.perf_counter()
@@ -110,6 +114,7 @@ def wave(urls: list[str], small: list[tuple], heavy: list[tuple], timeout: float
 
 
 def summary(label: str, out: Outcome, n: int, wall: float) -> str:
+    """One line per phase: served runs, errors, wall time and latency percentiles."""
     lat = sorted(out.latencies)
     if not lat:
         return f"{label}: no run served; errors: {out.errors[:3]}"
@@ -146,6 +151,7 @@ def start_server(env: dict[str, str], port: int | None = None, wait: float = 120
 
 
 def stop_server(proc) -> None:
+    """End a server started by start_server (terminate, then kill if it does not exit)."""
     proc.terminate()
     try:
         proc.wait(20)
@@ -155,6 +161,7 @@ def stop_server(proc) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the phases the flags ask for and print their summaries (exit 1 when a small run failed)."""
     ap = argparse.ArgumentParser(prog="python -m app.loadtest")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--heavy", type=int, default=0, help="worst-case runs started 1 s before the visitors")

@@ -65,6 +65,8 @@ def decided_per_round(steps: list[Step]) -> list[int]:
 
 
 def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.Figure]:
+    """The Compare tab's charts: tokens decided against network calls (with the one-per-call line),
+    and tokens decided per round, one trace per side."""
     f1 = go.Figure()
     f2 = go.Figure()
     top = 0
@@ -90,6 +92,8 @@ def _label(g) -> str:
 
 
 def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:
+    """The Statistics tab's charts: acceptance by position in the round, tokens per call, and calls
+    against masked tokens (a titled empty chart each when no run matches)."""
     if not groups:
         msg = "no stored runs match the filters"
         return (_empty("Acceptance rate by position in the round", msg),

@@ -54,6 +54,7 @@ CSS = """
 
 
 def esc(s: object) -> str:
+    """HTML-escape any value (quotes too): every user or model string goes through it."""
     return html.escape(str(s), quote=True)
 
 
@@ -119,6 +120,7 @@ class TraceState:
         self._row_of = {}
 
     def apply(self, s: Step) -> None:
+        """Fold one more step into the display state (roles, texts, counters, the round's rows)."""
         if s.round != self.round:
             self._new_round(s.round)
         self.steps_seen += 1
@@ -197,17 +199,21 @@ class TraceState:
                 else self.texts[i] for i, pc in enumerate(pieces)]
 
     def ghost_text(self, pos: int) -> str:
+        """The faded text of a draft discarded untested at `pos`."""
         txt, tok = self.ghosts[pos]
         return self._label(tok, txt)
 
     def rejected_text(self, pos: int) -> str:
+        """The struck-through text of the draft rejected at `pos`."""
         return self._label(self.rejected_ids.get(pos), self.rejected[pos])
 
     @property
     def tokens_per_call(self) -> float | None:
+        """Decided tokens per network call so far (None before the first call)."""
         return self.decided / self.calls if self.calls else None
 
     def counters(self) -> dict:
+        """The live figures the counters line shows (calls, rounds, tokens, rates, seconds)."""
         return {
             "calls": self.calls,
             "rounds": self.round + 1,
@@ -235,6 +241,7 @@ def _pad(xs: list, like: list) -> list:
 
 def fold(token_texts: list[str], masked: list[int], steps: list[Step], upto: int | None = None,
          ids: list[int | None] | None = None, bytes_of: Callable[[int], bytes] | None = None) -> TraceState:
+    """The display state after the first `upto` steps (all by default) of a trace."""
     st = TraceState(list(token_texts), list(masked), ids=ids, bytes_of=bytes_of)
     for s in steps[: len(steps) if upto is None else upto]:
         st.apply(s)
@@ -242,6 +249,7 @@ def fold(token_texts: list[str], masked: list[int], steps: list[Step], upto: int
 
 
 def legend_html() -> str:
+    """The colour legend of the token roles, with each role's meaning on hover."""
     items = "".join(
         f'<span class="tv-tok tv-{role}" title="{esc(desc)}">{esc(label)}</span>'
         for role, (label, _, _, desc) in ROLES.items()
@@ -273,6 +281,8 @@ def _tip(st: TraceState, i: int, role: str) -> str:
 
 
 def tokens_html(st: TraceState, title: str = "") -> str:
+    """The input with every position coloured by its role (the one HTML view of a trace state; every
+    text escaped)."""
     parts = []
     shown = st.display_texts()
     for i, (role, txt) in enumerate(zip(st.roles, shown)):
@@ -313,6 +323,7 @@ def view_html(st: TraceState | None, title: str = "", message: str = "") -> str:
 
 
 def counters_md(st: TraceState | None, status: str = "") -> str:
+    """The live counters line of a trace state (an optional status after it), or just the status."""
     if st is None:
         return status
     c = st.counters()

@@ -1,4 +1,5 @@
-"""Share links (`?s=<share id>`) and the recent-sessions list."""
+"""Share links (`?s=<share id>`) and the recent-sessions list: a stored session is reached only
+through its unguessable id, so links carry it and the list shows only this browser's own ids."""
 
 from __future__ import annotations
 
@@ -30,12 +31,14 @@ def base_url(request) -> str:
 
 
 def share_link(request, share_id: str) -> str:
+    """The link that reopens session `share_id` on this page ('' without an id)."""
     if not share_id:
         return ""
     return f"{base_url(request)}?{QUERY_KEY}={share_id}"
 
 
 def share_id_from(request) -> str:
+    """The share id in the page's own address ('' when it was opened without one)."""
     if request is None:
         return ""
     try:
@@ -52,17 +55,21 @@ def share_id_from_link(link: object) -> str:
 
 
 def recent_html(summaries) -> str:
+    """The sessions list as an HTML table (every stored string escaped): link, id, domain, model,
+    the samplers of its runs (A | B for a compare), run count, date and the start of the input."""
     if not summaries:
         return ("<p>No sessions in this browser yet. Runs you make and share links you open are listed here; "
                 "the list lives in this browser only, so others see a session only through its link.</p>")
     rows = []
     for s in summaries:
         preview = s.text_preview if len(s.text_preview) <= 80 else s.text_preview[:80] + "…"
+        samplers = " | ".join(getattr(s, "samplers", None) or [])
         rows.append(
             f'<tr><td><a href="?{QUERY_KEY}={esc(s.share_id)}" target="_blank" rel="noopener">open</a></td>'
             f"<td><code>{esc(s.share_id)}</code></td><td>{esc(s.domain)}</td><td>{esc(s.model)}</td>"
-            f"<td>{s.run_count}</td><td>{esc(s.created_at.strftime('%Y-%m-%d %H:%M'))}</td>"
+            f"<td>{esc(samplers)}</td><td>{s.run_count}</td><td>{esc(s.created_at.strftime('%Y-%m-%d %H:%M'))}</td>"
             f'<td style="font-family: monospace">{esc(preview)}</td></tr>'
         )
-    head = "<tr><th></th><th>share id</th><th>domain</th><th>model</th><th>runs</th><th>created (UTC)</th><th>input</th></tr>"
+    head = ("<tr><th></th><th>share id</th><th>domain</th><th>model</th><th>sampler</th><th>runs</th>"
+            "<th>created (UTC)</th><th>input</th></tr>")
     return f'<table class="tv-recent">{head}{"".join(rows)}</table>'

@@ -13,17 +13,25 @@ sharing that would finish them all late), and a long run computes whenever no li
 (its budget, engine.budget, counts only its computing time).
 
 A run waiting for a slot also watches for its visitor's cancel (app.cancels): a job cancelled
-before it computed anything leaves no trace at all (`Cancelled`)."""
+before it computed anything leaves no trace at all (`Cancelled`).
+
+The wait a new run can expect (`Slots.estimate`, shown on the page before it starts) follows the
+same rules from measured times: the runs that would compute before it, each until it finishes (the
+mean measured compute time of finished runs) or leaves the new run's level, shared over the
+slots, plus about one turn until a slot frees."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
 import os
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -52,20 +60,27 @@ def active_runs() -> int:
 
 
 class Slots:
-    def __init__(self, n: int):
-        self.free = n
-        self._lock = threading.Lock()
-        self._waiters: list[tuple[float, int, threading.Event]] = []
-        self._seq = itertools.count()
+    """The compute slots of this process and the runs waiting for one (lowest priority first),
+    with the measured times the wait estimate needs."""
 
-    def acquire(self, priority: tuple, cancelled: Callable[[], bool] | None = None) -> None:
+    def __init__(self, n: int):
+        self.n = self.free = n
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[tuple, int, threading.Event, float]] = []  # priority, seq, event, attained
+        self._seq = itertools.count()
+        self._runs: deque[float] = deque(maxlen=64)  # compute seconds of recently finished runs
+        self._turns: deque[float] = deque(maxlen=256)  # seconds a slot was held in one go
+        self._holders: dict[int, tuple[tuple, float]] = {}  # run -> (priority, attained) while it computes
+
+    def acquire(self, priority: tuple, cancelled: Callable[[], bool] | None = None, attained: float = 0.0) -> None:
         """Take a slot; among waiters the lowest `priority` goes first. Raises Cancelled (without
-        a slot) when `cancelled()` turns true while waiting."""
+        a slot) when `cancelled()` turns true while waiting. `attained` (the run's compute seconds
+        so far) only feeds the wait estimate."""
         with self._lock:
             if self.free > 0 and not self._waiters:
                 self.free -= 1
                 return
-            entry = (priority, next(self._seq), threading.Event())
+            entry = (priority, next(self._seq), threading.Event(), attained)
             heapq.heappush(self._waiters, entry)
         while not entry[2].wait(0.1):
             if cancelled is not None and cancelled():
@@ -82,11 +97,71 @@ class Slots:
             return bool(self._waiters) and self._waiters[0][0] < priority
 
     def release(self) -> None:
+        """Give a slot back: straight to the first waiter, else to the pool."""
         with self._lock:
             if self._waiters:
                 heapq.heappop(self._waiters)[2].set()  # hand the slot over directly: no barging
             else:
                 self.free += 1
+
+    def note_holder(self, key: int, priority: tuple, attained: float) -> None:
+        """Run `key` computes on a slot (its priority and attained time feed the wait estimate)."""
+        with self._lock:
+            self._holders[key] = (priority, attained)
+
+    def note_turn(self, key: int, seconds: float) -> None:
+        """Run `key` gave its slot back after holding it for `seconds` in one go."""
+        with self._lock:
+            self._holders.pop(key, None)
+            self._turns.append(seconds)
+
+    def note_run(self, seconds: float) -> None:
+        """A run finished after computing for `seconds` in all (measured for the wait estimate)."""
+        with self._lock:
+            self._runs.append(seconds)
+
+    def estimate(self, priority: tuple = (0, float("inf"))) -> WaitEstimate:
+        """The wait of a run queueing now at `priority` (default: a newly arrived run)."""
+        with self._lock:
+            ahead = [a for p, _, _, a in self._waiters if p < priority]
+            ahead += [a for p, a in self._holders.values() if p < priority]
+            busy = self.free == 0 or bool(self._waiters)
+            mean_run = statistics.fmean(self._runs) if self._runs else None
+            mean_turn = statistics.fmean(self._turns) if self._turns else 0.0
+        return estimate_wait(self.n, busy, priority[0], ahead, mean_run, mean_turn)
+
+
+@dataclass(frozen=True)
+class WaitEstimate:
+    """What a run about to queue for a compute slot can expect: how many runs compute before it
+    and about how long that takes (None until some run has finished and been measured)."""
+
+    ahead: int
+    seconds: float | None
+    busy: bool
+
+    def message(self) -> str:
+        """The sentence the page shows while the run waits ('' when a slot is free)."""
+        if not self.busy:
+            return ""
+        runs = f"{self.ahead} run" + ("s" if self.ahead != 1 else "")
+        when = "" if self.seconds is None else f", about {self.seconds:.1f} s from measured run times"
+        return f"Waiting for a compute slot: every slot is busy and {runs} go first{when}."
+
+
+def estimate_wait(n_slots: int, busy: bool, level_: int, ahead_attained: list[float],
+                  mean_run: float | None, mean_turn: float) -> WaitEstimate:
+    """The wait of a run at level `level_` behind the runs (computing or waiting) that go first,
+    which have computed `ahead_attained` seconds: each computes before it until it finishes
+    (`mean_run` in all) or passes the end of the waiting run's level; that work is spread over
+    `n_slots`, plus about one turn (`mean_turn`) until a running turn ends."""
+    if not busy:
+        return WaitEstimate(0, 0.0, False)
+    if mean_run is None:
+        return WaitEstimate(len(ahead_attained), None, True)
+    cap = LEVELS[level_] if level_ < len(LEVELS) else float("inf")
+    work = sum(max(0.0, min(mean_run, cap) - a) for a in ahead_attained)
+    return WaitEstimate(len(ahead_attained), mean_turn + work / max(1, n_slots), True)
 
 
 #: seconds of computing that end priority levels 0, 1 and 2
@@ -95,6 +170,7 @@ _arrivals = itertools.count()
 
 
 def level(attained: float) -> int:
+    """The feedback-queue level of a run that has computed `attained` seconds."""
     return sum(attained >= t for t in LEVELS)
 
 
@@ -105,21 +181,33 @@ class Turns:
         self.slots, self.cancelled, self.attained = slots, cancelled, 0.0
         self.arrival = next(_arrivals)
         self._t: float | None = None  # start of the current turn (slot held)
+        self._held = 0.0  # when the slot was last taken
 
     def priority(self) -> tuple:
+        """(level, arrival): lighter runs first, then first come first served."""
         return (level(self.attained), self.arrival)
+
+    def _hold(self) -> None:
+        self.slots.acquire(self.priority(), self.cancelled, self.attained)
+        self._t = self._held = time.perf_counter()
+        self.slots.note_holder(id(self), self.priority(), self.attained)
+
+    def _give_back(self, now: float) -> None:
+        self.slots.note_turn(id(self), now - self._held)
+        self._t = None
+        self.slots.release()
 
     @contextmanager
     def turn(self):
-        self.slots.acquire(self.priority(), self.cancelled)
-        self._t = time.perf_counter()
+        """Hold a slot for the body (waiting for it first)."""
+        self._hold()
         try:
             yield
         finally:
             if self._t is not None:  # None: preempt() gave the slot up and was cancelled in line
-                self.attained += time.perf_counter() - self._t
-                self._t = None
-                self.slots.release()
+                now = time.perf_counter()
+                self.attained += now - self._t
+                self._give_back(now)
 
     def preempt(self) -> None:
         """Between two network passes: give the slot to a waiting run of higher priority, then
@@ -130,10 +218,10 @@ class Turns:
         self.attained += now - self._t
         self._t = now
         if self.slots.better_waiting(self.priority()):
-            self.slots.release()
-            self._t = None
-            self.slots.acquire(self.priority(), self.cancelled)
-            self._t = time.perf_counter()
+            self._give_back(now)
+            self._hold()
+        else:
+            self.slots.note_holder(id(self), self.priority(), self.attained)
 
     def iterate(self, it: Iterator[T]) -> Iterator[T]:
         """Yield `it`'s items, computing each while holding a slot."""
@@ -141,6 +229,7 @@ class Turns:
             with self.turn():
                 item = next(it, _END)
             if item is _END:
+                self.slots.note_run(self.attained)
                 return
             yield item
 
@@ -151,6 +240,7 @@ _slots_lock = threading.Lock()
 
 
 def slots() -> Slots:
+    """This process's slots (created on first use with concurrency() of them)."""
     global _slots
     with _slots_lock:
         if _slots is None:

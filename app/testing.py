@@ -44,6 +44,7 @@ def make_tiny_models(root: Path, names: tuple[str, ...] = ("text-asarm", "protei
 
 
 def free_port() -> int:
+    """A local TCP port free right now (for launching a test server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -21,79 +21,39 @@ from storage import Store, open_store
 STEPS_PER_RUN = 256
 
 
+def _bench_round(rng: random.Random, rnd: int, pos: int, calls: float, k: int) -> tuple[list[Step], int, float]:
+    """One ASSD-shaped round at `pos`: its steps, the positions it decided and the calls after it."""
+    drafted = list(range(pos, pos + k))
+    toks = [rng.randrange(50_000) for _ in drafted]
+    ps = [rng.random() for _ in drafted]
+    calls += 1
+    steps = [Step(StepKind.DRAFT_PASS, rnd, calls=calls, elapsed=calls * 0.01),
+             Step(StepKind.DRAFT, rnd, drafted, toks, [f" w{t}" for t in toks], ps, [None] * k, calls, calls * 0.01)]
+    calls += 1
+    steps.append(Step(StepKind.DENSITY_PASS, rnd, calls=calls, elapsed=calls * 0.01))
+    n_acc = rng.randint(1, k)
+    for i in range(n_acc):
+        steps.append(Step(StepKind.ACCEPT, rnd, [drafted[i]], [toks[i]], [f" w{toks[i]}"], [ps[i]], [rng.random()],
+                          calls, calls * 0.01))
+    if n_acc < k:
+        at = drafted[n_acc]
+        steps.append(Step(StepKind.REJECT, rnd, [at], [toks[n_acc]], [" x"], [ps[n_acc]], [rng.random()],
+                          calls, calls * 0.01))
+        steps.append(Step(StepKind.RESAMPLE, rnd, [at], [1], [" y"], [None], [rng.random()], calls, calls * 0.01,
+                          "residual"))
+        n_acc += 1
+    return steps, n_acc, calls
+
+
 def bench_trace(seed: int, n_steps: int = STEPS_PER_RUN, k: int = 4) -> list[Step]:
     """n_steps of draft pass / draft / density pass / accepts / reject + resample rounds."""
     rng = random.Random(seed)
     steps: list[Step] = []
     pos, calls, rnd = 0, 0.0, 0
     while len(steps) < n_steps:
-        drafted = list(range(pos, pos + k))
-        toks = [rng.randrange(50_000) for _ in drafted]
-        ps = [rng.random() for _ in drafted]
-        calls += 1
-        steps.append(Step(StepKind.DRAFT_PASS, rnd, calls=calls, elapsed=calls * 0.01))
-        steps.append(
-            Step(
-                StepKind.DRAFT,
-                rnd,
-                drafted,
-                toks,
-                [f" w{t}" for t in toks],
-                ps,
-                [None] * k,
-                calls,
-                calls * 0.01,
-            )
-        )
-        calls += 1
-        steps.append(
-            Step(StepKind.DENSITY_PASS, rnd, calls=calls, elapsed=calls * 0.01)
-        )
-        n_acc = rng.randint(1, k)
-        for i in range(n_acc):
-            steps.append(
-                Step(
-                    StepKind.ACCEPT,
-                    rnd,
-                    [drafted[i]],
-                    [toks[i]],
-                    [f" w{toks[i]}"],
-                    [ps[i]],
-                    [rng.random()],
-                    calls,
-                    calls * 0.01,
-                )
-            )
-        if n_acc < k:
-            steps.append(
-                Step(
-                    StepKind.REJECT,
-                    rnd,
-                    [drafted[n_acc]],
-                    [toks[n_acc]],
-                    [" x"],
-                    [ps[n_acc]],
-                    [rng.random()],
-                    calls,
-                    calls * 0.01,
-                )
-            )
-            steps.append(
-                Step(
-                    StepKind.RESAMPLE,
-                    rnd,
-                    [drafted[n_acc]],
-                    [1],
-                    [" y"],
-                    [None],
-                    [rng.random()],
-                    calls,
-                    calls * 0.01,
-                    "residual",
-                )
-            )
-            n_acc += 1
-        pos += n_acc
+        more, decided, calls = _bench_round(rng, rnd, pos, calls, k)
+        steps += more
+        pos += decided
         rnd += 1
     return steps[:n_steps]
 
@@ -104,6 +64,8 @@ def _write(st: Store, share_id: str, traces: list[list[Step]]) -> None:
 
 
 def run(url: str, n_runs: int, threads: int = 16) -> dict[str, float]:
+    """Store n_runs runs from one writer, then as many from `threads` writers at once; runs per second
+    of each phase (and bytes per run on SQLite)."""
     st = open_store(url)
     try:
         sid = st.create_session(
@@ -140,6 +102,7 @@ def run(url: str, n_runs: int, threads: int = 16) -> dict[str, float]:
 
 
 def main() -> None:
+    """Parse the flags, benchmark the database and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--runs", type=int, default=320, help="runs per phase (default 320)"

@@ -124,6 +124,7 @@ def alembic_config(connection: Connection | None = None):
 
 
 def head_revision() -> str:
+    """The newest migration the code knows (what open_store upgrades to)."""
     from alembic.script import ScriptDirectory
 
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -132,6 +133,7 @@ def head_revision() -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The migration a database is at (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:

@@ -52,6 +52,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        """Store every datetime as UTC (a naive one is taken as UTC already)."""
         if value is None:
             return None
         if value.tzinfo is None:
@@ -60,6 +61,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        """Read every datetime back as an aware UTC datetime, whatever the backend returns."""
         if value is None:
             return None
         return (
@@ -68,10 +70,13 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 def utcnow() -> datetime:
+    """The current time, aware and in UTC (every stored timestamp)."""
     return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):
+    """The declarative base with a naming convention, so constraints have stable names across backends and migrations."""
+
     metadata = MetaData(naming_convention=NAMING)
 
 

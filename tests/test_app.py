@@ -196,7 +196,22 @@ def test_statistics_and_recent_sessions(client):
     assert {row[1] for row in only} == {"assd"}
     html = client.predict([sid, "<script>alert(1)</script>"], api_name="/recent")  # this browser's history
     assert f"?s={sid}" in html and html.count("?s=") == 1 and "<script>" not in html
+    assert "<td>assd</td>" in html and "<td>text-asarm</td>" in html  # the sampler and model that ran
     assert "?s=" not in client.predict([], api_name="/recent")  # another browser sees nobody's sessions
+
+
+def test_sessions_list_shows_sampler_and_model_escaped():
+    from datetime import datetime
+
+    from app.share import recent_html
+    from storage import SessionSummary
+
+    row = SessionSummary("a" * 22, "text", "<b>m</b>", datetime(2026, 1, 2, 3, 4), "in<put", 2,
+                         samplers=["assd", "<img src=x onerror=alert(1)>"])
+    html = recent_html([row])
+    assert "<th>sampler</th>" in html and "<th>model</th>" in html
+    assert "assd | &lt;img src=x onerror=alert(1)&gt;" in html and "&lt;b&gt;m&lt;/b&gt;" in html
+    assert "<img" not in html and "<b>" not in html and "in&lt;put" in html
 
 
 def test_render_fold_roles_and_escaping():
@@ -339,7 +354,7 @@ def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monk
 
 
 def test_protein_paste_is_read_like_fasta():
-    from app.core import normalize_protein
+    from app.inputs import normalize_protein
 
     seq, note = normalize_protein(">sp|P69905|HBA_HUMAN Hemoglobin\nmvlspadktn\nVKAAW[MASK:5]gkv\n")
     assert seq == "MVLSPADKTNVKAAW[MASK:5]GKV"

@@ -146,7 +146,7 @@ def test_a_legitimate_longest_input_still_fits(server):
     """The limit is sized for the largest legitimate request: 20,000 characters, each as a
     JSON-escaped surrogate pair, passes the limit (Gradio then answers it normally)."""
     _, port = server
-    from app.core import MAX_INPUT_CHARS
+    from app.inputs import MAX_INPUT_CHARS
 
     text = "\U0001F600" * MAX_INPUT_CHARS
     body = json.dumps({"data": ["text", "text-asarm", text, "assd", 5, 1, 0, 32, 0.05, "cosine", 1],
@@ -249,14 +249,15 @@ def test_slots_go_to_the_lightest_waiting_run_first():
 def test_stats_exports_do_not_pile_up(studio, tmp_path, monkeypatch):
     import tempfile
 
-    from app import exports, ui
+    from app import exports
+    from app.tabs import statistics
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     store = studio.store()
     sid = store.create_session("text", "text-asarm", "x", {})
     for i in range(3 * exports.KEEP):
         store.record_run(sid, "assd", {"k": i, "model": "text-asarm"}, 0, [])  # new statistics every call
-        out = ui.stats("all", "all", "all")
+        out = statistics.stats("all", "all", "all")
         path = out[-1]["value"]
         assert Path(path).is_file() and Path(path).read_text().count("\n") >= 2
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -327,7 +328,7 @@ def test_loadtest_counts_failed_runs_as_errors_and_bounds_waits(studio, capsys):
 
 
 def test_lone_surrogate_gets_the_documented_message(studio):
-    from app import ui
+    from app.tabs.player import run_infill
     from engine.api import InfillRun
 
     core = studio
@@ -335,7 +336,7 @@ def test_lone_surrogate_gets_the_documented_message(studio):
         InfillRun("a \ud800 b [MASK:3]", model="text-asarm", sampler="assd")
     with pytest.raises(UnrepresentableTextError):
         core.prepare(_form(core, text="a \ud800 b [MASK:3]"))
-    first = next(ui.run_infill("text", "text-asarm", "a \ud800 b [MASK:3]", "assd", 4, 1.0, 0, 32, 0.05, "cosine", 1))
+    first = next(run_infill("text", "text-asarm", "a \ud800 b [MASK:3]", "assd", 4, 1.0, 0, 32, 0.05, "cosine", 1))
     assert "cannot represent" in first[0] and "TypeError" not in first[0]
 
 

@@ -280,6 +280,9 @@ def test_list_and_delete(store: Store) -> None:
     listed = store.list_sessions(10)
     assert [s.share_id for s in listed] == [b, a]
     assert [s.run_count for s in listed] == [1, 0]
+    assert [s.samplers for s in listed] == [["sequential"], []]
+    store.record_run(b, "assd", {}, 2, assd_trace(4))  # a compare session: both samplers, oldest first
+    assert store.list_sessions(1)[0].samplers == ["sequential", "assd"]
     assert [s.share_id for s in store.list_sessions(10, domain="code")] == [b]
     # a visitor's own history: only the ids asked for; malformed ones are ignored, not queried
     assert [s.share_id for s in store.list_sessions(10, share_ids=[a, "'; DROP TABLE sessions; --"])] == [a]

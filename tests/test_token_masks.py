@@ -49,7 +49,7 @@ def test_naive_with_one_token_masked():
 
 def test_app_token_view_uses_the_masking_function(monkeypatch):
     """toggle_tokens builds the input text with engine.masking.from_token_positions."""
-    import app.ui as ui
+    import app.tabs.editor as ui
     from engine.registry import load
 
     lm = load("text-asarm")
@@ -70,7 +70,7 @@ def test_app_token_view_uses_the_masking_function(monkeypatch):
 
 @pytest.mark.parametrize("sel", [[], [0]])
 def test_app_token_view_plain_and_masked(sel):
-    import app.ui as ui
+    import app.tabs.editor as ui
     from engine.registry import load
 
     lm = load("text-asarm")

@@ -1,0 +1,90 @@
+"""What every part of the page shares: the `Page` that names its components, the one way a
+handler failure becomes a readable message, status lines, tables and the form a run is made of."""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..core import Form, readable
+from ..render import DETAIL_HEADERS
+
+#: the sampler parameters, in the order of the form's inputs after domain, model, text, sampler
+PARAMS = ("k", "temperature", "steps", "dtau", "window", "inner")
+
+
+class Page(SimpleNamespace):
+    """The page's components by name: each tab module lays out its part into it and wires events
+    that may touch another part's components (a restored session fills the editor, the player and
+    the compare view)."""
+
+
+def warn(msg: str) -> None:
+    """A toast with the message as text (Gradio renders toast messages as HTML)."""
+    gr.Warning(html.escape(msg, quote=False))
+
+
+def _as_error(e: Exception) -> gr.Error:
+    return gr.Error(html.escape(readable(e), quote=False))
+
+
+def guarded(fn):
+    """A handler whose every failure reaches the visitor as a readable message (gr.Error), never a
+    bare "Error" or a stack trace."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise _as_error(e) from None
+        return gen
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise _as_error(e) from None
+    return plain
+
+
+def status_md(msg: str, kind: str = "info") -> str:
+    """A status line (escaped) with an icon for errors and successes."""
+    icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
+    return f"{icon}{html.escape(msg, quote=False)}" if msg else ""
+
+
+def detail_table(rows: list[list]) -> dict:
+    """The current round's rows as the detail Dataframe's value (one blank row when empty)."""
+    return {"headers": DETAIL_HEADERS, "data": [[str(c) for c in r] for r in rows] or [[""] * len(DETAIL_HEADERS)]}
+
+
+def empty_table(headers: list[str]) -> dict:
+    """A Dataframe value with these headers and one blank row (Gradio needs a row to show them)."""
+    return {"headers": headers, "data": [[""] * len(headers)]}
+
+
+def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
+    """The editor's values as an app.core.Form (None and blanks read as the defaults)."""
+    return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
+                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau, window=window or "cosine",
+                inner=inner)
+
+
+def busy():
+    """(Run, Stop) while a run streams: Run disabled, Stop enabled."""
+    return gr.update(interactive=False), gr.update(interactive=True)
+
+
+def idle():
+    """(Run, Stop) when nothing runs: Run enabled, Stop disabled."""
+    return gr.update(interactive=True), gr.update(interactive=False)

@@ -1,0 +1,174 @@
+"""The Compare tab: two samplers (and models) on the same input and seed, advancing one round each
+in turn, side by side, with a summary table and charts that grow while they run."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from engine.samplers import SAMPLERS
+
+from .. import core, plots, share
+from ..core import Live, readable
+from ..render import counters_md, esc, view_html
+from .common import Page, busy, empty_table, idle, make_form, status_md, warn
+
+SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
+
+
+def logprob_text(lp) -> str:
+    """A run's log-probability for the summary, or why there is none."""
+    return "n/a (no exact joint for this sampler)" if lp is None else f"{lp:.2f}"
+
+
+def _summary(lives: list[tuple[str, Live]]) -> dict:
+    rows = []
+    for side, lv in lives:
+        st = lv.state
+        r = lv.result
+        tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
+        rows.append([side, lv.run.spec.name, lv.run.lm.name, f"{st.calls:g}", str(st.round + 1),
+                     f"{st.decided}/{len(st.masked)}", tpc, f"{st.elapsed:.2f}",
+                     "" if r is None else logprob_text(r.log_prob)])
+    return {"headers": SUMMARY_HEADERS, "data": rows}
+
+
+def _figures(a: Live, b: Live):
+    return plots.compare_figures([(f"A: {a.run.spec.name}", a.steps), (f"B: {b.run.spec.name}", b.steps)])
+
+
+def _prepare(form_values: tuple, sampler_b, model_b, request) -> tuple[str, list[Live]]:
+    """Both runs checked and announced under one share id (nothing stored until they run)."""
+    fa = make_form(*form_values)
+    domain, _, text, _, *params = form_values
+    fb = make_form(domain, model_b, text, sampler_b, *params)
+    ra, rb = core.prepare(fa), core.prepare(fb)
+    sid = core.create_session("compare", [ra, rb], fa.text, domain)
+    lives = []
+    for run in (ra, rb):
+        view = core.token_view(run)
+        lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
+    return sid, lives
+
+
+def _alternate(a: Live, b: Live, sid: str):
+    """One round of each side in turn; a frame at most every min_interval(), the charts about once
+    a second; then both recorders are let finish (the runs are stored)."""
+    blank = gr.update()
+    its = [core.rounds(a), core.rounds(b)]
+    gap, last, last_fig = core.min_interval(), 0.0, 0.0
+    f1 = f2 = blank
+    while not (a.done and b.done):
+        for lv, it in zip((a, b), its):
+            if not lv.done:
+                next(it, None)
+        now = time.perf_counter()
+        if a.done and b.done:
+            break
+        if now - last >= gap:
+            last = now
+            yield (status_md(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
+                   view_html(a.state, f"A: {a.run.spec.name}"), view_html(b.state, f"B: {b.run.spec.name}"),
+                   counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, "", sid)
+            if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
+                last_fig = now
+                f1, f2 = _figures(a, b)
+    for it in its:
+        for _ in it:
+            pass
+
+
+def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
+                sampler_b, model_b, request: gr.Request = None):
+    """Two samplers on the same input and seed, advancing round by round side by side."""
+    blank = gr.update()
+    try:
+        sid, (a, b) = _prepare((domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
+                               sampler_b, model_b, request)
+    except Exception as e:  # noqa: BLE001
+        msg = readable(e)
+        warn(msg)
+        empty = view_html(None, message=msg)
+        yield (status_md(msg, "error"), empty, empty, "", "", empty_table(SUMMARY_HEADERS), blank, blank, "", "")
+        return
+    wait = core.slots().estimate()
+    if wait.busy:
+        yield (status_md(wait.message()), blank, blank, blank, blank, blank, blank, blank, "", sid)
+    try:
+        yield from _alternate(a, b, sid)
+        if a.cancelled or b.cancelled:
+            return
+    except Exception as e:  # noqa: BLE001
+        msg = readable(e)
+        warn(msg)
+        yield (status_md(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "", "")
+        return
+    core.clear_stop(sid)
+    link = share.share_link(request, sid)  # both recorders have stored their runs
+    f1, f2 = _figures(a, b)
+    stopped = a.stopped or b.stopped
+    yield (status_md("Stopped: the partial runs are stored as cancelled; the link opens them." if stopped else
+                     "Done: both runs stored; share them with the link.", "info" if stopped else "ok"),
+           view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
+           view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
+           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link, "")
+
+
+def stop_compare(sid):
+    """Stop both sides after their current round (they are stored as cancelled)."""
+    if sid:
+        core.request_stop(sid)
+        return status_md("Stopping after this round…"), *idle()
+    return status_md("Nothing is running."), *idle()
+
+
+def _completed_html(lv: Live) -> str:
+    if lv.result is None:
+        return ""
+    return f'<div class="tv-title">Completed text</div><pre class="tv-wrap">{esc(lv.result.text)}</pre>'
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def layout(p: Page) -> None:
+    """Sampler and model B, Compare / Stop, the two views, the summary, the charts and the link."""
+    gr.Markdown("Side A uses the sampler and model picked above; choose side B here. "
+                "Both run on the same input and seed, one round each in turn.")
+    with gr.Row():
+        p.sampler_b = gr.Dropdown(p.sampler_names, value="sequential" if "sequential" in SAMPLERS
+                                  else p.sampler_names[0], label="Sampler B", allow_custom_value=True)
+        p.model_b = gr.Dropdown(p.init_models, value=p.init_models[0] if p.init_models else None, label="Model B",
+                                allow_custom_value=True)
+    with gr.Row():
+        p.cmp_btn = gr.Button("Compare", variant="primary", elem_id="compare-run", scale=4)
+        p.cmp_stop = gr.Button("Stop", variant="stop", size="sm", scale=0, interactive=False, elem_id="compare-stop")
+    p.cmp_status = gr.Markdown("", elem_id="compare-status")
+    with gr.Row():
+        with gr.Column():
+            p.cnt_a = gr.Markdown("")
+            p.html_a = gr.HTML("", elem_id="compare-a")
+        with gr.Column():
+            p.cnt_b = gr.Markdown("")
+            p.html_b = gr.HTML("", elem_id="compare-b")
+    p.summary = gr.Dataframe(value=empty_table(SUMMARY_HEADERS), label="Summary", interactive=False)
+    with gr.Row():
+        p.fig_rev = gr.Plot(show_label=False)
+        p.fig_run = gr.Plot(show_label=False)
+    p.cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
+                            interactive=False)
+    p.cmp_sid = gr.State("")
+
+
+def wire(p: Page, remember) -> None:
+    """Compare (in the model pool shared with Run) and its Stop."""
+    cmp_evt = p.cmp_btn.click(busy, None, [p.cmp_btn, p.cmp_stop], queue=False, api_visibility="private").then(
+        run_compare, [*p.form_inputs, p.sampler_b, p.model_b],
+        [p.cmp_status, p.html_a, p.html_b, p.cnt_a, p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_sid],
+        api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
+    )
+    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
+        remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.cmp_stop.click(stop_compare, [p.cmp_sid], [p.cmp_status, p.cmp_btn, p.cmp_stop], queue=False,
+                     api_visibility="private")

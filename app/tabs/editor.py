@@ -1,0 +1,261 @@
+"""The editor above the tabs: domain, model, sampler and example pickers, the input with its live
+token count, Mask selection, the clickable token view, the sampler parameters and the model card.
+Every check happens before anyone presses Run, with a message that says what is wrong."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from engine.api import parse_for
+from engine.errors import InfillError
+from engine.masking import from_token_positions
+from engine.registry import load
+from engine.samplers import SAMPLERS
+
+from .. import cards, core, inputs
+from ..core import DOMAINS, EXAMPLES
+from ..textmap import bytes_fn, char_pieces
+from .common import PARAMS, Page, guarded, status_md
+
+MASK_SELECTION_JS = """
+(text, a, b, model, domain) => {
+  const el = document.querySelector('#infill-text textarea');
+  if (el) { a = el.selectionStart; b = el.selectionEnd; }
+  return [text, a, b, model, domain];
+}
+"""
+
+
+def models_for(domain: str, sampler: str, current: str | None = None):
+    """The model dropdown for this domain and sampler (keeping `current` when it fits), and a
+    message when no model fits."""
+    kind = core.sampler_kind(sampler)
+    names = core.list_models(domain, kind)
+    value = current if current in names else (names[0] if names else None)
+    msg = "" if names else status_md(core.no_model_message(domain, kind), "error")
+    return gr.update(choices=names, value=value), msg
+
+
+def on_domain(domain, sampler, model):
+    """A domain change: its models, its examples, and a message when it has no model."""
+    upd, msg = models_for(domain, sampler, model)
+    ex = EXAMPLES.get(domain, [])
+    return upd, gr.update(choices=ex, value=None), msg
+
+
+def domain_example(domain):
+    """A person switching domain gets that domain's first example in the input box (never English
+    text sent to the protein model)."""
+    ex = EXAMPLES.get(domain, [])
+    return ex[0] if ex else gr.update()
+
+
+def model_card(model):
+    """The selected model's card (size, training budget, measured quality) under the editor."""
+    return cards.card_markdown(model)
+
+
+def input_info(text, model, domain):
+    """The live line under the input: tokens against the model's limit, masked tokens, what the
+    protein normaliser will change, or what is wrong, before anyone presses Run."""
+    text = text if isinstance(text, str) else ""
+    if len(text) > inputs.MAX_INPUT_CHARS:
+        return status_md(f"{len(text):,} characters: the studio takes at most {inputs.MAX_INPUT_CHARS:,}. "
+                         "Shorten the input; nothing is cut silently.", "error")
+    try:
+        inputs.check_sentinels(text)
+        text, note = inputs.normalize(domain, text)
+        lm = codec_for(model, domain)
+        limit = lm.max_tokens
+        if not text.strip():
+            return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
+        if "[MASK" in text:
+            mi = parse_for(text, lm)
+            n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
+            line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
+                    + ("s" if spans != 1 else "") + ". " + inputs.mask_units(domain, lm.codec))
+        else:
+            n = len(lm.codec.encode(text))
+            line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
+                    + inputs.mask_units(domain, lm.codec))
+            if n > limit:
+                return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
+    except InfillError as e:
+        return status_md(str(e), "error")
+    return line + (f" {note}" if note else "")
+
+
+def on_sampler(sampler, domain, model):
+    """A sampler change: the models that fit it, its help line, and only its own parameters shown."""
+    upd, msg = models_for(domain, sampler, model)
+    spec = SAMPLERS.get(sampler)
+    listed = set(spec.params) if spec else set()
+    vis = [gr.update(visible=p in listed) for p in PARAMS]
+    return (upd, core.sampler_help(sampler), msg, *vis)
+
+
+def codec_for(model: str | None, domain: str):
+    """The loaded model (for its tokenizer and limit): the one picked, else the domain's first."""
+    names = core.list_models(domain)
+    if not names:
+        raise InfillError(core.no_model_message(domain, "any"))
+    name = model if model in names else names[0]
+    return load(name, allow_paths=False)
+
+
+def mask_selection(text, a, b, model, domain):
+    """Replace the selected characters with [MASK:n], n = their length in the model's tokens."""
+    text = text or ""
+    try:
+        inputs.check_text(text)
+    except InfillError as e:
+        return text, status_md(str(e), "error")
+    try:
+        a, b = int(a or 0), int(b or 0)
+    except (TypeError, ValueError):
+        a = b = 0
+    a, b = max(0, min(a, len(text))), max(0, min(b, len(text)))
+    if b <= a:
+        return text, status_md("Select some text in the input first, then press Mask selection.", "error")
+    try:
+        lm = codec_for(model, domain)
+        n = len(lm.codec.encode(text[a:b]))
+    except InfillError as e:
+        return text, status_md(str(e), "error")
+    return text[:a] + f"[MASK:{max(n, 1)}]" + text[b:], status_md(f"Masked {b - a} characters ({n} tokens).", "ok")
+
+
+def _tok_label(s: str) -> str:
+    return s.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+
+
+def _tokens_of(text: str, lm) -> tuple[list[int], list[int]]:
+    """The input's token ids and its masked positions (InfillError when empty or too long)."""
+    if "[MASK" in text:
+        mi = parse_for(text, lm)
+        return list(mi.tokens), list(mi.masked)
+    if not text.strip():
+        raise InfillError("The input is empty: type some text first.")
+    ids = lm.codec.encode(text)
+    if len(ids) > lm.max_tokens:
+        raise InfillError(f"The input is {len(ids)} tokens long; this model takes at most {lm.max_tokens}.")
+    return ids, []
+
+
+def show_tokens(text, model, domain):
+    """The clickable token view: one checkbox per token, checked = masked."""
+    try:
+        inputs.check_text(text or "")
+        lm = codec_for(model, domain)
+        ids, masked = _tokens_of(text or "", lm)
+    except InfillError as e:
+        return gr.update(choices=[], value=[]), None, status_md(str(e), "error")
+    ms = set(masked)
+    pieces = char_pieces([None if i in ms else t for i, t in enumerate(ids)], bytes_fn(lm.codec))
+    # a token that only continues the character on its left shows the dotted circle
+    choices = [("▁" if i in ms else (_tok_label(pieces[i]) if pieces[i] else "◌"), i) for i in range(len(ids))]
+    state = {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id}
+    return (gr.update(choices=choices, value=masked, visible=True), state,
+            status_md("Click tokens to mask or unmask them; the input box follows.", "info"))
+
+
+@guarded
+def toggle_tokens(selected, tok_state):
+    """Rebuild the input text from the token view's checked (masked) positions, with the engine's
+    one token-masking function (masks widen to whole characters, so the rest stays byte-identical)."""
+    if not tok_state:
+        return gr.update(), status_md("Press Show tokens first.", "error")
+    lm = load(tok_state["model"], allow_paths=False)
+    ids, mask_id = tok_state["ids"], tok_state["mask_id"]
+    sel = sorted({int(i) for i in (selected or [])} | {i for i, t in enumerate(ids) if t == mask_id})
+    if not sel:
+        return lm.codec.decode(ids), ""
+    mi = from_token_positions(ids, sel, lm.codec, max_tokens=len(ids))
+    widened = len(mi.masked) > len(sel)
+    return mi.source, (status_md("Masks widened to whole characters.", "info") if widened else "")
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def layout(p: Page) -> None:
+    """The title, the pickers, the input, the buttons, the status line, the card and the token view."""
+    p.sampler_names = list(SAMPLERS)
+    p.first_domain = DOMAINS[0]
+    p.init_models = core.list_models(p.first_domain, "asarm")
+    first_model = p.init_models[0] if p.init_models else None
+    gr.Markdown("# Infilling studio\nMask spans of text, code or protein; watch speculative samplers fill them.")
+    with gr.Row():
+        p.domain = gr.Radio(DOMAINS, value=p.first_domain, label="Domain", scale=1)
+        p.model = gr.Dropdown(p.init_models, value=first_model, label="Model", scale=1, allow_custom_value=True)
+        p.sampler = gr.Dropdown(p.sampler_names, value=core.DEFAULT_SAMPLER, elem_id="sampler",
+                                label="Sampler", scale=1, allow_custom_value=True)
+        p.example = gr.Dropdown(EXAMPLES[p.first_domain], label="Examples", scale=2)
+    # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
+    p.text = gr.Textbox(EXAMPLES[p.first_domain][0], lines=3, max_lines=8,
+                        label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",
+                        elem_id="infill-text")
+    p.tok_count = gr.Markdown(input_info(EXAMPLES[p.first_domain][0], first_model, p.first_domain),
+                              elem_id="token-count")
+    with gr.Row(equal_height=True):
+        p.run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=4)
+        p.stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=0, size="sm", interactive=False)
+        p.mask_btn = gr.Button("Mask selection", size="sm", elem_id="mask-selection", scale=1)
+        p.tok_btn = gr.Button("Show tokens (click to mask)", size="sm", elem_id="show-tokens", scale=1)
+    p.status = gr.Markdown("", elem_id="status")
+    p.card = gr.Markdown(cards.card_markdown(first_model), elem_id="model-card")
+    p.tok_view = gr.CheckboxGroup([], label="Tokens: checked = masked", elem_id="token-toggle", visible=False)
+    p.sel_a = gr.Number(0, visible=False, precision=0)
+    p.sel_b = gr.Number(0, visible=False, precision=0)
+    p.tok_state = gr.State(None)
+    _parameters(p)
+    p.form_inputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
+                     p.window, p.inner]
+
+
+def _parameters(p: Page) -> None:
+    """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
+    with gr.Accordion("Sampler parameters", open=True):
+        p.sampler_help = gr.Markdown(core.sampler_help(p.sampler.value))
+        with gr.Row():
+            p.k = gr.Slider(1, 64, value=5, step=1, label="k", info=core.PARAM_HELP["k"] + "; 1 to 64")
+            p.temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature",
+                                      info=core.PARAM_HELP["temperature"] + "; 0.05 to 3")
+            # precision=None: 1.5 is refused with a message instead of silently becoming 2
+            p.seed = gr.Number(0, label="seed", precision=None, step=1,
+                               info=core.PARAM_HELP["seed"] + "; a whole number from 0", minimum=0, elem_id="seed")
+        with gr.Row():
+            p.steps = gr.Slider(1, 512, value=32, step=1, label="steps", info=core.PARAM_HELP["steps"] + "; 1 to 512",
+                                visible=False)
+            p.dtau = gr.Slider(0.001, 1.0, value=0.05, step=0.001, label="dtau",
+                               info=core.PARAM_HELP["dtau"] + "; 0.001 to 1", visible=False)
+            p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window",
+                                info=core.PARAM_HELP["window"], visible=False)
+            p.inner = gr.Slider(1, 64, value=1, step=1, label="inner", info=core.PARAM_HELP["inner"] + "; 1 to 64",
+                                visible=False)
+
+
+def wire(p: Page) -> None:
+    """The editor's events (the compare side's model list follows domain and sampler B too)."""
+    p.domain.change(on_domain, [p.domain, p.sampler, p.model], [p.model, p.example, p.status],
+                    api_visibility="private")
+    # a person switching domain (not a restore) gets that domain's example in the input
+    p.domain.input(domain_example, [p.domain], [p.text], api_visibility="private")
+    p.model.change(model_card, [p.model], [p.card], api_visibility="private", queue=False)
+    for src in (p.text, p.model, p.domain):
+        src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",
+                   trigger_mode="always_last", show_progress="hidden")
+    p.sampler.change(on_sampler, [p.sampler, p.domain, p.model],
+                     [p.model, p.sampler_help, p.status, p.k, p.temperature, p.steps, p.dtau, p.window, p.inner],
+                     api_visibility="private")
+    p.domain.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
+                    api_visibility="private")
+    p.sampler_b.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
+                       api_visibility="private")
+    p.example.input(lambda e: e or gr.update(), [p.example], [p.text], api_visibility="private")
+    p.mask_btn.click(mask_selection, [p.text, p.sel_a, p.sel_b, p.model, p.domain], [p.text, p.status],
+                     js=MASK_SELECTION_JS, api_name="mask_selection")
+    p.tok_btn.click(show_tokens, [p.text, p.model, p.domain], [p.tok_view, p.tok_state, p.status],
+                    api_name="show_tokens")
+    p.tok_view.input(toggle_tokens, [p.tok_view, p.tok_state], [p.text, p.status], api_name="toggle_tokens",
+                     trigger_mode="always_last")

@@ -1,0 +1,308 @@
+"""The Step player tab: a run streamed round by round (Run / Stop), then the stored trace played,
+paused, stepped and scrubbed with no model involved. The share link and the trace to replay appear
+only once the store holds the run."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from engine.trace import PASS_KINDS
+
+from .. import core, inputs, share
+from ..core import Live, readable
+from ..render import DETAIL_HEADERS, counters_md, view_html
+from .common import Page, busy, detail_table, empty_table, guarded, idle, make_form, status_md, warn
+
+TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
+SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
+DEFAULT_SPEED = "5 tokens/s"
+FRAME_GAP = 0.05  # seconds: frames closer than this are merged
+
+
+def _title(sampler: str, model: str) -> str:
+    return f"{sampler} on {model}"
+
+
+def _player(live: Live, status: str):
+    st = live.state
+    return status, counters_md(st), view_html(st, _title(live.run.spec.name, live.run.lm.name)), detail_table(st.detail)
+
+
+def _scrub_to_end(n: int):
+    return gr.update(minimum=0, maximum=n, value=n, interactive=True)
+
+
+def _stopped_msg(st) -> str:
+    return status_md(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
+                     "cancelled; Play replays it and the link opens it.")
+
+
+def _streamed(live: Live, note: str):
+    """The frames while the run streams (one per round, throttled; the round table at most twice
+    a second: nobody reads it faster, and each one costs the run time)."""
+    blank = gr.update()
+    first, table_at = True, 0.0
+    for lv in core.throttled(core.rounds(live)):
+        if lv.done:
+            break
+        frame = list(_player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")))
+        now = time.perf_counter()
+        if now - table_at < TABLE_INTERVAL:
+            frame[3] = blank
+        else:
+            table_at = now
+        yield (*frame, "", "", gr.update(interactive=False) if first else blank, None if first else blank,
+               live.share_id)
+        first = False
+
+
+def _finished(live: Live, note: str, request):
+    """The last frame, once the store holds the run: completed text, link and the trace to replay."""
+    res = live.result
+    link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
+    if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
+        trace = {"view": live.view, "steps": live.steps, "title": _title(live.run.spec.name, live.run.lm.name)}
+        return (*_player(live, _stopped_msg(live.state)), "", link, _scrub_to_end(len(live.steps)), trace, "")
+    trace = {"view": live.view, "steps": live.steps, "title": _title(res.sampler, res.model)}
+    lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
+    done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
+                     + note, "ok")
+    return (*_player(live, done), res.text, link, _scrub_to_end(len(live.steps)), trace, "")
+
+
+def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
+               request: gr.Request = None):
+    """Stream a run: one update per round (throttled), ending with the completed text. The share
+    link and the stored trace appear only in the last update, once the store holds the run."""
+    blank = gr.update()
+    try:
+        live = core.start(make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
+                          owner=getattr(request, "session_hash", None))
+    except Exception as e:  # noqa: BLE001 - every problem becomes a message
+        msg = readable(e)
+        warn(msg)
+        yield (status_md(msg, "error"), "", view_html(None, message=msg), empty_table(DETAIL_HEADERS),
+               "", "", blank, blank, "")
+        return
+    note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
+    note = f" {note}" if note else ""
+    wait = core.slots().estimate()  # every slot busy: say so, and for how long, before the first round
+    if wait.busy:
+        yield (status_md(wait.message()), blank, blank, blank, "", "", gr.update(interactive=False), None,
+               live.share_id)
+    try:
+        yield from _streamed(live, note)
+    except Exception as e:  # noqa: BLE001
+        msg = readable(e)
+        warn(msg)
+        yield (*_player(live, status_md(msg, "error")), "", "", blank, None, "")
+        return
+    core.clear_stop(live.share_id)
+    if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
+        return
+    yield _finished(live, note, request)
+
+
+def _last_stored_run(sid: str, seconds: float = 10.0):
+    """The newest run of session `sid` once the store holds one (None after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sess = core.store().get_session(sid)
+        if sess is not None and sess.runs:
+            return sorted(sess.runs, key=lambda r: r.id)[-1]
+        time.sleep(0.05)
+    return None
+
+
+def stop_run(sid, request: gr.Request = None):
+    """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
+    really happened: a run that finished first stays finished; a stopped one is stored as cancelled
+    with its partial trace, which Replay and the share link then show."""
+    keep = gr.update()
+    if not sid:
+        return (status_md("Nothing is running."), keep, keep, keep, *idle())
+    core.request_stop(sid)
+    run = _last_stored_run(sid)
+    if run is None:
+        return (status_md("Stopped before the first round was stored; nothing to replay."), keep, keep, keep, *idle())
+    view = core.load_session(sid).view_for(run)
+    trace = {"view": view, "steps": run.steps, "title": f"{run.sampler} on {run.params.get('model', '')}"}
+    core.clear_stop(sid)
+    if run.status == "ok":
+        msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
+    else:
+        msg = _stopped_msg(core.new_state(view, run.steps))
+    return (msg, share.share_link(request, sid), trace, _scrub_to_end(len(run.steps)), *idle())
+
+
+# ----------------------------------------------------------------------------- playing a stored trace
+
+
+def _event(s) -> str:
+    if s.kind in PASS_KINDS:
+        return f"round {s.round + 1}: network pass ({s.kind.value.replace('_', ' ')})"
+    n = len(s.positions)
+    return f"round {s.round + 1}: {s.kind.value} {n} token" + ("s" if n != 1 else "")
+
+
+def frame(trace, i: int, st=None):
+    """(player, detail, counters, position) after the first i steps of a stored trace."""
+    steps = trace["steps"]
+    i = max(0, min(int(i or 0), len(steps)))
+    if st is None:
+        st = core.new_state(trace["view"], steps, i)
+    where = f"step {i}/{len(steps)}" + (f" · {_event(steps[i - 1])}" if i else "")
+    return view_html(st, trace.get("title", "")), detail_table(st.detail), counters_md(st, where), i
+
+
+def _nothing(msg="Run something (or open a share link) first."):
+    return view_html(None, message=msg), empty_table(DETAIL_HEADERS), "", gr.update()
+
+
+@guarded
+def scrub(i, trace):
+    """Render the stored trace after its first i steps."""
+    if not trace:
+        return _nothing()[:3]
+    return frame(trace, i)[:3]
+
+
+def _visible_step(steps, i: int, direction: int) -> int:
+    """The next position (forward or back) after which something visible changed: network passes
+    only move the counters, so a step skips over them."""
+    n = len(steps)
+    j = i + direction
+    while 0 < j < n and steps[j - 1].kind in PASS_KINDS:
+        j += direction
+    return max(0, min(j, n))
+
+
+@guarded
+def step_forward(i, trace):
+    """One visible step forward in the stored trace."""
+    if not trace:
+        return _nothing()
+    return frame(trace, _visible_step(trace["steps"], int(i or 0), +1))
+
+
+@guarded
+def step_back(i, trace):
+    """One visible step back in the stored trace."""
+    if not trace:
+        return _nothing()
+    return frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
+
+
+def _delay(steps, j: int, speed: str) -> float:
+    """Seconds to wait before showing step j: its tokens at the chosen playback rate, or the time
+    it really took when playing as fast as it ran."""
+    s = steps[j]
+    if speed == SPEEDS[0]:
+        prev = steps[j - 1].elapsed if j else 0.0
+        return max(0.0, (s.elapsed or 0.0) - (prev or 0.0))
+    if s.kind in PASS_KINDS:
+        return 0.0
+    try:
+        rate = float(str(speed).split()[0])
+    except ValueError:
+        rate = 5.0
+    return len(s.positions) / max(rate, 0.1)
+
+
+@guarded
+def play(i, trace, speed):
+    """Play a stored trace from the current step (from the start when at the end); Pause stops it
+    where it is. No model involved."""
+    if not trace:
+        yield _nothing("Nothing stored to play yet.")
+        return
+    steps = trace["steps"]
+    i = int(i or 0)
+    if i >= len(steps):
+        i = 0
+    st = core.new_state(trace["view"], steps, i)
+    yield frame(trace, i, st)
+    due = time.perf_counter()
+    for j in range(i, len(steps)):
+        due += _delay(steps, j, speed)
+        st.apply(steps[j])
+        wait = due - time.perf_counter()
+        if wait > FRAME_GAP or j == len(steps) - 1:
+            time.sleep(max(0.0, wait))
+            yield frame(trace, j + 1, st)
+
+
+@guarded
+def replay(trace):
+    """Animate a stored trace round by round from the start (no model involved)."""
+    if not trace:
+        yield _nothing("Nothing stored to replay yet.")
+        return
+    steps = trace["steps"]
+    st = core.new_state(trace["view"])
+    n_rounds = max(1, len({s.round for s in steps}))
+    pause = min(0.15, 3.0 / n_rounds)
+    cur = None
+    for i, s in enumerate(steps):
+        if cur is not None and s.round != cur:
+            yield frame(trace, i, st)
+            time.sleep(pause)
+        cur = s.round
+        st.apply(s)
+    yield frame(trace, len(steps), st)
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def layout(p: Page) -> None:
+    """The counters, the player controls, the token view, the scrubber, the round table, the
+    completed text and the share link."""
+    p.counters = gr.Markdown("", elem_id="counters")
+    with gr.Row(elem_id="player-controls", equal_height=True):
+        p.back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
+        p.play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
+        p.pause_btn = gr.Button("❚❚ pause", size="sm", scale=1, min_width=70, elem_id="pause")
+        p.fwd_btn = gr.Button("step forward ▶", size="sm", scale=1, min_width=110, elem_id="step-forward")
+        p.speed = gr.Dropdown(SPEEDS, value=DEFAULT_SPEED, label="playback speed", scale=2, min_width=160,
+                              elem_id="speed", show_label=False, container=False)
+        p.replay_btn = gr.Button("replay from start", size="sm", scale=1, min_width=120, elem_id="replay")
+    p.player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player", js_on_load=None)
+    p.scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
+                           interactive=False, elem_id="scrub")
+    p.detail = gr.Dataframe(value=empty_table(DETAIL_HEADERS), label="Current round",
+                            interactive=False, elem_id="detail", max_height=320)
+    p.completed = gr.Textbox(label="Completed text", lines=3, elem_id="completed", interactive=False)
+    p.link = gr.Textbox(label="Share link (appears once the run is stored)", buttons=["copy"],
+                        elem_id="share-link", interactive=False)
+    p.trace_state = gr.State(None)
+    p.run_sid = gr.State("")
+
+
+def wire(p: Page, remember) -> None:
+    """Run and Stop (the model-bound Run shares one concurrency pool with Compare), then the
+    player's controls over the stored trace. `remember` adds a stored run to this browser's list."""
+    limit = p.run_limit
+    run_evt = p.run_btn.click(busy, None, [p.run_btn, p.stop_btn], queue=False, api_visibility="private").then(
+        run_infill, p.form_inputs,
+        [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid],
+        api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
+    )
+    run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.stop_btn.click(stop_run, [p.run_sid], [p.status, p.link, p.trace_state, p.scrub_sl, p.run_btn, p.stop_btn],
+                     cancels=[run_evt], api_name="stop", queue=False).then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    frame_outputs = [p.player, p.detail, p.counters, p.scrub_sl]
+    p.scrub_sl.input(scrub, [p.scrub_sl, p.trace_state], [p.player, p.detail, p.counters], api_name="scrub",
+                     trigger_mode="always_last", show_progress="hidden")
+    play_evt = p.play_btn.click(play, [p.scrub_sl, p.trace_state, p.speed], frame_outputs, api_name="play",
+                                show_progress="hidden")
+    p.pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
+    p.fwd_btn.click(step_forward, [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_forward",
+                    show_progress="hidden", cancels=[play_evt])
+    p.back_btn.click(step_back, [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
+                     show_progress="hidden", cancels=[play_evt])
+    p.replay_btn.click(replay, [p.trace_state], frame_outputs, api_name="replay", show_progress="hidden")

@@ -1,0 +1,165 @@
+"""The Sessions tab and share links: this browser's own list of sessions (ids kept in its
+localStorage; the store is never listed wholesale), and restoring a stored session, from a link
+or an id, into the editor, the player and the compare view without running any model."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from engine.errors import BadParameterError
+
+from .. import core, plots, share
+from ..core import readable
+from ..render import counters_md, esc, view_html
+from .common import Page, detail_table, guarded, status_md, warn
+from .compare import SUMMARY_HEADERS, logprob_text
+from .editor import models_for, on_domain
+
+HISTORY_MAX = 50  # share ids a browser remembers
+
+
+def _own_ids(ids) -> list[str]:
+    return [i for i in (ids if isinstance(ids, list) else []) if isinstance(i, str)][:HISTORY_MAX]
+
+
+@guarded
+def recent(ids):
+    """The sessions this browser ran or opened (ids kept in its localStorage), newest first. The store
+    is never listed wholesale: a share id is the only key to a session."""
+    return share.recent_html(core.store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
+
+
+def remember(link, ids):
+    """Add the session behind `link` to this browser's history and redraw the list."""
+    ids = _own_ids(ids)
+    sid = share.share_id_from_link(link)
+    if sid and sid not in ids:
+        ids = [sid, *ids][:HISTORY_MAX]
+    return ids, recent(ids)
+
+
+def _compare_values(rp) -> dict:
+    """The compare view of a stored compare session: both sides, the summary and the charts."""
+    sides = []
+    for run in rp.runs[:2]:
+        v = rp.view_for(run)
+        sides.append((run, core.new_state(v, run.steps)))
+    (ra, sa), (rb, sb) = sides
+    f1, f2 = plots.compare_figures([(f"A: {ra.sampler}", ra.steps), (f"B: {rb.sampler}", rb.steps)])
+    rows = []
+    for side, run, s in (("A", ra, sa), ("B", rb, sb)):
+        rows.append([side, run.sampler, run.params.get("model", ""), f"{run.calls:g}", str(run.rounds),
+                     f"{s.decided}/{len(s.masked)}", f"{run.masked_tokens / run.calls:.2f}" if run.calls else "",
+                     f"{run.wall_seconds:.2f}", logprob_text(run.logprob)])
+    return {
+        "a": view_html(sa, f"A: {ra.sampler}") + f'<pre class="tv-wrap">{esc(ra.completed_text)}</pre>',
+        "b": view_html(sb, f"B: {rb.sampler}") + f'<pre class="tv-wrap">{esc(rb.completed_text)}</pre>',
+        "ca": counters_md(sa), "cb": counters_md(sb), "summary": {"headers": SUMMARY_HEADERS, "data": rows},
+        "f1": f1, "f2": f2, "sampler_b": rb.sampler, "model_b": rb.params.get("model"),
+    }
+
+
+def restore_values(share_id: str, request=None) -> dict:
+    """Everything the page shows for a stored session, from the store only (no model run)."""
+    rp = core.load_session(share_id)
+    if not rp.runs:
+        raise BadParameterError("This session has no stored run to replay.")
+    sess = rp.session
+    main = rp.runs[0]
+    view = rp.view_for(main)
+    prm = main.params
+    st = core.new_state(view, main.steps)
+    title = f"{main.sampler} on {prm.get('model', sess.model)}"
+    note = "" if main.status == "ok" else f" (this run was {main.status}; the partial trace is shown)"
+    return {
+        "domain": sess.domain,
+        "model": prm.get("model", sess.model.split(" | ")[0]),
+        "text": sess.text,
+        "sampler": main.sampler,
+        "k": prm.get("k", 5), "temperature": prm.get("temperature", 1.0), "seed": main.seed or 0,
+        "steps": prm.get("steps", 32), "dtau": prm.get("dtau", 0.05), "window": prm.get("window", "cosine"),
+        "inner": prm.get("inner", 1),
+        "status": status_md(f"Restored shared session {sess.share_id}{note}. Replayed from the store; "
+                            "no model was run.", "ok"),
+        "counters": counters_md(st),
+        "player": view_html(st, title),
+        "detail": detail_table(st.detail),
+        "completed": main.completed_text,
+        "link": share.share_link(request, sess.share_id),
+        "nsteps": len(main.steps),
+        "trace": {"view": view, "steps": main.steps, "title": title},
+        "compare": _compare_values(rp) if rp.kind == "compare" and len(rp.runs) >= 2 else None,
+    }
+
+
+def _updates(p: Page, v: dict) -> dict:
+    """The restored values as updates of the page's components."""
+    names = core.list_models(v["domain"], core.sampler_kind(v["sampler"]))
+    upd = {
+        p.domain: v["domain"], p.model: gr.update(choices=sorted(set(names) | {v["model"]}), value=v["model"]),
+        p.text: v["text"], p.sampler: v["sampler"], p.k: v["k"], p.temperature: v["temperature"], p.seed: v["seed"],
+        p.steps: v["steps"], p.dtau: v["dtau"], p.window: v["window"], p.inner: v["inner"],
+        p.status: v["status"], p.counters: v["counters"], p.player: v["player"], p.detail: v["detail"],
+        p.completed: v["completed"], p.link: v["link"],
+        p.scrub_sl: gr.update(minimum=0, maximum=v["nsteps"], value=v["nsteps"], interactive=True),
+        p.trace_state: v["trace"],
+    }
+    c = v["compare"]
+    if c is not None:
+        upd.update({p.tabs: gr.Tabs(selected="compare"), p.sampler_b: c["sampler_b"],
+                    p.model_b: gr.update(choices=[c["model_b"]], value=c["model_b"]),
+                    p.html_a: c["a"], p.html_b: c["b"], p.cnt_a: c["ca"], p.cnt_b: c["cb"],
+                    p.summary: c["summary"], p.fig_rev: c["f1"], p.fig_run: c["f2"], p.cmp_link: v["link"],
+                    p.cmp_status: v["status"]})
+    return upd
+
+
+def restorer(p: Page):
+    """The handler that restores a stored session's inputs and trace into page `p` (no model runs)."""
+    def restore(share_id, request: gr.Request = None):
+        """Restore a stored session's inputs and trace (no model runs)."""
+        try:
+            v = restore_values(share_id, request)
+        except Exception as e:  # noqa: BLE001
+            msg = readable(e)
+            warn(msg)
+            return {p.status: status_md(msg, "error"), p.player: view_html(None, message=msg)}
+        return _updates(p, v)
+    return restore
+
+
+def loader(p: Page, restore):
+    """The page-load handler: the first domain's models, or the session in the link's ?s=."""
+    def on_load(request: gr.Request):
+        sid = share.share_id_from(request)
+        d_upd, _, msg = on_domain(p.first_domain, p.sampler.value, None)
+        if not sid:
+            return {p.model: d_upd, p.model_b: models_for(p.first_domain, p.sampler_b.value, None)[0], p.status: msg}
+        r = restore(sid, request)
+        if p.model not in r:
+            r[p.model] = d_upd
+        return r
+    return on_load
+
+
+def layout(p: Page) -> None:
+    """Open a share id, refresh the list, and the list itself."""
+    with gr.Row():
+        p.open_id = gr.Textbox(label="Open a share id", scale=3)
+        p.open_btn = gr.Button("Open", scale=1)
+        p.recent_btn = gr.Button("Refresh list", scale=1)
+    p.recent_html = gr.HTML("")
+
+
+def wire(p: Page) -> None:
+    """Refresh list, Open, and the page load (restoring the session of a share link)."""
+    p.recent_btn.click(recent, [p.history], [p.recent_html], api_name="recent")
+    restore_outputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
+                       p.window, p.inner, p.status, p.counters, p.player, p.detail, p.completed, p.link,
+                       p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a,
+                       p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status]
+    restore = restorer(p)
+    p.open_btn.click(restore, [p.open_id], restore_outputs, api_name="load_share").then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.demo.load(loader(p, restore), None, restore_outputs, api_visibility="private").then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -1,0 +1,74 @@
+"""The Statistics tab: the store's grouped statistics (the model and sampler that really ran,
+finished runs only) as a table, three charts and a CSV download, filled when the tab opens."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from engine.samplers import SAMPLERS
+from storage import stats_to_csv
+
+from .. import core, plots
+from ..core import DOMAINS
+from ..exports import write_export
+from .common import Page, empty_table, guarded
+
+STATS_HEADERS = ["model", "sampler", "params", "runs", "masked tokens", "calls", "tokens/call", "tokens/round"]
+
+
+def _opt(v):
+    return None if v in (None, "", "all") else v
+
+
+def _row(g) -> list[str]:
+    tpc, tpr = g.mean_tokens_per_call, g.mean_tokens_per_round
+    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(g.params.items()) if k != "model"),
+            str(g.runs), str(g.masked_tokens), f"{g.calls:g}",
+            "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"]
+
+
+@guarded
+def stats(domain, model, sampler):
+    """The filtered groups: three figures, the table and the CSV file behind the download button."""
+    groups = core.store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
+    f1, f2, f3 = plots.stats_figures(groups)
+    rows = [_row(g) for g in groups]
+    path = write_export("infill-stats", stats_to_csv(groups))
+    table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
+    return f1, f2, f3, table, gr.update(value=path, visible=True)
+
+
+@guarded
+def stats_filters():
+    """The filters' choices: every listed model and every model a stored session used."""
+    ms = sorted(set(core.list_models()) | {s.model for s in core.store().list_sessions(200)})
+    return gr.update(choices=["all", *ms]), gr.update(choices=["all", *SAMPLERS])
+
+
+def layout(p: Page) -> None:
+    """The filters, the table and the charts."""
+    with gr.Row():
+        p.f_domain = gr.Dropdown(["all", *DOMAINS], value="all", label="Domain")
+        p.f_model = gr.Dropdown(["all", *p.init_models], value="all", label="Model", allow_custom_value=True)
+        p.f_sampler = gr.Dropdown(["all", *SAMPLERS], value="all", label="Sampler", allow_custom_value=True)
+        p.stats_btn = gr.Button("Refresh", variant="primary")
+    p.stats_table = gr.Dataframe(value=empty_table(STATS_HEADERS), label="Groups (model and sampler "
+                                 "that really ran; finished runs only)", interactive=False,
+                                 max_height=300, elem_id="stats-table")
+    with gr.Row():
+        p.fig_acc = gr.Plot(show_label=False, elem_id="fig-acc")
+        p.fig_tpc = gr.Plot(show_label=False, elem_id="fig-tpc")
+    p.fig_cvm = gr.Plot(show_label=False, elem_id="fig-cvm")
+    p.csv_btn = gr.DownloadButton("Download CSV", visible=False)
+
+
+def wire(p: Page) -> None:
+    """Refresh, opening the tab and every filter change redraw the statistics; the filters' choices
+    are filled when the page loads."""
+    filters = [p.f_domain, p.f_model, p.f_sampler]
+    outputs = [p.fig_acc, p.fig_tpc, p.fig_cvm, p.stats_table, p.csv_btn]
+    p.stats_btn.click(stats, filters, outputs, api_name="stats")
+    p.stats_tab.select(stats, filters, outputs, api_visibility="private")
+    for f in filters:
+        f.input(stats, filters, outputs, api_visibility="private")
+    p.demo.load(stats_filters, None, [p.f_model, p.f_sampler], api_visibility="private")

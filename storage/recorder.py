@@ -1,0 +1,124 @@
+"""Recording a streamed run: the steps are kept in memory while the sampler streams and stored in
+one transaction when the stream ends, however it ends, so no database session stays open across
+a generator and a run is never half-written."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from engine.trace import Step
+from storage.models import RUN_STATUSES
+
+if TYPE_CHECKING:
+    from storage.repository import NewSession, Store
+
+
+class RunRecorder:
+    """Collects a streamed trace in memory and stores it once, however the stream ends.
+
+    Usage::
+
+        with store.recorder(share_id, "assd", {"k": 5}, seed) as rec:
+            for step in rec.wrap(sampler_steps):   # yields the steps through
+                show(step)
+            rec.finish(completed_text=text, masked_tokens=n, logprob=lp)
+        rec.run_id  # the stored run
+
+    Exit after finish(): status 'ok'. Exit without finish() (the caller stopped early), or by
+    KeyboardInterrupt / GeneratorExit: 'cancelled'. Exit by an exception with a `run_status`
+    attribute (engine.budget.BudgetExceededError: 'stopped'): that status and its message. Exit
+    by any other exception: 'failed' with the error message; the exception propagates. In every
+    case the steps seen so far are stored in one transaction, so a run is never half-written;
+    unless discard() was called (a job cancelled before it showed anything): then nothing is.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        share_id: str,
+        sampler: str,
+        params: dict[str, Any],
+        seed: int | None,
+        session: NewSession | None = None,
+    ) -> None:
+        self.store, self.share_id, self.sampler, self.params, self.seed = (
+            store,
+            share_id,
+            sampler,
+            params,
+            seed,
+        )
+        self.session = session
+        self.discarded = False
+        self.steps: list[Step] = []
+        self.run_id: int | None = None
+        self._result: dict[str, Any] | None = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> Self:
+        self._t0 = time.perf_counter()
+        return self
+
+    def add(self, step: Step) -> None:
+        """Keep one step (for callers that do not stream through wrap())."""
+        self.steps.append(step)
+
+    def wrap(self, steps: Iterable[Step]) -> Iterator[Step]:
+        """Yield each step through, keeping it."""
+        for st in steps:
+            self.steps.append(st)
+            yield st
+
+    def discard(self) -> None:
+        """Store nothing on exit (the run never reached anyone)."""
+        self.discarded = True
+
+    def finish(
+        self,
+        *,
+        completed_text: str = "",
+        masked_tokens: int | None = None,
+        logprob: float | None = None,
+        wall_seconds: float | None = None,
+    ) -> None:
+        """Mark the run complete with its result fields (stored on exit)."""
+        self._result = {
+            "completed_text": completed_text,
+            "masked_tokens": masked_tokens,
+            "logprob": logprob,
+            "wall_seconds": wall_seconds,
+        }
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        res = dict(self._result or {})
+        if res.get("wall_seconds") is None:
+            res["wall_seconds"] = time.perf_counter() - self._t0
+        if exc is None:
+            status, error = ("ok" if self._result is not None else "cancelled"), None
+        elif isinstance(exc, KeyboardInterrupt | GeneratorExit):
+            status, error = "cancelled", type(exc).__name__
+        elif getattr(exc, "run_status", None) in RUN_STATUSES:
+            status, error = exc.run_status, str(exc)
+        else:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        if self.discarded:
+            return
+        self.run_id = self.store.record_run(
+            self.share_id,
+            self.sampler,
+            self.params,
+            self.seed,
+            self.steps,
+            status=status,
+            error=error,
+            session=self.session,
+            **res,
+        )
