@@ -28,6 +28,7 @@ def _run(connection: Connection) -> None:
 
 
 def run_migrations_offline() -> None:
+    """Emit the migration SQL without a connection (`alembic upgrade --sql`), for review by an operator."""
     from storage.db import database_url
 
     context.configure(
@@ -41,6 +42,7 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
+    """Apply migrations on the configured database (the path every Store takes at start-up)."""
     connection = config.attributes.get("connection")
     if connection is not None:
         _run(connection)

@@ -21,6 +21,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    """Move the schema to this revision (Alembic calls it when a Store starts on an older database)."""
     op.create_table(
         "sessions",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -131,6 +132,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Return the schema to the previous revision, keeping every stored run readable."""
     op.drop_table("steps")
     op.drop_table("round_stats")
     op.drop_table("rank_stats")

@@ -31,6 +31,7 @@ def _list(v):
 
 
 def upgrade() -> None:
+    """Move the schema to this revision (Alembic calls it when a Store starts on an older database)."""
     with op.batch_alter_table("steps") as batch:
         batch.add_column(sa.Column("tested", sa.Boolean(), nullable=False, server_default=sa.true()))
     bind = op.get_bind()
@@ -64,5 +65,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Return the schema to the previous revision, keeping every stored run readable."""
     with op.batch_alter_table("steps") as batch:
         batch.drop_column("tested")
