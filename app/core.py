@@ -342,6 +342,43 @@ def rounds(live: Live) -> Iterator[Live]:
     yield live
 
 
+BASELINE_SAMPLER = "sequential-cache"  # the strongest exact baseline (docs/DESIGN.md §5)
+
+
+def speedup_applies(live: Live) -> bool:
+    """A finished AS-ARM run of a sampler other than the baseline, with the line switched on."""
+    run = live.run
+    return (live.result is not None and os.environ.get("INFILL_SPEEDUP", "1") != "0"
+            and run.spec.family != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
+
+
+def speedup_line(live: Live) -> str:
+    """After a finished AS-ARM run: cached sequential decoding of the same input, model, seed and
+    temperature, run on a compute slot like any run (not stored), and the wall-time ratio of the
+    two samplers' own compute (slot waits excluded). "" where it does not apply or is switched off
+    (INFILL_SPEEDUP=0)."""
+    if not speedup_applies(live):
+        return ""
+    run = live.run
+    try:
+        base = InfillRun(masked_input=run.mi, model=run.lm.name, sampler=BASELINE_SAMPLER, seed=run.seed,
+                         temperature=run.params.get("temperature", 1.0), allow_paths=False, budget=Budget.from_env())
+        turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+        base.pause = turns.preempt
+        for _ in turns.iterate(base.stream()):
+            pass
+    except Cancelled:
+        return ""
+    except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
+        log.exception("timing cached sequential decoding failed")
+        return ""
+    if run.compute_seconds <= 0:
+        return ""
+    ratio = base.compute_seconds / run.compute_seconds
+    return (f"**vs cached sequential** {ratio:.2f}x ({base.compute_seconds:.2f} s against this run's "
+            f"{run.compute_seconds:.2f} s; above 1: faster)")
+
+
 def throttled(it: Iterator[Live]) -> Iterator[Live]:
     """Pass through at most one update per min_interval(); the final update always passes."""
     gap, last = min_interval(), 0.0

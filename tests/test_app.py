@@ -81,6 +81,13 @@ def test_infill_streams_rounds_and_ends_with_completed_text(client):
     # the share link appears only in the last update, once the run is stored
     assert all(u[5] == "" for u in updates[:-1])
     assert "tokens/s" in counters
+    # when done: the speed-up against cached sequential decoding of the same input
+    assert re.search(r"vs cached sequential\*\* \d+\.\d\dx \(\d+\.\d\d s against this run's \d+\.\d\d s", counters)
+
+
+def test_no_speedup_line_for_the_baseline_itself(client):
+    _, final = _run(client, *_form(sampler="sequential-cache"))
+    assert "Done" in final[0] and "vs cached sequential" not in final[1]
 
 
 def test_user_text_is_escaped(client):

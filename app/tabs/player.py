@@ -58,7 +58,7 @@ def _streamed(live: Live, note: str):
         first = False
 
 
-def _finished(live: Live, note: str, request):
+def _finished(live: Live, note: str, request, speed: str = ""):
     """The last frame, once the store holds the run: completed text, link and the trace to replay."""
     res = live.result
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
@@ -69,7 +69,9 @@ def _finished(live: Live, note: str, request):
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
-    return (*_player(live, done), res.text, link, _scrub_to_end(len(live.steps)), trace, "")
+    status, counters, view, detail = _player(live, done)
+    return (status, counters_md(live.state, speed) if speed else counters, view, detail, res.text, link,
+            _scrub_to_end(len(live.steps)), trace, "")
 
 
 def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
@@ -102,7 +104,10 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     core.clear_stop(live.share_id)
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
-    yield _finished(live, note, request)
+    if core.speedup_applies(live):  # one more (unstored) run: cached sequential on the same input
+        yield (status_md("Done. Timing cached sequential decoding on the same input for the speed-up…"),
+               *([blank] * 3), "", "", blank, blank, blank)
+    yield _finished(live, note, request, core.speedup_line(live))
 
 
 def _last_stored_run(sid: str, seconds: float = 10.0):
