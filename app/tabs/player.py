@@ -105,7 +105,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     if core.speedup_applies(live):  # one more (unstored) run: cached sequential on the same input
-        yield (status_md("Done. Timing cached sequential decoding on the same input for the speed-up…"),
+        yield (status_md("Stored. Timing cached sequential decoding on the same input for the speed-up line…"),
                *([blank] * 3), "", "", blank, blank, blank)
     yield _finished(live, note, request, core.speedup_line(live))
 
