@@ -53,7 +53,7 @@ def heldout_nll(name: str, n: int = 32) -> dict:
     for a hybrid): the quality number of its model card."""
     lm = load(name)
     model = lm.model
-    x = _windows(lm.domain, lm.codec, min(LENGTH[lm.domain], lm.max_tokens), n).to(model.device)
+    x = _windows(lm.domain, lm.codec, min(LENGTH.get(lm.domain, 256), lm.max_tokens), n).to(model.device)
     gen = torch.Generator().manual_seed(0)  # masks drawn on the CPU: the same masks on every device
     out: dict = {}
     if lm.kind in ("asarm", "judge"):
