@@ -207,6 +207,18 @@ def train_command(cfg: dict, state: dict) -> str:
             + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --lr {state.get('lr')}" if kind == "ptp" else ""))
 
 
+def stored_dtype(folder: Path) -> str | None:
+    """The dtype the weights file really holds (config.json's `dtype` says what they load as)."""
+    from safetensors import safe_open
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    with safe_open(str(files[0]), "pt") as f:
+        keys = list(f.keys())
+        return str(f.get_slice(keys[0]).get_dtype()).lower().replace("bf16", "bfloat16").replace("f32", "float32") if keys else None
+
+
 def write_card(folder: Path, metrics: dict) -> None:
     """metrics.json (read by `engine models` and the app) and a README model card."""
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -222,7 +234,8 @@ def write_card(folder: Path, metrics: dict) -> None:
         f"lr {state.get('lr')}, {state.get('minutes', 0):.1f} minutes on {state.get('hardware')} "
         f"({state.get('device')}); final train loss (EMA) {state.get('train_loss_ema', float('nan')):.4f}, "
         f"valid loss {state.get('valid_loss', float('nan')):.4f}.",
-        f"- Weights stored in {cfg.get('dtype', 'float32')}.",
+        f"- Weights stored in {stored_dtype(folder) or cfg.get('dtype', 'float32')} "
+        f"(loaded as {cfg.get('dtype', 'float32')}).",
     ]
     if state.get("provenance"):
         lines.append(f"- Where and how: {state['provenance']}.")
