@@ -216,7 +216,10 @@ def stored_dtype(folder: Path) -> str | None:
         return None
     with safe_open(str(files[0]), "pt") as f:
         keys = list(f.keys())
-        return str(f.get_slice(keys[0]).get_dtype()).lower().replace("bf16", "bfloat16").replace("f32", "float32") if keys else None
+        if not keys:
+            return None
+        name = str(f.get_slice(keys[0]).get_dtype()).lower()
+    return {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}.get(name, name)
 
 
 def write_card(folder: Path, metrics: dict) -> None:
