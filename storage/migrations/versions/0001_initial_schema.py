@@ -20,8 +20,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def upgrade() -> None:
-    """Move the schema to this revision (Alembic calls it when a Store starts on an older database)."""
+def _create_sessions() -> None:
+    """The `sessions` table and its indexes."""
     op.create_table(
         "sessions",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -41,6 +41,9 @@ def upgrade() -> None:
         )
         batch_op.create_index("ix_sessions_model", ["model"], unique=False)
 
+
+def _create_runs() -> None:
+    """The `runs` table and its indexes."""
     op.create_table(
         "runs",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -79,6 +82,9 @@ def upgrade() -> None:
         )
         batch_op.create_index("ix_runs_session", ["session_id"], unique=False)
 
+
+def _create_rank_stats() -> None:
+    """The `rank_stats` table."""
     op.create_table(
         "rank_stats",
         sa.Column("run_id", sa.Integer(), nullable=False),
@@ -93,6 +99,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("run_id", "rank", name=op.f("pk_rank_stats")),
     )
+
+
+def _create_round_stats() -> None:
+    """The `round_stats` table."""
     op.create_table(
         "round_stats",
         sa.Column("run_id", sa.Integer(), nullable=False),
@@ -107,6 +117,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("run_id", "round", name=op.f("pk_round_stats")),
     )
+
+
+def _create_steps() -> None:
+    """The `steps` table."""
     op.create_table(
         "steps",
         sa.Column("run_id", sa.Integer(), nullable=False),
@@ -131,8 +145,17 @@ def upgrade() -> None:
     )
 
 
+def upgrade() -> None:
+    """Move the schema to this revision (Alembic calls it when a Store starts on an older database)."""
+    _create_sessions()
+    _create_runs()
+    _create_rank_stats()
+    _create_round_stats()
+    _create_steps()
+
+
 def downgrade() -> None:
-    """Return the schema to the previous revision, keeping every stored run readable."""
+    """Drop every table: the database is empty again (and every stored run gone)."""
     op.drop_table("steps")
     op.drop_table("round_stats")
     op.drop_table("rank_stats")
