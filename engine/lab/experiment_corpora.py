@@ -129,7 +129,8 @@ def extract_python_docs(root: Path) -> list[tuple[str, str]]:
     return docs
 
 
-MODERN_SOURCES = (Source("python-docs", "debian", "python3.11-doc", extract_python_docs),)
+MODERN_SOURCES = (Source("python-docs", "debian", "python3.11-doc", extract_python_docs,
+                         license="PSF-2.0 (the Python License; usr/share/doc/python3.11-doc/copyright)"),)
 
 
 def _text_rows(root: Path, split: str) -> list[dict]:
@@ -149,6 +150,7 @@ def fetch_modern(root: Path, work: Path, seed: int) -> bool:
               if row["source"].startswith(MODERN_FROM_TEXT)]
     splits["train"] += reused
     own = SourceResult("text-train-modern", "derived", "data/corpora/text/train.jsonl", ok=True,
+                       license="as each source in data/corpora/text/manifest.json",
                        documents=len(reused), bytes=sum(len(t.encode()) for _, t in reused),
                        notes="bbc-news and brown documents of the text domain's training split only")
     build = DomainBuild("modern", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),

@@ -130,7 +130,7 @@ def _fetch_debian(package: str, cache: Path, dest: Path) -> tuple[Path, str, str
         for line in copyright_file.read_text(errors="replace").splitlines():
             if line.startswith("License:"):
                 name = line.split(":", 1)[1].strip()
-                if name and name not in licenses:
+                if name and len(name) <= 40 and name not in licenses:  # a short name, not a licence's first line
                     licenses.append(name)
     return dest, version, ", ".join(licenses) or "see usr/share/doc/*/copyright"
 
