@@ -375,8 +375,13 @@ def speedup_line(live: Live) -> str:
     if run.compute_seconds <= 0:
         return ""
     ratio = base.compute_seconds / run.compute_seconds
-    return (f"**vs cached sequential** {ratio:.2f}x ({base.compute_seconds:.2f} s against this run's "
-            f"{run.compute_seconds:.2f} s; above 1: faster)")
+    return (f"**vs cached sequential** {ratio:.2f}x ({_duration(base.compute_seconds)} against this run's "
+            f"{_duration(run.compute_seconds)}; above 1: faster)")
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them: milliseconds below one second, so two short runs differ."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def throttled(it: Iterator[Live]) -> Iterator[Live]:
