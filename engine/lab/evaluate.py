@@ -66,15 +66,22 @@ def heldout_nll(name: str, n: int = 32) -> dict:
             m95[:, 0] = False
             out["nll_95_masked"] = float(model.joint_loss(x, m95))
     elif lm.kind == "hybrid":
-        m95 = (torch.rand(x.shape, generator=gen) < 0.95).to(x.device)
-        m95[:, 0] = False
-        ids = x.masked_fill(m95, model.config.mask_token_id)
-        _, logits = model.noncausal(ids)
-        logits = logits.masked_fill(model.special_mask(), float("-inf"))
-        nll = float(torch.nn.functional.cross_entropy(logits[m95].float(), x[m95]))
+        nll = _noncausal_nll(model, x, 0.95, gen)
         out.update(nll_95_masked_noncausal=nll, ppl_95_masked_noncausal=math.exp(nll))
+        if lm.domain == "chars":  # how much the model gains from context: the character experiment's question
+            out["bits_per_char_noncausal_by_mask_rate"] = {
+                f"{r:g}": _noncausal_nll(model, x, r, gen) / math.log(2) for r in (0.95, 0.5, 0.05)}
     out["test_tokens"] = int(x.numel() - x.shape[0])
     return out
+
+
+def _noncausal_nll(model, x: torch.Tensor, rate: float, gen: torch.Generator) -> float:
+    """Mean NLL (nats) of the hybrid's non-causal head at the masked positions, `rate` of them masked."""
+    m = (torch.rand(x.shape, generator=gen) < rate).to(x.device)
+    m[:, 0] = False
+    _, logits = model.noncausal(x.masked_fill(m, model.config.mask_token_id))
+    logits = logits.masked_fill(model.special_mask(), float("-inf"))
+    return float(torch.nn.functional.cross_entropy(logits[m].float(), x[m]))
 
 
 def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
@@ -251,7 +258,8 @@ def write_card(folder: Path, metrics: dict) -> None:
 def cli(argv: list[str]) -> int:
     """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
-    ap.add_argument("--domain", choices=["text", "code", "protein"], action="append")
+    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], action="append",
+                    help="default: text, code and protein (chars: the character-level experiment's hybrid)")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--model", action="append", default=[],
