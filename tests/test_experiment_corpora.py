@@ -33,6 +33,19 @@ library ``marshal`` and `pickle <https://example.org>`_ modules. Encoding basic 
 
 .. note:: Be cautious when parsing JSON data from untrusted sources in your programs.
 
+A paragraph that ends here, before a bare marker.
+
+:meth:`!__setattr__` is roughly equivalent to the following::
+
+   class X:
+       def __getattr__(self, name):
+           return 1
+
+::
+
+    def __setattr__(self, name, value):
+        self.__dict__[name] = value
+
 >>> json.loads('[1, 2]')
 """
 
@@ -42,8 +55,10 @@ def test_rst_prose_keeps_sentences_and_drops_code_headings_and_markup() -> None:
     assert prose[0] == ("The json module exposes an API familiar to users of the standard library marshal and "
                         "pickle modules. Encoding basic objects:")
     assert "Serialize obj as a JSON formatted stream to fp using this conversion table." in prose
+    assert "__setattr__ is roughly equivalent to the following:" in prose  # a role may open a sentence
     text = "\n".join(prose)
-    for gone in (">>>", "print(", "JSON encoder and decoder", "===", ":mod:", "``", "synopsis", "https"):
+    for gone in (">>>", "print(", "JSON encoder and decoder", "===", ":mod:", "``", "synopsis", "https",
+                 "self.__dict__", "class X", "__getattr__"):
         assert gone not in text, gone
 
 

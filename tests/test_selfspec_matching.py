@@ -31,3 +31,12 @@ def test_character_level_spelling_skips_the_words_the_window_cuts():
     vocab = frozenset({"the", "cat", "sat"})
     assert _spelled("he cat sat xq", vocab, whole_window=True) == (2, 2)
     assert _spelled("he cat sat xq", vocab, whole_window=False) == (2, 4)
+
+
+def test_a_resample_where_self_spec_never_reaches_mdm_leaves_the_interval_unbounded():
+    n = 4
+    rows = [_row("mdm", [8] * n, [(5, 10)] * n), _row("mdm", [64] * n, [(9, 10)] * n),
+            _row("self-spec", [12] * n, [(6, 10)] * n), _row("self-spec", [24] * n, [(7, 10)] * n)]
+    m = self_spec_at_mdm_best(rows, n, boot=20)
+    assert m["how"] == "lower" and m["never_reached_share"] == 1.0
+    assert m["ratio_ci95"][1] is None  # no finite upper end when self-spec never gets there

@@ -52,8 +52,8 @@ def _spelled(text: str, vocab: frozenset[str], whole_window: bool) -> tuple[int,
 def calls_to_reach(curve: list[tuple[float, float]], target: float, lower_better: bool = False
                    ) -> tuple[float | None, str]:
     """Fewest calls at which a piecewise-linear quality-against-calls curve (sorted by calls)
-    reaches `target`: ("exact", c) interpolated; ("upper", c0) reached already at the cheapest
-    point; ("lower", c_max) never reached (a ratio built on it is a lower bound)."""
+    reaches `target`, as (calls, how): (c, "exact") interpolated; (c0, "upper") reached already at
+    the cheapest point; (c_max, "lower") never reached (a ratio built on it is a lower bound)."""
     pts = [(c, q) for c, q in curve if math.isfinite(c) and math.isfinite(q)]
     if not pts or not math.isfinite(target):
         return None, ""
@@ -98,10 +98,21 @@ def self_spec_at_mdm_best(rows: list[dict], n_inputs: int, boot: int = 1000, see
         return None
     rng = random.Random(seed)
     draws = [ratio([rng.randrange(n_inputs) for _ in range(n_inputs)]) for _ in range(boot)]
-    vals = sorted(d[0] for d in draws if d[0] is not None)
+    # a resample in which self-spec never reaches MDM's best has no finite ratio: it counts as infinite
+    vals = sorted(math.inf if d[1] == "lower" else d[0] for d in draws if d[0] is not None)
     return {"mdm_best_quality": q_best, "mdm_calls_at_best": c_mdm, "ratio": r, "how": how,
-            "ratio_ci95": [vals[int(0.025 * len(vals))], vals[int(0.975 * len(vals)) - 1]] if vals else None,
+            "ratio_ci95": [_finite_or_none(vals[int(0.025 * len(vals))]),
+                           _finite_or_none(vals[int(0.975 * len(vals)) - 1])] if vals else None,
             "never_reached_share": sum(d[1] == "lower" for d in draws) / boot, "bootstrap": boot}
+
+
+def _bound(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x:.2f}x"
+
+
+def _finite_or_none(x: float) -> float | None:
+    """JSON has no infinity: an unbounded interval end is null ("unbounded" when printed)."""
+    return x if math.isfinite(x) else None
 
 
 def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, seed: int = 0,
@@ -197,6 +208,8 @@ def run(argv: list[str]) -> int:
         print(f"  {r['sampler']:<9} {r['setting']:<14} calls {r['calls_mean']:7.2f} (best {r['calls_best_mean']:.2f})  "
               f"{r['quality_metric']} {r['quality']:.3f}  entropy {r['entropy']:.2f}", file=sys.stderr, flush=True)
 
+    if a.samples < 1 or a.length < 8 or not 0 < a.mask_rate <= 1:
+        ap.error("--samples must be at least 1, --length at least 8, --mask-rate in (0, 1]")
     try:
         steps = [int(t) for t in a.mdm_steps.split(",") if t.strip()]
         spec = [(float(d), int(n)) for d, n in (x.split(",") for x in a.self_spec.split(";") if x.strip())]
@@ -219,7 +232,7 @@ def run(argv: list[str]) -> int:
             ci = m["ratio_ci95"]
             print(f"self-spec calls at MDM's best spelling accuracy ({m['mdm_best_quality']:.3f}, "
                   f"{m['mdm_calls_at_best']:.1f} calls): {m['ratio']:.2f}x MDM's ({m['how']}; bootstrap 95% "
-                  f"{ci[0]:.2f}-{ci[1]:.2f}; never reached in {m['never_reached_share']:.0%} of resamples)"
+                  f"{_bound(ci[0])}-{_bound(ci[1])}; never reached in {m['never_reached_share']:.0%} of resamples)"
                   if ci else f"self-spec calls at MDM's best: {m['ratio']:.2f}x ({m['how']})")
         print(f"plot: {html}")
     return 0

@@ -47,6 +47,7 @@ _SKIP_DIRECTIVES = {"code-block", "sourcecode", "literalinclude", "doctest", "te
                     "table", "csv-table", "list-table", "math", "raw", "include", "only", "moduleauthor",
                     "sectionauthor", "opcode", "c:macro", "tabularcolumns", "audit-event", "program"}
 _DIRECTIVE = re.compile(r"^(\s*)\.\.\s+([\w:-]+)::")
+_FIELD = re.compile(r"^:[\w-]+:(\s|$)")  # ":synopsis: x", not a role like ":meth:`x`"
 _HEADING_RULE = re.compile(r"^([=\-~^\"'*+#`.:_])\1{2,}\s*$")
 _ROLE = re.compile(r":[\w:+-]+:`~?!?([^`<]*?)(?:\s*<[^>]*>)?`")
 _LINK = re.compile(r"`([^`<]+?)\s*<[^>]*>`_+")
@@ -54,7 +55,9 @@ _INLINE = re.compile(r"``([^`]+)``|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*|`([^`]+)`_*
 
 
 def text8_normalise(text: str) -> str:
-    """Lower-case, every run of non-letters becomes one space (text8's 27 symbols)."""
+    """Lower-case, every run of non-letters one space (text8's 27 symbols). A non-ASCII letter is a
+    non-letter here ("Zürich" -> "z rich"), as text8's own cleaning drops what is not a-z; the bundled
+    chars-hybrid was trained and measured on exactly this."""
     return _NOT_LETTER.sub(" ", text.lower()).strip()
 
 
@@ -94,7 +97,7 @@ def rst_prose(source: str) -> str:
             flush()
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if _HEADING_RULE.match(stripped) or (_HEADING_RULE.match(nxt.strip()) and len(nxt.strip()) >= len(stripped)):
+        if _HEADING_RULE.match(stripped) or _HEADING_RULE.match(nxt.strip()):  # a title, or its rule
             flush()
             continue
         d = _DIRECTIVE.match(line)
@@ -103,13 +106,17 @@ def rst_prose(source: str) -> str:
             if not d or d.group(2) in _SKIP_DIRECTIVES or stripped.startswith(".. _"):
                 skip_deeper_than = indent
             continue
-        if stripped.startswith((":", ">>>", "...", "$ ", "+-", "|", "=")):
+        if stripped == "::":  # a bare literal-block marker: the indented block after it is code
             flush()
+            skip_deeper_than = indent
             continue
         if stripped.endswith("::"):  # a literal block follows: keep the sentence, skip the block
             current.append(stripped[:-1] if not stripped.endswith(" ::") else stripped[:-3])
             flush()
             skip_deeper_than = indent
+            continue
+        if _FIELD.match(stripped) or stripped.startswith((">>>", "...", "$ ", "+-", "|", "=")):
+            flush()  # a directive option (":synopsis: ..."), a prompt or a table row
             continue
         current.append(stripped)
     flush()
