@@ -27,3 +27,8 @@ def test_eval_model_measures_the_named_folder_only(monkeypatch, capsys):
 def test_eval_model_never_writes_bundled_cards():
     with pytest.raises(SystemExit):
         evaluate.cli(["--model", "assets/models/protein-judge", "--write-cards"])
+
+
+def test_eval_corpus_needs_a_model():
+    with pytest.raises(SystemExit):
+        evaluate.cli(["--corpus", "modern"])

@@ -48,12 +48,12 @@ def _windows(domain: str, codec, length: int, n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def heldout_nll(name: str, n: int = 32) -> dict:
+def heldout_nll(name: str, n: int = 32, corpus: str | None = None) -> dict:
     """Per-token NLL of a model on held-out windows (joint for an AS-ARM or judge, the two heads
     for a hybrid): the quality number of its model card."""
     lm = load(name)
     model = lm.model
-    x = _windows(lm.domain, lm.codec, min(LENGTH.get(lm.domain, 256), lm.max_tokens), n).to(model.device)
+    x = _windows(corpus or lm.domain, lm.codec, min(LENGTH.get(lm.domain, 256), lm.max_tokens), n).to(model.device)
     gen = torch.Generator().manual_seed(0)  # masks drawn on the CPU: the same masks on every device
     out: dict = {}
     if lm.kind in ("asarm", "judge"):
@@ -161,8 +161,11 @@ def protein_unigram(name: str) -> dict:
 
 
 def evaluate_model(name: str, kind: str, domain: str, samples: int, humaneval_limit: int | None,
-                   path: str | None = None) -> dict:
-    """The card numbers of one checkpoint (bundled or a candidate folder), by its kind and domain."""
+                   path: str | None = None, corpus: str | None = None) -> dict:
+    """The card numbers of one checkpoint (bundled or a candidate folder), by its kind and domain;
+    with `corpus`, only the held-out NLL, on that corpus's test split (e.g. `modern`)."""
+    if corpus:
+        return heldout_nll(name, corpus=corpus)
     if kind == "ptp":  # a drafter head: its card says how often its drafts would be accepted
         from .train_ptp import evaluate as evaluate_ptp
 
@@ -264,6 +267,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--model", action="append", default=[],
                     help="evaluate this checkpoint folder (a candidate) instead of the bundled models; repeatable")
+    ap.add_argument("--corpus", default=None, choices=["modern"],
+                    help="with --model: only the held-out NLL, on this corpus's test split instead of the domain's")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
     from ..cli import add_device_arg
@@ -273,12 +278,15 @@ def cli(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     apply_device_flag(a.device)
     torch.manual_seed(0)
+    if a.corpus and not a.model:
+        ap.error("--corpus measures a candidate on another test split: give it with --model DIR")
     if a.write_cards and a.model:
         ap.error("--write-cards writes the bundled models' cards; it does not go with --model")
     out = {}
     for folder in a.model:
         lm = load(folder)
-        out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path))
+        out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path),
+                                     corpus=a.corpus)
     for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if a.write_cards:
