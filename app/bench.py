@@ -12,8 +12,9 @@ model, sampler, seed) timed side by side, interleaved, after one warm-up each:
 Each repetition runs every way once, back to back, so the ratio of a way to the CLI in the same
 repetition is taken under the same load; the ratio reported is the median of those paired ratios
 (the machine is shared: medians, never a single run). A benchmark, not a test. The page's
-"vs cached sequential" line (a second, unstored run before the final frame, for samplers other than
-cached sequential) is switched off here (INFILL_SPEEDUP=0): it is not part of the run's path."""
+"vs cached sequential" line comes from a separate event chained after Run (a second, unstored run,
+for samplers other than cached sequential); it is not part of the run's path and is switched off
+here (INFILL_SPEEDUP=0)."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     # one torch thread in every process (this one and the server), so the ways compete for nothing
     # but the machine and a server idling between runs spins no OpenMP workers
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ["INFILL_SPEEDUP"] = "0"  # the page's speed-up line is one more run before the final frame
+    os.environ["INFILL_SPEEDUP"] = "0"  # the page's speed-up line is a separate, chained run
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

@@ -352,6 +352,29 @@ def speedup_applies(live: Live) -> bool:
             and run.spec.family != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
 
 
+_SPEEDUP_PENDING: OrderedDict[str, Live] = OrderedDict()  # share id -> finished run, newest last
+_SPEEDUP_KEEP = 64
+_speedup_lock = threading.Lock()
+
+
+def remember_for_speedup(live: Live) -> None:
+    """Keep a finished run until the page's chained `speedup` event asks for it (bounded: the
+    oldest are dropped, so an unasked run never piles up)."""
+    if not speedup_applies(live):
+        return
+    with _speedup_lock:
+        _SPEEDUP_PENDING[live.share_id] = live
+        while len(_SPEEDUP_PENDING) > _SPEEDUP_KEEP:
+            _SPEEDUP_PENDING.popitem(last=False)
+
+
+def speedup_for(share_id: str) -> tuple[Live | None, str]:
+    """(the run, its speed-up line) for a run remembered by remember_for_speedup; each is timed once."""
+    with _speedup_lock:
+        live = _SPEEDUP_PENDING.pop(share_id, None)
+    return (live, speedup_line(live)) if live is not None else (None, "")
+
+
 def speedup_line(live: Live) -> str:
     """After a finished AS-ARM run: cached sequential decoding of the same input, model, seed and
     temperature, run on a compute slot like any run (not stored), and the wall-time ratio of the
@@ -367,7 +390,7 @@ def speedup_line(live: Live) -> str:
         base.pause = turns.preempt
         for _ in turns.iterate(base.stream()):
             pass
-    except Cancelled:
+    except (Cancelled, InfillError):  # cancelled, or over its budget: no line, nothing to report
         return ""
     except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
         log.exception("timing cached sequential decoding failed")

@@ -58,7 +58,7 @@ def _streamed(live: Live, note: str):
         first = False
 
 
-def _finished(live: Live, note: str, request, speed: str = ""):
+def _finished(live: Live, note: str, request):
     """The last frame, once the store holds the run: completed text, link and the trace to replay."""
     res = live.result
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
@@ -69,9 +69,7 @@ def _finished(live: Live, note: str, request, speed: str = ""):
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
-    status, counters, view, detail = _player(live, done)
-    return (status, counters_md(live.state, speed) if speed else counters, view, detail, res.text, link,
-            _scrub_to_end(len(live.steps)), trace, "")
+    return (*_player(live, done), res.text, link, _scrub_to_end(len(live.steps)), trace, "")
 
 
 def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
@@ -104,10 +102,16 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     core.clear_stop(live.share_id)
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
-    if core.speedup_applies(live):  # one more (unstored) run: cached sequential on the same input
-        yield (status_md("Stored. Timing cached sequential decoding on the same input for the speed-up line…"),
-               *([blank] * 3), "", "", blank, blank, blank)
-    yield _finished(live, note, request, core.speedup_line(live))
+    core.remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
+    yield _finished(live, note, request)
+
+
+def speedup(link):
+    """After Run: the figures again, with the speed-up against cached sequential decoding of the same
+    input (a second, unstored run on a compute slot); unchanged where that does not apply. It reads
+    the run's share link, which appears only once the run is stored."""
+    live, line = core.speedup_for(share.share_id_from_link(link))
+    return counters_md(live.state, line) if line else gr.update()
 
 
 def _last_stored_run(sid: str, seconds: float = 10.0):
@@ -296,7 +300,9 @@ def wire(p: Page, remember) -> None:
         api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
     )
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
-        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private").then(
+        speedup, [p.link], [p.counters], api_name="speedup", concurrency_id="model",
+        concurrency_limit=limit, show_progress="hidden")
     p.stop_btn.click(stop_run, [p.run_sid], [p.status, p.link, p.trace_state, p.scrub_sl, p.run_btn, p.stop_btn],
                      cancels=[run_evt], api_name="stop", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
