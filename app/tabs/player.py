@@ -107,11 +107,12 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
 
 
 def speedup(link):
-    """After Run: the figures again, with the speed-up against cached sequential decoding of the same
-    input (a second, unstored run on a compute slot); unchanged where that does not apply. It reads
-    the run's share link, which appears only once the run is stored."""
-    live, line = core.speedup_for(share.share_id_from_link(link))
-    return counters_md(live.state, line) if line else gr.update()
+    """After Run: the speed-up against cached sequential decoding of the same input (a second,
+    unstored run on a compute slot), in its own line under the figures, so stepping through the
+    trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link,
+    which appears only once the run is stored."""
+    _, line = core.speedup_for(share.share_id_from_link(link))
+    return line
 
 
 def _last_stored_run(sid: str, seconds: float = 10.0):
@@ -270,6 +271,7 @@ def layout(p: Page) -> None:
     """The counters, the player controls, the token view, the scrubber, the round table, the
     completed text and the share link."""
     p.counters = gr.Markdown("", elem_id="counters")
+    p.speedup_line = gr.Markdown("", elem_id="speedup")  # filled after a run by the chained `speedup` event
     with gr.Row(elem_id="player-controls", equal_height=True):
         p.back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
         p.play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
@@ -294,14 +296,15 @@ def wire(p: Page, remember) -> None:
     """Run and Stop (the model-bound Run shares one concurrency pool with Compare), then the
     player's controls over the stored trace. `remember` adds a stored run to this browser's list."""
     limit = p.run_limit
-    run_evt = p.run_btn.click(busy, None, [p.run_btn, p.stop_btn], queue=False, api_visibility="private").then(
+    run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
+                              api_visibility="private").then(
         run_infill, p.form_inputs,
         [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid],
         api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
     )
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private").then(
-        speedup, [p.link], [p.counters], api_name="speedup", concurrency_id="model",
+        speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden")
     p.stop_btn.click(stop_run, [p.run_sid], [p.status, p.link, p.trace_state, p.scrub_sl, p.run_btn, p.stop_btn],
                      cancels=[run_evt], api_name="stop", queue=False).then(

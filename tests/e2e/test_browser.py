@@ -111,6 +111,10 @@ def test_run_assd_see_colours_then_share_link_replays(browser, app_url):
     assert completed.startswith("Once upon a time " + SCRIPT)
     link = page.input_value("#share-link textarea, #share-link input")
     assert "?s=" in link
+    # then, under the figures: the speed-up against cached sequential decoding of the same input
+    page.wait_for_function("document.querySelector('#speedup').innerText.includes('vs cached sequential')",
+                           timeout=60_000)
+    assert page.input_value("#speed input") == "5 tokens/s"  # the playback-speed control is untouched
     (ARTIFACTS / "timings.txt").write_text(
         f"first coloured step after Run: {first_step:.2f} s\ntotal run (30 masked, tiny model): {total:.2f} s\n")
 
