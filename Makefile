@@ -45,6 +45,7 @@ clean:
 # A CPU-only recipe (one thread each; minutes cap the wall time): the smaller checkpoints bundled
 # before 2026-11-23. The bundled ones now come from `make models-gpu` (see each model card).
 # Needs `make data` first. Each run saves a complete checkpoint every few minutes.
+# WARNING: it writes into assets/models/ and so replaces the bundled GPU-trained checkpoints.
 TRAIN := $(BIN)/python -m engine train --threads 1 --save-minutes 8
 BIG := --hidden 256 --layers 4 --heads 4 --ffn 768 --seq-len 256 --batch 8
 SMALL := --hidden 192 --layers 3 --heads 4 --ffn 576 --seq-len 256 --batch 8

@@ -126,8 +126,10 @@ def cli(argv: list[str]) -> int:
         from .bench_calls import cli as calls_cli
 
         return calls_cli(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m engine bench assd")
-    ap.add_argument("which", choices=["assd"])
+    ap = argparse.ArgumentParser(
+        prog="python -m engine bench assd",
+        epilog="Other benchmarks: `python -m engine bench self-spec|fills|calls --help`.")
+    ap.add_argument("which", choices=["assd"], help="assd: every AS-ARM sampler against cached sequential")
     ap.add_argument("--model", default=None)
     ap.add_argument("--domain", default="text")
     ap.add_argument("--length", type=int, default=256)

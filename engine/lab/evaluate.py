@@ -203,6 +203,9 @@ DATA_TEXT = {
             "the Brown corpus); `python -m engine data fetch text`.",
     "code": "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
     "protein": "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
+    "chars": "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
+    "modern": "Python 3.11 documentation prose plus the text corpus's news and Brown documents; "
+              "`python -m engine data fetch modern`.",
 }
 
 
@@ -213,8 +216,12 @@ def train_command(cfg: dict, state: dict) -> str:
     return (f"python -m engine train --kind {kind} --domain {state.get('domain', cfg.get('domain'))} "
             f"--hidden {cfg.get('hidden_size')} --layers {layers} --heads {cfg.get('num_heads')} "
             f"--ffn {cfg.get('intermediate_size')} --seq-len {state.get('seq_len')} --batch {state.get('batch')} "
-            f"--steps {state.get('steps')}"
-            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --lr {state.get('lr')}" if kind == "ptp" else ""))
+            f"--steps {state.get('steps')} --lr {state.get('lr')}"
+            + (f" --warmup {state['warmup_steps']}" if state.get("warmup_steps") else "")
+            + (f" --min-lr {state['min_lr']}" if state.get("min_lr") else "")
+            + (f" --corpus {state['corpus']}" if state.get("corpus") not in (None, state.get("domain")) else "")
+            + (f" --init {state['init']}" if state.get("init") else "")
+            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')}" if kind == "ptp" else ""))
 
 
 def stored_dtype(folder: Path) -> str | None:
@@ -240,7 +247,7 @@ def write_card(folder: Path, metrics: dict) -> None:
     kind = state.get("kind", cfg.get("model_type"))
     lines = [
         f"# {folder.name}", "", KIND_TEXT.get(kind, kind), "",
-        f"- Data: {DATA_TEXT.get(state.get('domain', cfg.get('domain')), '?')}",
+        f"- Data: {DATA_TEXT.get(state.get('corpus') or state.get('domain', cfg.get('domain')), '?')}",
         f"- Size: {state.get('params', 0) / 1e6:.2f}M trainable parameters; hidden {cfg.get('hidden_size')}, "
         f"context {cfg.get('max_positions', 0) - 1} tokens, vocabulary {cfg.get('vocab_size')}.",
         f"- Training: {state.get('steps')} steps of batch {state.get('batch')} x {state.get('seq_len')} tokens, "
