@@ -30,7 +30,7 @@ from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
 from .workloads import masked_windows, separator_ids
 
-LENGTH = {"text": 256, "code": 256, "protein": 256}
+WINDOW = 256  # tokens per held-out window, every domain (a model with a shorter context uses its own)
 
 
 @torch.no_grad()
@@ -53,7 +53,7 @@ def heldout_nll(name: str, n: int = 32, corpus: str | None = None) -> dict:
     for a hybrid): the quality number of its model card."""
     lm = load(name)
     model = lm.model
-    x = _windows(corpus or lm.domain, lm.codec, min(LENGTH.get(lm.domain, 256), lm.max_tokens), n).to(model.device)
+    x = _windows(corpus or lm.domain, lm.codec, min(WINDOW, lm.max_tokens), n).to(model.device)
     gen = torch.Generator().manual_seed(0)  # masks drawn on the CPU: the same masks on every device
     out: dict = {}
     if lm.kind in ("asarm", "judge"):
