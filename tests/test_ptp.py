@@ -14,7 +14,7 @@ from engine import registry
 from engine.api import InfillRun
 from engine.errors import IncompatibleModelsError
 from engine.lab.train_ptp import drafter_for_training
-from engine.models.ptp import PtpConfig, PtpHead, build_rounds
+from engine.models.ptp import PtpConfig, PtpHead, build_rounds, window_positions
 from engine.trace import DECIDING_KINDS, StepKind
 from tests.tiny import exact_distribution, g_test, masked_input
 
@@ -22,14 +22,14 @@ N_SAMPLES = 1200
 ALPHA = 1e-3
 
 
-def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1):
+def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window: int = 0):
     """A PTP head for the tiny AS-ARM: random weights of `scale` (drafts far from the AS-ARM's
-    own rows), or the untrained head (scale None: zero residual)."""
+    own rows), or the untrained head (scale None: zero residual); `window` known tokens read."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
     head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=1, num_heads=2,
                              intermediate_size=32, max_positions=cfg.max_positions, teacher="tiny-asarm",
-                             special_token_ids=list(cfg.special_token_ids))).to(torch.float64)
+                             special_token_ids=list(cfg.special_token_ids), window=window)).to(torch.float64)
     if scale is not None:
         with torch.no_grad():
             for prm in head.parameters():
@@ -45,7 +45,8 @@ def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1):
 def heads(tiny_asarm, tmp_path_factory):
     root = tmp_path_factory.mktemp("ptp")
     return {"random": save_tiny_ptp(root / "tiny-ptp", tiny_asarm),
-            "untrained": save_tiny_ptp(root / "tiny-ptp0", tiny_asarm, scale=None)}
+            "untrained": save_tiny_ptp(root / "tiny-ptp0", tiny_asarm, scale=None),
+            "window": save_tiny_ptp(root / "tiny-ptp-w", tiny_asarm, seed=2, window=3)}
 
 
 def run(lm, mi, head, seed, **kw):
@@ -62,11 +63,12 @@ def histogram(lm, mi, head, n, **kw):
     return counts
 
 
-@pytest.mark.parametrize("kw", [{"k": 3}, {"k": 2, "temperature": 1.5}])
-def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, kw):
+@pytest.mark.parametrize("name,kw", [("random", {"k": 3}), ("random", {"k": 2, "temperature": 1.5}),
+                                     ("window", {"k": 2})])
+def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, name, kw):
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
     exact = exact_distribution(tiny_asarm, mi, kw.get("temperature", 1.0))
-    counts = histogram(tiny_asarm, mi, heads["random"], N_SAMPLES, **kw)
+    counts = histogram(tiny_asarm, mi, heads[name], N_SAMPLES, **kw)
     assert g_test(counts, exact, N_SAMPLES) > ALPHA
 
 
@@ -115,8 +117,8 @@ def test_drafts_that_see_later_uniforms_are_caught(tiny_asarm, heads, monkeypatc
     ptp = importlib.import_module("engine.samplers.ptp")
     real = ptp.draft_round
 
-    def peeking(head, states, base, ranks, prev, exact_first, gen, temperature, special):
-        drafts, rows = real(head, states, base, ranks, prev, exact_first, gen, temperature, special)
+    def peeking(head, states, base, ranks, prev, exact_first, gen, temperature, special, **kw):
+        drafts, rows = real(head, states, base, ranks, prev, exact_first, gen, temperature, special, **kw)
         for j in range(1 if exact_first else 0, len(drafts) - 1):  # copy the later draft: leaks u_{j+1}
             if float(rows[j][drafts[j + 1]]) > 0:
                 drafts[j] = drafts[j + 1]
@@ -180,6 +182,48 @@ def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_p
     assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
 
 
+def test_head_step_with_its_cache_gives_the_full_causal_pass(heads):
+    """Drafting runs the head one row at a time with a K/V cache; it must compute what the
+    training-time causal pass computes for every row (a cache that dropped or reordered rows
+    would change the drafts the head was trained to give)."""
+    for name in ("random", "window"):
+        head = heads[name].model
+        gen = torch.Generator().manual_seed(0)
+        k, d = 4, head.config.hidden_size
+        hid = torch.randn(1, k, d, generator=gen, dtype=torch.float64)
+        prev = torch.randint(4, head.config.vocab_size, (1, k), generator=gen)
+        pos = torch.tensor([[3, 4, 6, 9]])
+        window = None
+        cache: list = []
+        if head.config.window:
+            wpos = torch.tensor([head.window_at(3)])
+            window = (torch.randint(4, head.config.vocab_size, wpos.shape, generator=gen), wpos)
+            head.start(*window, cache)
+        full = head(hid, prev, pos, window=window)
+        rows = [head.step(hid[:, j : j + 1], prev[:, j : j + 1], pos[:, j : j + 1], cache) for j in range(k)]
+        assert torch.allclose(torch.cat(rows, 1), full, atol=1e-10)
+        assert not torch.allclose(full[:, 1], full[:, 2])  # the rows do differ: the check has teeth
+        if window:  # and the window matters
+            assert not torch.allclose(head(hid, prev, pos), full)
+
+
+def test_window_holds_the_known_tokens_left_of_a_round(tiny_asarm):
+    """The head's window must be what is known when the round is drafted: visible tokens and
+    decided ones, BOS past the start, and a masked position there is refused, not read as [MASK]."""
+    from engine.samplers.ptp import known_window
+
+    mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 6)  # masked: 0, 2, 3, 5
+    a, b = mi.tokens[4], mi.tokens[1]
+    known = [None] * 6
+    known[0], known[2], known[3] = 9, 7, 8  # decided before the round that starts at position 5
+    at = lambda first: window_positions(torch.tensor([first]), 4)[0].tolist()  # noqa: E731
+    assert known_window(mi, known, 5, at, 1) == [b, 7, 8, a]
+    assert known_window(mi, known, 0, at, 1) == [1, 1, 1, 1]  # BOS past the start
+    known[3] = None
+    with pytest.raises(AssertionError, match="not decided"):
+        known_window(mi, known, 5, at, 1)
+
+
 def test_rounds_cover_every_masked_position_once():
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(4, 50, (6, 40), generator=gen)
@@ -189,6 +233,9 @@ def test_rounds_cover_every_masked_position_once():
     assert len(pairs) == len(set(pairs))
     assert (r["mask_pos"] > 0).sum() == len(pairs)
     assert (r["limit"][v] <= r["rank"][v]).all()  # a parallel row never sees its own or later ranks
+    w = build_rounds(ids, 4, torch.Generator().manual_seed(0), window=3)
+    assert (w["win_pos"] < w["pos"][:, :1]).all()  # left of the round only
+    assert torch.equal(w["win"], ids[w["seq"][:, :1], w["win_pos"]])
 
 
 def test_bundled_text_ptp_fills_a_span_with_text_asarm():

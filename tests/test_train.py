@@ -174,3 +174,20 @@ def test_init_starts_from_the_checkpoints_weights(corpus):
     assert any(not torch.equal(a[k], c[k]) for k in a)
     with pytest.raises(SystemExit):
         train.cli(TINY + ["--out", str(corpus / "x"), "--init", str(first), "--resume", str(first)])
+
+
+def test_ptp_head_trains_and_resumes_with_its_teacher(corpus):
+    """A PTP head distils from a frozen AS-ARM that is not saved with it: --resume must find the
+    teacher again (config.teacher) instead of failing on the first step."""
+    teacher = corpus / "teacher"
+    assert train.cli(TINY + ["--out", str(teacher), "--steps", "2", "--minutes", "5"]) == 0
+    head = corpus / "head"
+    ptp = ["--kind", "ptp", "--domain", "protein", "--teacher", str(teacher), "--layers", "1", "--heads", "2",
+           "--ffn", "32", "--seq-len", "16", "--batch", "2", "--threads", "1", "--k", "3", "--window", "2",
+           "--rate-min", "0.8"]
+    assert train.cli(ptp + ["--out", str(head), "--steps", "2", "--minutes", "5"]) == 0
+    cfg = json.loads((head / "config.json").read_text())
+    assert (cfg["window"], cfg["rate_min"], cfg["k"]) == (2, 0.8, 3)
+    assert train.cli(["--resume", str(head), "--teacher", str(teacher), "--steps", "4", "--minutes", "5",
+                      "--threads", "1"]) == 0
+    assert state(head)["steps"] == 4 and state(head)["kind"] == "ptp"

@@ -221,7 +221,8 @@ def train_command(cfg: dict, state: dict) -> str:
             + (f" --min-lr {state['min_lr']}" if state.get("min_lr") else "")
             + (f" --corpus {state['corpus']}" if state.get("corpus") not in (None, state.get("domain")) else "")
             + (f" --init {state['init']}" if state.get("init") else "")
-            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')}" if kind == "ptp" else ""))
+            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --rate-min {cfg.get('rate_min', 0.5)}"
+               f" --window {cfg.get('window', 0)}" if kind == "ptp" else ""))
 
 
 def stored_dtype(folder: Path) -> str | None:

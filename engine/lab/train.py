@@ -178,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
                          "are ignored; optimizer and schedule start fresh)")
     ap.add_argument("--teacher", default=None, help="ptp: the frozen AS-ARM (folder or bundled name) to distil")
     ap.add_argument("--k", type=int, default=5, help="ptp: draft rows per round it learns")
+    ap.add_argument("--rate-min", type=float, default=0.5,
+                    help="ptp: training mask rate ~ U(rate-min, 1) per sequence (the benchmark masks 0.95)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="ptp: the head also reads this many known tokens just left of each round")
     return ap
 
 
@@ -326,7 +330,12 @@ def _resume_model(folder: Path, a):
     cfg = AutoConfig.from_pretrained(str(folder))
     if cfg.model_type != a.kind or a.kind not in MODEL_KINDS:
         raise SystemExit(f"error: --resume {folder} holds a {cfg.model_type} model, not {a.kind}")
-    return MODEL_KINDS[a.kind][1].from_pretrained(str(folder), dtype=torch.float32)
+    model = MODEL_KINDS[a.kind][1].from_pretrained(str(folder), dtype=torch.float32)
+    if a.kind == "ptp":  # the frozen AS-ARM it distils from is not part of the checkpoint
+        from ..registry import load
+
+        model.attach_teacher(load(a.teacher or cfg.teacher).model)
+    return model
 
 
 def _backbone_hybrid(a, ap: argparse.ArgumentParser):

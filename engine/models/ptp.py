@@ -9,9 +9,13 @@ Our realisation is categorical PTP with a small autoregressive head:
 * one AS-ARM call gives, for the next k masked positions r_1..r_k (lattice order: left to right
   among the masked), the final query-stream states g_j = norm(...) of the frozen AS-ARM given the
   decided tokens only (the rows pipelined ASSD already computes);
-* this head (a couple of pre-norm blocks over the <= k draft rows, causal, rotary on the true
+* this head (a few pre-norm blocks over the <= k draft rows, causal, rotary on the true
   positions) reads g_j plus the embedding of the previous draft d_{j-1} and outputs a residual
   on the AS-ARM's own logits: p_j = softmax(logits_asarm(r_j) + head_j);
+* optionally (config.window = W > 0) the head also reads, as W extra rows in front, the tokens
+  at the W positions just left of r_1. In lattice order every one of them is known when the
+  round is drafted (visible or decided), so this costs no exactness; it hands the head the
+  local text that the next tokens continue, which g_j holds only as a summary;
 * drafts are drawn left to right, d_j = F^-1_{p_j}(u_j) (inverse CDF, `sample_categorical`),
   so d_j is a deterministic function of the context and u_1..u_j, which is PTP's functional form.
 
@@ -50,9 +54,12 @@ class PtpConfig(ModelConfig):
 
     model_type = "ptp"
 
-    def __init__(self, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "", **kwargs):
+    def __init__(self, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "",
+                 rate_min: float = 0.5, window: int = 0, **kwargs):
         self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
         self.teacher = teacher  # name of the AS-ARM it was distilled from
+        self.rate_min = rate_min  # training masks: rate ~ U(rate_min, 1) per sequence
+        self.window = window  # known tokens just left of a round that the head reads as extra rows
         super().__init__(num_layers=num_layers, intermediate_size=intermediate_size, **kwargs)
 
     @classmethod
@@ -61,7 +68,8 @@ class PtpConfig(ModelConfig):
         return cls(
             vocab_size=teacher_cfg.vocab_size, hidden_size=teacher_cfg.hidden_size, num_layers=a.layers,
             num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
-            rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name,
+            rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name, rate_min=getattr(a, "rate_min", 0.5),
+            window=getattr(a, "window", 0),
             special_token_ids=list(teacher_cfg.special_token_ids), domain=teacher_cfg.domain,
             pad_token_id=teacher_cfg.pad_token_id, bos_token_id=teacher_cfg.bos_token_id,
             mask_token_id=teacher_cfg.mask_token_id,
@@ -84,6 +92,8 @@ class PtpHead(PreTrainedModel):
         )
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, config.vocab_size, bias=False)
+        # a window row carries a known token, not an AS-ARM state: this vector stands in for in_proj(g)
+        self.window_embed = nn.Parameter(torch.zeros(d)) if getattr(config, "window", 0) else None
         self.post_init()
         self._teacher: list = []  # not a submodule: never saved, never trained
 
@@ -92,20 +102,57 @@ class PtpHead(PreTrainedModel):
         if module is getattr(self, "out", None):
             nn.init.zeros_(module.weight)  # untrained head = the AS-ARM's own parallel rows
 
-    def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor, last: bool = False) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor,
+                window: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """hidden [B, k, d]: the AS-ARM's normed query states of the rows; prev [B, k]: the token
-        decided or drafted just before each row in lattice order; pos [B, k]: model positions.
-        Returns residual logits [B, k, V] (row j sees rows <= j only); with `last`, only the last
-        row's [B, 1, V] (drafting needs one new row per step: the 4096-wide output is the cost)."""
+        decided or drafted just before each row in lattice order; pos [B, k]: model positions;
+        window (ids, pos) [B, W]: the known tokens just left of the round (config.window of them).
+        Returns residual logits [B, k, V] (row j sees the window and rows <= j only)."""
         k = hidden.shape[1]
-        x = self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(prev)
-        mask = torch.ones(k, k, dtype=torch.bool, device=x.device).tril()[None].expand(x.shape[0], k, k)
-        for blk in self.blocks:
+        x = self.rows(hidden, prev)
+        if window is not None:
+            x, pos = torch.cat([self.window_rows(window[0]), x], 1), torch.cat([window[1], pos], 1)
+        return self.out(self.norm(self._extend(x, pos, [])[:, -k:]))
+
+    def rows(self, hidden: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """Input of draft rows: the projected AS-ARM state plus the embedding of the token before."""
+        return self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(prev)
+
+    def window_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Input of window rows: the known token's embedding plus the learned window vector."""
+        return self.tok_embed(ids) + self.window_embed
+
+    def step(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor, cache: list) -> torch.Tensor:
+        """One more row for drafting: hidden [B, 1, d], prev [B, 1], pos [B, 1]; `cache` (a list;
+        `start` fills it with the window, or it is empty) keeps each block's K/V of the earlier
+        rows, which never change because the attention is causal. Returns that row's residual
+        logits [B, 1, V], what `forward(...)[:, j]` gives up to float rounding, at the cost of
+        one row instead of j."""
+        return self.out(self.norm(self._extend(self.rows(hidden, prev), pos, cache)))
+
+    def window_at(self, first: int) -> list[int]:
+        """Model positions of the window of a round whose first row is at model position `first`."""
+        return window_positions(torch.tensor([first]), self.config.window)[0].tolist()
+
+    def start(self, ids: torch.Tensor, pos: torch.Tensor, cache: list) -> None:
+        """Put a round's window rows (ids, pos [B, W]) into an empty step cache."""
+        self._extend(self.window_rows(ids), pos, cache)
+
+    def _extend(self, x: torch.Tensor, pos: torch.Tensor, cache: list) -> torch.Tensor:
+        """Run n new rows through the blocks; each sees the cached rows and the new rows up to
+        itself. The new rows' K/V are appended to `cache` (one (K, V) per block)."""
+        n = x.shape[1]
+        for i, blk in enumerate(self.blocks):
             kk, vv = blk.keys(x, pos)
-            x = blk.attend(x, pos, kk, vv, mask)
-        if last:
-            x = x[:, -1:]
-        return self.out(self.norm(x))
+            if len(cache) > i:
+                kk, vv = (torch.cat([c, t], 2) for c, t in zip(cache[i], (kk, vv)))
+                cache[i] = (kk, vv)
+            else:
+                cache.append((kk, vv))
+            past = kk.shape[2] - n
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
+            x = blk.attend(x, pos, kk, vv, mask[None].expand(x.shape[0], n, past + n))
+        return x
 
     # ---- distillation -------------------------------------------------------------------------
 
@@ -127,11 +174,13 @@ class PtpHead(PreTrainedModel):
         if not self._teacher:
             raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
         teacher = self._teacher[0]
-        batch = build_rounds(ids, self.config.k, gen, rate)
+        w = getattr(self.config, "window", 0)
+        batch = build_rounds(ids, self.config.k, gen, rate, getattr(self.config, "rate_min", 0.5), w)
         with torch.no_grad():
             hid, base, target = teacher_rows(teacher, ids, batch)
         batch = {n: v.to(ids.device) for n, v in batch.items()}  # rounds are cut on the CPU
-        resid = self(hid, batch["prev"], batch["qpos"])
+        window = (batch["win"], batch["win_pos"]) if w else None
+        resid = self(hid, batch["prev"], batch["qpos"], window=window)
         logits = (base + resid.float()).masked_fill(teacher.special_mask(), float("-inf"))
         logp = torch.log_softmax(logits, -1)
         q = torch.softmax(target, -1)
@@ -147,14 +196,18 @@ class PtpHead(PreTrainedModel):
         return loss, stats
 
 
-def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | None = None) -> dict[str, torch.Tensor]:
-    """Random masks (rate ~ U(0.5, 1)) cut into rounds of k masked positions in lattice order.
+def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | None = None,
+                 rate_min: float = 0.5, window: int = 0) -> dict[str, torch.Tensor]:
+    """Random masks (rate ~ U(rate_min, 1), or `rate`) cut into rounds of k masked positions in lattice order.
+    With `window`, each round also gets the `window` tokens just left of its first position
+    ("win", "win_pos" [rounds, window]; positions below 0 repeat BOS at 0): in lattice order
+    every one of them is known when the round is drafted.
 
     Each round gets the context the pipelined sampler gives it: all earlier masked tokens
     ("gap 0", after a round accepted everything) or all but the last one ("gap 1", after a
     rejection, whose resampled token is unknown to the call but known to the head)."""
     b, l = ids.shape
-    rate = 0.5 + 0.5 * torch.rand(b, generator=gen) if rate is None else torch.full((b,), rate)
+    rate = rate_min + (1 - rate_min) * torch.rand(b, generator=gen) if rate is None else torch.full((b,), rate)
     rows: dict[str, list] = {n: [] for n in ("seq", "pos", "rank", "limit", "prev", "j", "valid", "train")}
     for s in range(b):
         masked = (torch.rand(l, generator=gen) < rate[s]).tolist()
@@ -185,7 +238,16 @@ def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | 
     out["valid"] = out["valid"].bool()
     out["qpos"] = out["pos"]
     out["mask_pos"] = _masked_matrix(ids, out)
+    if window:
+        out["win_pos"] = window_positions(out["pos"][:, 0], window)
+        out["win"] = ids[out["seq"][:, :1], out["win_pos"]]
     return out
+
+
+def window_positions(first: torch.Tensor, window: int) -> torch.Tensor:
+    """[R, window] model positions just left of each round's first position `first` [R],
+    clamped at 0 (BOS): the rows `PtpHead.start` and the training rounds give the head."""
+    return (first[:, None] - window + torch.arange(window)[None]).clamp_min(0)
 
 
 def _masked_matrix(ids: torch.Tensor, rounds: dict) -> torch.Tensor:

@@ -59,28 +59,47 @@ def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int, exact_first: bool,
-                gen: torch.Generator, temperature: float, special: torch.Tensor) -> tuple[list[int], list[torch.Tensor]]:
-    """Dependent drafts for `positions`: row j reads the parallel states of rows <= j and the drafts
-    before it; its token is the inverse CDF of p_j at a fresh uniform u_j."""
+                gen: torch.Generator, temperature: float, special: torch.Tensor,
+                window: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
+    """Dependent drafts for `positions`: row j reads the window (the known tokens just left of the
+    round, when the head has one), the parallel states of rows <= j and the drafts before it; its
+    token is the inverse CDF of p_j at a fresh uniform u_j."""
     m = len(positions)
     dev = states.device
     pos = torch.tensor([[p + 1 for p in positions]], device=dev)
     hid = states[None, :m].to(head.in_proj.weight.dtype)
-    before = [prev]
+    cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
+    if window:
+        wpos = torch.tensor([head.window_at(positions[0] + 1)], device=dev)
+        head.start(torch.tensor([window], device=dev), wpos, cache)
     drafts: list[int] = []
     rows: list[torch.Tensor] = []
     for j in range(m):
+        before = prev if j == 0 else drafts[-1]
+        resid = head.step(hid[:, j : j + 1], torch.tensor([[before]], device=dev), pos[:, j : j + 1], cache)[0, 0]
         if j == 0 and exact_first:
-            row = base[0]
+            row = base[0]  # the AS-ARM's exact row (the head still reads row 1 for the rows after it)
         else:
-            resid = head(hid[:, : j + 1], torch.tensor([before[: j + 1]], device=dev), pos[:, : j + 1], last=True)[0, 0]
             row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
-        p = tempered_probs(row, temperature)
-        tok = sample_categorical(p, gen)
+        p = tempered_probs(row, temperature)  # p_j, fixed by the context and d_<j (i.e. by u_<j)
+        tok = sample_categorical(p, gen)  # d_j = F^-1_{p_j}(u_j)
         drafts.append(tok)
         rows.append(p)
-        before.append(tok)
     return drafts, rows
+
+
+def known_window(mi: MaskedInput, known: list[int | None], first: int, window_at, bos: int) -> list[int]:
+    """The tokens at the window positions of a round starting at input position `first` (BOS
+    where they run past the start; `window_at` is the head's): visible or decided, all known in
+    lattice order."""
+    out = []
+    for model_pos in window_at(first + 1):
+        i = model_pos - 1  # model position 0 is BOS
+        tok = bos if i < 0 else (known[i] if known[i] is not None else mi.tokens[i])
+        if tok == mi.mask_id:  # cannot happen in lattice order; drafting from [MASK] would be silent nonsense
+            raise AssertionError(f"position {i} left of a round is not decided yet")
+        out.append(tok)
+    return out
 
 
 def check_pair(lm, draft_lm) -> None:
@@ -113,9 +132,12 @@ def assd_ptp(
     base, states = _call(oracle, [], [(pos, 0) for pos in positions])
     yield rec(StepKind.DRAFT_PASS, rnd, note=f"parallel rows for {len(positions)} positions{teacher_note}")
     exact_first, prev = True, oracle.bos
+    width = getattr(head.config, "window", 0)
     while positions:
         m = len(positions)
-        drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special)
+        window = known_window(mi, known, positions[0], head.window_at, oracle.bos) if width else None
+        drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special,
+                                     window=window)
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note="PTP head: draft j drawn by inverse CDF at u_j, conditioned on drafts 1..j-1")
         start = 0
