@@ -69,10 +69,12 @@ def eval_cli(argv: list[str]) -> int:
     ap.add_argument("folder")
     ap.add_argument("--teacher", default=None)
     ap.add_argument("--windows", type=int, default=32)
-    ap.add_argument("--write-card", action="store_true", help="write metrics.json into the folder")
+    ap.add_argument("--write-card", action="store_true", help="write metrics.json and the README card into the folder")
     a = ap.parse_args(argv)
     res = evaluate(a.folder, a.teacher, a.windows)
     print(json.dumps(res, indent=2))
     if a.write_card:
-        (Path(a.folder) / "metrics.json").write_text(json.dumps(res, indent=2))
+        from .evaluate import write_card
+
+        write_card(Path(a.folder), res)
     return 0

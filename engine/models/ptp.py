@@ -142,16 +142,17 @@ class PtpHead(PreTrainedModel):
         """Run n new rows through the blocks; each sees the cached rows and the new rows up to
         itself. The new rows' K/V are appended to `cache` (one (K, V) per block)."""
         n = x.shape[1]
+        r = self.blocks[0].rope(pos, x)  # the same positions in every block: looked up once
+        past = cache[0][0].shape[2] if cache else 0
+        mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)[None].expand(x.shape[0], n, past + n)
         for i, blk in enumerate(self.blocks):
-            kk, vv = blk.keys(x, pos)
+            kk, vv = blk.keys(x, r)
             if len(cache) > i:
                 kk, vv = (torch.cat([c, t], 2) for c, t in zip(cache[i], (kk, vv)))
                 cache[i] = (kk, vv)
             else:
                 cache.append((kk, vv))
-            past = kk.shape[2] - n
-            mask = torch.ones(n, past + n, dtype=torch.bool, device=x.device).tril(past)
-            x = blk.attend(x, pos, kk, vv, mask[None].expand(x.shape[0], n, past + n))
+            x = blk.attend(x, r, kk, vv, mask)
         return x
 
     # ---- distillation -------------------------------------------------------------------------
