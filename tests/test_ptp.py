@@ -162,7 +162,8 @@ def test_wrong_drafter_is_a_clear_error(tiny_asarm):
 
 def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path):
     """The training loss is finite, trains only the head, and a few steps reduce it."""
-    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3)
+    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
+                           window=0)
     codec, head = drafter_for_training(a, None)
     head = head.to(torch.float64)
     teacher_before = [p.clone() for p in tiny_asarm.model.parameters()]
@@ -216,12 +217,12 @@ def test_window_holds_the_known_tokens_left_of_a_round(tiny_asarm):
     a, b = mi.tokens[4], mi.tokens[1]
     known = [None] * 6
     known[0], known[2], known[3] = 9, 7, 8  # decided before the round that starts at position 5
-    at = lambda first: window_positions(torch.tensor([first]), 4)[0].tolist()  # noqa: E731
-    assert known_window(mi, known, 5, at, 1) == [b, 7, 8, a]
-    assert known_window(mi, known, 0, at, 1) == [1, 1, 1, 1]  # BOS past the start
+    at = lambda first: window_positions(torch.tensor([first + 1]), 4)[0].tolist()  # noqa: E731
+    assert known_window(mi, known, at(5), 1) == [b, 7, 8, a]
+    assert known_window(mi, known, at(0), 1) == [1, 1, 1, 1]  # BOS past the start
     known[3] = None
     with pytest.raises(AssertionError, match="not decided"):
-        known_window(mi, known, 5, at, 1)
+        known_window(mi, known, at(5), 1)
 
 
 def test_rounds_cover_every_masked_position_once():

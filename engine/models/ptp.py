@@ -68,8 +68,8 @@ class PtpConfig(ModelConfig):
         return cls(
             vocab_size=teacher_cfg.vocab_size, hidden_size=teacher_cfg.hidden_size, num_layers=a.layers,
             num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
-            rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name, rate_min=getattr(a, "rate_min", 0.5),
-            window=getattr(a, "window", 0),
+            rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name, rate_min=a.rate_min,
+            window=a.window,
             special_token_ids=list(teacher_cfg.special_token_ids), domain=teacher_cfg.domain,
             pad_token_id=teacher_cfg.pad_token_id, bos_token_id=teacher_cfg.bos_token_id,
             mask_token_id=teacher_cfg.mask_token_id,
@@ -93,7 +93,7 @@ class PtpHead(PreTrainedModel):
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, config.vocab_size, bias=False)
         # a window row carries a known token, not an AS-ARM state: this vector stands in for in_proj(g)
-        self.window_embed = nn.Parameter(torch.zeros(d)) if getattr(config, "window", 0) else None
+        self.window_embed = nn.Parameter(torch.zeros(d)) if config.window else None
         self.post_init()
         self._teacher: list = []  # not a submodule: never saved, never trained
 
@@ -175,8 +175,8 @@ class PtpHead(PreTrainedModel):
         if not self._teacher:
             raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
         teacher = self._teacher[0]
-        w = getattr(self.config, "window", 0)
-        batch = build_rounds(ids, self.config.k, gen, rate, getattr(self.config, "rate_min", 0.5), w)
+        w = self.config.window
+        batch = build_rounds(ids, self.config.k, gen, rate, self.config.rate_min, w)
         with torch.no_grad():
             hid, base, target = teacher_rows(teacher, ids, batch)
         batch = {n: v.to(ids.device) for n, v in batch.items()}  # rounds are cut on the CPU

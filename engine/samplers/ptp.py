@@ -60,9 +60,9 @@ def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
 @torch.no_grad()
 def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int, exact_first: bool,
                 gen: torch.Generator, temperature: float, special: torch.Tensor,
-                window: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
-    """Dependent drafts for `positions`: row j reads the window (the known tokens just left of the
-    round, when the head has one), the parallel states of rows <= j and the drafts before it; its
+                window: tuple[list[int], list[int]] | None = None) -> tuple[list[int], list[torch.Tensor]]:
+    """Dependent drafts for `positions`: row j reads the window ((tokens, model positions) of the
+    known tokens just left of the round, when the head has one), the parallel states of rows <= j and the drafts before it; its
     token is the inverse CDF of p_j at a fresh uniform u_j."""
     m = len(positions)
     dev = states.device
@@ -70,8 +70,7 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
     hid = states[None, :m].to(head.in_proj.weight.dtype)
     cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
     if window:
-        wpos = torch.tensor([head.window_at(positions[0] + 1)], device=dev)
-        head.start(torch.tensor([window], device=dev), wpos, cache)
+        head.start(torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev), cache)
     drafts: list[int] = []
     rows: list[torch.Tensor] = []
     for j in range(m):
@@ -88,12 +87,11 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
     return drafts, rows
 
 
-def known_window(mi: MaskedInput, known: list[int | None], first: int, window_at, bos: int) -> list[int]:
-    """The tokens at the window positions of a round starting at input position `first` (BOS
-    where they run past the start; `window_at` is the head's): visible or decided, all known in
-    lattice order."""
+def known_window(mi: MaskedInput, known: list[int | None], model_positions: list[int], bos: int) -> list[int]:
+    """The tokens at the window's model positions (the head's `window_at`; 0 is BOS): visible or
+    decided, all known in lattice order."""
     out = []
-    for model_pos in window_at(first + 1):
+    for model_pos in model_positions:
         i = model_pos - 1  # model position 0 is BOS
         tok = bos if i < 0 else (known[i] if known[i] is not None else mi.tokens[i])
         if tok == mi.mask_id:  # cannot happen in lattice order; drafting from [MASK] would be silent nonsense
@@ -132,10 +130,12 @@ def assd_ptp(
     base, states = _call(oracle, [], [(pos, 0) for pos in positions])
     yield rec(StepKind.DRAFT_PASS, rnd, note=f"parallel rows for {len(positions)} positions{teacher_note}")
     exact_first, prev = True, oracle.bos
-    width = getattr(head.config, "window", 0)
     while positions:
         m = len(positions)
-        window = known_window(mi, known, positions[0], head.window_at, oracle.bos) if width else None
+        window = None
+        if head.config.window:
+            wpos = head.window_at(positions[0] + 1)
+            window = (known_window(mi, known, wpos, oracle.bos), wpos)
         drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special,
                                      window=window)
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
