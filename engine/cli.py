@@ -17,6 +17,7 @@ def _infill(a: argparse.Namespace) -> int:
     from .device import apply_device_flag
 
     apply_device_flag(a.device)
+    apply_hub_flags(a)
     r = infill(
         a.text, model=a.model, sampler=a.sampler, domain=a.domain, k=a.k, temperature=a.temperature,
         seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
@@ -59,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("infill", help="fill the [MASK] spans of TEXT")
     p.add_argument("text")
     p.add_argument("--model", default=None,
-                   help="bundled model name, checkpoint folder, or Hugging Face model id (e.g. xlnet/xlnet-base-cased)")
+                   help="bundled model name, checkpoint folder, or Hugging Face model id, optionally NAME@REVISION "
+                        "(e.g. xlnet/xlnet-base-cased, therealgabeguo/ASARM@code)")
+    add_hub_args(p)
     p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=sorted(SAMPLERS),
                    help=f"default {DEFAULT_SAMPLER}: the fastest exact sampler measured on a 2-core CPU")
     p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
@@ -83,6 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     for name in DELEGATED:
         sub.add_parser(name, help=f"see python -m engine {name} --help")
     return ap
+
+
+def add_hub_args(p: argparse.ArgumentParser) -> None:
+    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (registry.HubOptions)."""
+    p.add_argument("--tokenizer", default=None,
+                   help="with a Hub --model: take the tokenizer from this Hub id (NAME@REV) or folder "
+                        "(default: the checkpoint's own, else its family's, XLNet: xlnet/xlnet-base-cased)")
+    p.add_argument("--code-map", default=None, action=argparse.BooleanOptionalAction,
+                   help="with a Hub --model: the ASSD paper's whitespace mapping for code (default: on for */ASARM@code)")
+
+
+def apply_hub_flags(a: argparse.Namespace) -> None:
+    """Record --tokenizer / --code-map for the Hub model named by --model (nothing for other models)."""
+    from .registry import is_hub_spec, set_hub_options
+
+    if getattr(a, "model", None) and (a.tokenizer is not None or a.code_map is not None) and is_hub_spec(a.model):
+        set_hub_options(a.model, tokenizer=a.tokenizer, code_map=a.code_map)
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:

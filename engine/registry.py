@@ -1,11 +1,16 @@
 """Where models come from: bundled checkpoints in assets/models, plus folders an operator lists in
 INFILL_MODEL_DIRS (colon-separated; each a checkpoint folder or a folder of them), plus Hugging Face
 model ids an operator lists in INFILL_MODEL_IDS (comma-separated, e.g. xlnet/xlnet-base-cased).
+Wherever a Hub id is named it may carry a revision, `NAME@REVISION` (a branch, tag or commit: the
+ASSD paper publishes its text and code checkpoints as `therealgabeguo/ASARM@nlp` and `@code`).
 Visitors of the app choose among these names only; a path or a Hub id is accepted from the Python
 API and the CLI (`--model xlnet/xlnet-base-cased`), never from the app.
 
 Hub ids load with `from_pretrained` (downloaded into the Hugging Face cache when online, read from
-it offline). Offline without a cached copy is one line saying what to do.
+it offline). Offline without a cached copy is one line saying what to do. A checkpoint without a
+tokenizer borrows its family's (FAMILY_TOKENIZER: XLNet -> xlnet/xlnet-base-cased), and per-model
+options (HubOptions: the tokenizer's id, the ASSD paper's whitespace mapping for code) come from
+defaults, $INFILL_HUB_OPTIONS and set_hub_options, in that order.
 
 A model is loaded onto one device (engine/device.py: INFILL_DEVICE / --device / device=); the
 cache key includes it."""
@@ -29,6 +34,68 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
 KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
 # "name" or "org/name", the Hub's own rule for repo ids (no "..", no leading or trailing "." or "-")
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+# a branch, tag or commit after "@" (branch names may hold "/"; never "..")
+REVISION = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+# where a checkpoint that ships no tokenizer takes one from (the family's base model, as the paper does)
+FAMILY_TOKENIZER = {"xlnet": "xlnet/xlnet-base-cased"}
+# (repository name, revision) whose code checkpoints were trained with the ASSD paper's whitespace
+# mapping (engine.tokenization.ASSD_CODE_MAP): on by default for them, any owner (mirrors, forks)
+CODE_MAP_DEFAULT = {("ASARM", "code")}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "spiece.model", "vocab.txt", "vocab.json")
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """'org/name@rev' -> ('org/name', 'rev'); without '@' the revision is None (the Hub's main)."""
+    name, at, rev = spec.partition("@")
+    return name, (rev if at else None)
+
+
+def is_hub_spec(spec: str) -> bool:
+    """A well-formed Hub id, with or without '@REVISION'."""
+    name, rev = split_spec(spec)
+    return bool(HUB_ID.match(name)) and (rev is None or bool(REVISION.match(rev)))
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """Per-model settings of a Hub checkpoint. tokenizer: a Hub id (NAME@REV allowed) or a folder to
+    take the tokenizer from (None: the checkpoint's own, else FAMILY_TOKENIZER); code_map: the ASSD
+    paper's whitespace mapping around the tokenizer (None: on for CODE_MAP_DEFAULT checkpoints)."""
+
+    tokenizer: str | None = None
+    code_map: bool | None = None
+
+
+_OPTIONS: dict[str, HubOptions] = {}
+
+
+def set_hub_options(spec: str, tokenizer: str | None = None, code_map: bool | None = None) -> None:
+    """Set a Hub model's options for this process (the CLI's --tokenizer / --code-map); None keeps
+    what the defaults and $INFILL_HUB_OPTIONS say."""
+    _OPTIONS[spec] = HubOptions(tokenizer, code_map)
+
+
+def hub_options(spec: str) -> HubOptions:
+    """The options of `NAME[@REV]`: defaults, then $INFILL_HUB_OPTIONS (JSON, e.g.
+    '{"org/name@code": {"tokenizer": "xlnet/xlnet-large-cased", "code_map": false}}'), then
+    set_hub_options; a later source overrides an earlier one only where it says something."""
+    name, rev = split_spec(spec)
+    tok, cmap = None, (name.rsplit("/", 1)[-1], rev) in CODE_MAP_DEFAULT
+    raw = os.environ.get("INFILL_HUB_OPTIONS", "").strip()
+    layers = []
+    if raw:
+        try:
+            env = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ModelNotFoundError(f"INFILL_HUB_OPTIONS is not JSON ({e}); expected "
+                                     '{"org/name@rev": {"tokenizer": "id", "code_map": true}}') from None
+        got = env.get(spec, {}) if isinstance(env, dict) else {}
+        layers.append(HubOptions(got.get("tokenizer"), got.get("code_map")) if isinstance(got, dict) else HubOptions())
+    layers.append(_OPTIONS.get(spec, HubOptions()))
+    for o in layers:
+        tok = o.tokenizer if o.tokenizer is not None else tok
+        cmap = o.code_map if o.code_map is not None else cmap
+    return HubOptions(tok, bool(cmap))
 
 
 @dataclass
@@ -47,6 +114,8 @@ class LoadedModel:
     card: dict = field(default_factory=dict)
     hub_id: str | None = None  # set when loaded from the Hugging Face Hub (path is then the id)
     device: str = "cpu"
+    tokenizer_from: str | None = None  # the folder the tokenizer came from when not the checkpoint's own
+    code_map: bool = False  # the ASSD paper's whitespace mapping is on (engine.tokenization.ASSD_CODE_MAP)
 
 
 def _candidates() -> dict[str, Path]:
@@ -76,23 +145,26 @@ def hub_offline() -> bool:
 
 
 def offline_message(hub_id: str, why: str = "") -> str:
-    """One line a person can act on when a Hub id cannot be fetched."""
+    """One line a person can act on when a Hub id (NAME or NAME@REVISION) cannot be fetched."""
+    name, rev = split_spec(hub_id)
     return (
         f"Model {hub_id!r} is not a bundled model or a local checkpoint folder, and the Hugging Face Hub "
         f"cannot be reached to download it ({why or 'offline'}). On a machine with network run "
-        f"`hf download {hub_id} --local-dir DIR`, copy DIR here and pass --model DIR (the app: list DIR in "
+        f"`hf download {name}{f' --revision {rev}' if rev else ''} --local-dir DIR`, copy DIR here"
+        f" and pass --model DIR (the app: list DIR in "
         f"INFILL_MODEL_DIRS){', or unset HF_HUB_OFFLINE if this machine is online' if hub_offline() else ''}. "
         f"Available here: {', '.join(sorted(_candidates())) or 'none'}."
     )
 
 
 @lru_cache(maxsize=64)
-def _hub_config(hub_id: str) -> dict:
-    """config.json of a Hub id (from the cache when offline); {} when it cannot be had."""
+def _hub_config(hub_id: str, revision: str | None = None) -> dict:
+    """config.json of a Hub id at a revision (from the cache when offline); {} when it cannot be had."""
     try:
         from huggingface_hub import hf_hub_download
 
-        return json.loads(Path(hf_hub_download(hub_id, "config.json", local_files_only=hub_offline())).read_text())
+        return json.loads(Path(hf_hub_download(hub_id, "config.json", revision=revision,
+                                               local_files_only=hub_offline())).read_text())
     except Exception:  # noqa: BLE001 - listing never fails; loading says why
         return {}
 
@@ -102,7 +174,7 @@ def available() -> list[dict]:
     An operator-listed Hub id whose config cannot be had (offline, not cached) has kind "?"."""
     rows = []
     for hid in hub_ids():
-        cfg = _hub_config(hid)
+        cfg = _hub_config(*split_spec(hid))
         mt = cfg.get("model_type", "?")
         rows.append({"name": hid, "path": hid, "kind": KIND_BY_TYPE.get(mt, mt), "model_type": mt,
                      "domain": cfg.get("domain", "text"), "metrics": {}, "hub_id": hid})
@@ -132,49 +204,75 @@ def resolve(name_or_path: str, allow_paths: bool = True) -> Path | str:
     p = Path(name_or_path)
     if allow_paths and (p / "config.json").is_file():
         return p.resolve()
-    if allow_paths and HUB_ID.match(name_or_path) and not p.exists():
+    if allow_paths and is_hub_spec(name_or_path) and not p.exists():
         return name_or_path
     known = ", ".join(sorted(cands) + hub_ids()) or "none"
     raise ModelNotFoundError(f"No model named {name_or_path!r}. Available: {known}.")
 
 
 @lru_cache(maxsize=16)  # successes only: one Hub round trip per id and process
-def _hub_folder(hub_id: str) -> Path:
-    """The local snapshot of a Hub id: downloaded when online (config, weights, tokenizer; not the
-    TF / Flax / Rust copies), the cached one when offline; one actionable line when neither."""
+def _hub_folder(hub_id: str, revision: str | None = None, weights: bool = True) -> Path:
+    """The local snapshot of a Hub id at a revision: downloaded when online (config, weights,
+    tokenizer; not the TF / Flax / Rust copies; no weights for a tokenizer source), the cached one
+    when offline; one actionable line when neither."""
+    spec = hub_id + (f"@{revision}" if revision else "")
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
 
     try:  # the config first: a family the studio cannot run is refused before any weights download
-        mt = json.loads(Path(hf_hub_download(hub_id, "config.json", local_files_only=hub_offline())).read_text()
-                        ).get("model_type", "?")
-        if mt not in KIND_BY_TYPE:
+        mt = json.loads(Path(hf_hub_download(hub_id, "config.json", revision=revision,
+                                             local_files_only=hub_offline())).read_text()).get("model_type", "?")
+        if weights and mt not in KIND_BY_TYPE:
             raise IncompatibleModelsError(
                 f"{hub_id!r} is a {mt!r} model; the studio runs AS-ARM (its own or XLNet), hybrid and judge "
                 "checkpoints."
             )
         folder = Path(snapshot_download(
-            hub_id, local_files_only=hub_offline(),
-            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "pytorch_model*.bin"],
+            hub_id, revision=revision, local_files_only=hub_offline(),
+            allow_patterns=["*.json", "*.model", "*.txt"] + (["*.safetensors", "pytorch_model*.bin"] if weights else []),
         ))
     except (RepositoryNotFoundError, GatedRepoError) as e:
         known = ", ".join(sorted(_candidates()) + hub_ids()) or "none"
         raise ModelNotFoundError(
-            f"No model named {hub_id!r}: not a local folder, and the Hugging Face Hub has no public model by "
+            f"No model named {spec!r}: not a local folder, and the Hugging Face Hub has no public model by "
             f"that id ({type(e).__name__}). Available here: {known}."
         ) from None
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as e:
-        raise ModelNotFoundError(offline_message(hub_id, "HF_HUB_OFFLINE=1" if hub_offline()
+        raise ModelNotFoundError(offline_message(spec, "HF_HUB_OFFLINE=1" if hub_offline()
                                                  else f"no network: {type(e).__name__}")) from None
     if not (folder / "config.json").is_file():
-        raise ModelNotFoundError(f"The Hugging Face model {hub_id!r} has no config.json: not a transformers model.")
+        raise ModelNotFoundError(f"The Hugging Face model {spec!r} has no config.json: not a transformers model.")
     return folder
 
 
+def has_tokenizer(folder: Path) -> bool:
+    """Whether a checkpoint folder ships a tokenizer of its own."""
+    return any((folder / f).is_file() for f in TOKENIZER_FILES)
+
+
+def tokenizer_folder(spec: str, folder: Path, model_type: str) -> Path | None:
+    """Where a Hub checkpoint's tokenizer comes from: the id its options name, else its own folder,
+    else its family's base model (FAMILY_TOKENIZER), fetched like a model (no weights); None: no
+    tokenizer anywhere (loading then says so)."""
+    src = hub_options(spec).tokenizer
+    if src is None and has_tokenizer(folder):
+        return None
+    src = src or FAMILY_TOKENIZER.get(model_type)
+    if src is None:
+        raise ModelNotFoundError(f"The Hugging Face model {spec!r} ships no tokenizer and its family "
+                                 f"{model_type!r} has no default; name one in INFILL_HUB_OPTIONS or with --tokenizer.")
+    if Path(src).is_dir():
+        return Path(src).resolve()
+    return _hub_folder(*split_spec(src), weights=False)
+
+
 def _load(source: Path | str, device: str = "cpu") -> LoadedModel:
-    """Cached per (source, device); a Hub id resolves to its local snapshot first."""
+    """Cached per (source, device, tokenizer source, code map); a Hub id resolves to its local
+    snapshot (and its tokenizer's) first."""
     if isinstance(source, str) and not Path(source).is_dir():
-        return _load_folder(_hub_folder(source), device, source)
+        folder = _hub_folder(*split_spec(source))
+        mt = json.loads((folder / "config.json").read_text()).get("model_type", "?")
+        return _load_folder(folder, device, source, tokenizer_folder(source, folder, mt), hub_options(source).code_map)
     return _load_folder(Path(source), device, None)
 
 
@@ -232,7 +330,8 @@ def _load_hf(path: Path):
 
 
 @lru_cache(maxsize=16)
-def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
+def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path | None = None,
+                 code_map: bool = False) -> LoadedModel:
     apply_thread_default()
     cfg_json = json.loads((path / "config.json").read_text())
     mt = cfg_json.get("model_type", "?")
@@ -249,7 +348,10 @@ def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
     else:  # a Hub family (XLNet): its own tokenizer class knows its special tokens
         from transformers import AutoTokenizer
 
-        codec = Codec(AutoTokenizer.from_pretrained(str(path)))
+        from .tokenization import ASSD_CODE_MAP
+
+        codec = Codec(AutoTokenizer.from_pretrained(str(tok_folder or path)),
+                      whitespace=ASSD_CODE_MAP if code_map else None)
     if mt == "xlnet":
         max_tokens = 512
     else:
@@ -266,6 +368,8 @@ def _load_folder(path: Path, device: str, hub_id: str | None) -> LoadedModel:
         max_tokens=max_tokens,
         card=json.loads(card.read_text()) if card.is_file() else {},
         hub_id=hub_id,
+        tokenizer_from=str(tok_folder) if tok_folder else None,
+        code_map=code_map,
         device=str(device),
     )
 

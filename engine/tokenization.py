@@ -12,6 +12,7 @@ alphabets used by the exactness tests).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +25,10 @@ PAD, BOS, MASK, UNK = "[PAD]", "[BOS]", "[MASK]", "[UNK]"
 SPECIALS = [PAD, BOS, MASK, UNK]  # ids 0..3 in every tokenizer built here
 
 PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
+
+# The ASSD paper's code checkpoint (therealgabeguo/ASARM@code) was trained with whitespace the XLNet
+# tokenizer cannot spell mapped onto special tokens (paper, appendix D): longest run first.
+ASSD_CODE_MAP = {"   ": "<pad>", "  ": "<unk>", "\n": "<cls>", "\t": "<sep>"}
 
 
 def _wrap(tok: Tokenizer):
@@ -114,7 +119,9 @@ class LiteTokenizer:
 class Codec:
     """The engine's view of a tokenizer: ids in, ids out, exact text, clear refusals."""
 
-    def __init__(self, hf):  # a PreTrainedTokenizerFast or a LiteTokenizer
+    def __init__(self, hf, whitespace: dict[str, str] | None = None):  # a PreTrainedTokenizerFast or a LiteTokenizer
+        """`whitespace`: text -> token string spelled around the tokenizer (ASSD_CODE_MAP); those
+        tokens then stand for that text and are ordinary, samplable tokens."""
         self.hf = hf
         self.pad_id = hf.pad_token_id
         self.bos_id = hf.bos_token_id
@@ -126,6 +133,16 @@ class Codec:
         self.special_ids = sorted(
             {i for i in (self.pad_id, self.bos_id, self.mask_id, self.unk_id, *hf.all_special_ids) if i is not None}
         )
+        self.whitespace: dict[int, str] = {}  # token id -> the text it stands for (the code mapping)
+        for text, token in (whitespace or {}).items():
+            tid = hf.backend_tokenizer.token_to_id(token)
+            if tid is None:
+                raise UnrepresentableTextError(f"This tokenizer has no {token!r} token for the whitespace mapping.")
+            self.whitespace[tid] = text
+        self.special_ids = [i for i in self.special_ids if i not in self.whitespace]
+        self._ws_split = (re.compile("(" + "|".join(re.escape(t) for t in sorted(
+            self.whitespace.values(), key=len, reverse=True)) + ")") if self.whitespace else None)
+        self._ws_id = {t: i for i, t in self.whitespace.items()}
         self.byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
         self._not_space_led: torch.Tensor | None = None
         # User text is text: "[PAD]", "[MASK]", "<sep>" typed by a person are ordinary characters,
@@ -146,7 +163,19 @@ class Codec:
 
     def encode(self, text: str) -> list[int]:
         """Ids of user text. Special-token strings in it are ordinary characters (encoded as such or
-        refused like any other character the model cannot represent), never special ids."""
+        refused like any other character the model cannot represent), never special ids. With a
+        whitespace mapping, each mapped run is its token and the text between is encoded alone."""
+        if self._ws_split is None:
+            return self._encode(text)
+        ids: list[int] = []
+        for piece in self._ws_split.split(text):
+            if piece in self._ws_id:
+                ids.append(self._ws_id[piece])
+            elif piece:
+                ids += self._encode(piece)
+        return ids
+
+    def _encode(self, text: str) -> list[int]:
         lone = sorted({ch for ch in text if "\ud800" <= ch <= "\udfff"})
         if lone:  # not text at all (no UTF-8 form); the Rust tokenizer would raise a TypeError
             raise UnrepresentableTextError(
@@ -170,8 +199,22 @@ class Codec:
         return ids
 
     def decode(self, ids: list[int]) -> str:
-        """Ids -> text, special tokens kept (the byte-level decoder joins split characters)."""
-        return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
+        """Ids -> text, special tokens kept (the byte-level decoder joins split characters). Mapped
+        whitespace tokens become their text; the run after one decodes as the start of a line does
+        (the word-initial space XLNet's tokenizer puts before every word dropped, as the paper does)."""
+        if not self.whitespace:
+            return self.hf.backend_tokenizer.decode(list(ids), skip_special_tokens=False)
+        out, run = [], []
+        for i in list(ids) + [None]:
+            if i is None or i in self.whitespace:
+                if run:
+                    out.append(self.hf.backend_tokenizer.decode(run, skip_special_tokens=False))
+                    run = []
+                if i is not None:
+                    out.append(self.whitespace[i])
+            else:
+                run.append(i)
+        return "".join(out)
 
     def not_space_led(self) -> torch.Tensor:
         """[V] bool, True for ids whose text does not begin with a space (specials included): what a
