@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -16,8 +17,11 @@ import torch
 from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
+from ..errors import BadParameterError
 from ..registry import default_model, load, set_threads
-from .workloads import masked_windows
+from .progress import add_quiet_arg, set_quiet
+from .shard import is_main, shard_map, world
+from .workloads import masked_windows, read_inputs
 
 ASSD_SAMPLERS = ["sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"]
 BASELINE = "sequential-cache"  # the strongest non-speculative baseline: every headline ratio is against it
@@ -34,30 +38,29 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
-                   seed: int = 0, temperature: float = 1.0) -> dict:
-    """ASSD variants against the sequential baselines on the same masked windows and seeds,
-    interleaved; per-sampler calls, rounds, tokens and seconds, and wall ratios within the run."""
-    lm = load(model)
-    inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed,
-                            max_tokens=lm.max_tokens)
-    per: dict[str, dict[str, list[float]]] = {s: {"calls": [], "rounds": [], "tokens": [], "seconds": [], "cpu": []}
-                                             for s in samplers}
-    for i, mi in enumerate(inputs):
-        for s in samplers:  # interleaved, so drift in machine load hits every sampler alike
-            name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
-            run = InfillRun(masked_input=mi, model=model, sampler=name, k=k, seed=seed + i, temperature=temperature,
-                            cache=True if opt == "cache" else None)
-            t0, c0 = time.perf_counter(), time.process_time()
-            for _ in run.stream():
-                pass
-            secs = time.perf_counter() - t0
-            per[s]["cpu"].append(time.process_time() - c0)  # CPU time: far less disturbed by others' load
-            res = run.result(with_log_prob=False)
-            per[s]["calls"].append(res.calls)
-            per[s]["rounds"].append(res.rounds)
-            per[s]["tokens"].append(res.masked_tokens)
-            per[s]["seconds"].append(secs)
+def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, temperature: float) -> dict:
+    """Every sampler on one input, one right after the other (drift in machine load hits every
+    sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds."""
+    out = {}
+    for s in samplers:
+        name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
+        run = InfillRun(masked_input=mi, model=model, sampler=name, k=k, seed=seed, temperature=temperature,
+                        cache=True if opt == "cache" else None)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in run.stream():
+            pass
+        secs = time.perf_counter() - t0
+        cpu = time.process_time() - c0  # CPU time: far less disturbed by others' load
+        res = run.result(with_log_prob=False)
+        out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": secs, "cpu": cpu}
+    return out
+
+
+def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
+    """The per-sampler rows of `bench assd` over the given inputs' measurements (all of them for
+    the summary, one for a per-input row)."""
+    per = {s: {key: [m[s][key] for m in measured] for key in ("calls", "rounds", "tokens", "seconds", "cpu")}
+           for s in samplers}
     rows = []
     for s in samplers:
         d = per[s]
@@ -85,16 +88,45 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
             row[f"wall_ratio_vs_{key}_max"] = max(ratios)
             row[f"cpu_ratio_vs_{key}"] = sum(per[base]["cpu"]) / max(1e-12, sum(d["cpu"]))
         rows.append(row)
-    return {
+    return rows
+
+
+def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
+                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None) -> dict:
+    """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
+    `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
+    ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
+    takes it. From a file: also every row per input ("per_input") and the lines left out."""
+    lm = load(model)
+    src = None
+    if inputs_file:
+        src = read_inputs(inputs_file, lm.codec, lm.max_tokens, seed)
+        for e in src.errors if is_main() else []:
+            print(f"skipped {e}", file=sys.stderr)
+        inputs = src.inputs
+        if not inputs:
+            raise BadParameterError(f"--inputs {inputs_file}: no usable input ({len(src.errors)} line(s) left out)")
+    else:
+        inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
+    measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature), inputs,
+                         desc=f"bench assd: {len(samplers)} samplers per input")
+    out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
-        "masked_tokens_mean": statistics.fmean(per[samplers[0]]["tokens"]), "torch_threads": torch.get_num_threads(),
-        "device": lm.device, "baseline": BASELINE, "rows": rows,
+        "masked_tokens_mean": statistics.fmean(m[samplers[0]]["tokens"] for m in measured),
+        "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
+        "processes": world()[1], "rows": assd_rows(measured, samplers),
     }
+    if src is not None:
+        out.update(inputs=str(inputs_file), length=None, mask_rate=None, skipped=src.errors, per_input=[
+            {"line": n, "masked_tokens": m[samplers[0]]["tokens"], "rows": assd_rows([m], samplers)}
+            for n, m in zip(src.lines, measured, strict=True)])
+    return out
 
 
 def print_table(res: dict) -> None:
     """The `bench assd` result as a plain-text table."""
-    print(f"model {res['model']}  length {res['length']}  mask rate {res['mask_rate']}  k {res['k']}  "
+    what = f"file {res['inputs']}" if res.get("inputs") else f"length {res['length']}  mask rate {res['mask_rate']}"
+    print(f"model {res['model']}  {what}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
     print(f"{'sampler':<18}{'calls':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
@@ -110,6 +142,10 @@ def print_table(res: dict) -> None:
               f"{r['tokens_per_call']:>10.2f}{r['seconds_median']:>9.2f}{vc:>34}{cc:>18}{vu:>17}")
     print("ratios: baseline seconds / sampler seconds, total over inputs; median, min and max of the per-input "
           "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time.")
+    for one in res.get("per_input", []):
+        cells = "  ".join(f"{r['sampler']} {r['calls_mean']:g} calls {r['tokens_per_call']:.2f} tok/call"
+                          for r in one["rows"])
+        print(f"line {one['line']} ({one['masked_tokens']} masked): {cells}")
 
 
 def cli(argv: list[str]) -> int:
@@ -136,17 +172,25 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--mask-rate", type=float, default=0.95)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--inputs", default=None, metavar="FILE.jsonl",
+                    help='your own inputs, one JSON object a line: {"text": "... [MASK:4] ..."} or '
+                         '{"text": "...", "mask_rate": 0.5} (instead of --length/--mask-rate/--samples windows)')
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
     add_device_arg(ap)
+    add_quiet_arg(ap)
     a = ap.parse_args(argv)
+    set_quiet(a.quiet)
+    is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
     apply_device_flag(a.device)
     if a.threads:
         set_threads(a.threads)
     res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,
-                         a.samplers.split(","), a.seed)
+                         a.samplers.split(","), a.seed, inputs_file=a.inputs)
+    if not is_main():
+        return 0  # the main process prints what every process measured
     if a.json:
         print(json.dumps(res))
     else:

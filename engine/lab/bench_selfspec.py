@@ -23,9 +23,12 @@ from pathlib import Path
 from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
+from ..errors import BadParameterError
 from ..registry import available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
-from .workloads import masked_windows
+from .progress import add_quiet_arg, set_quiet
+from .shard import is_main, shard_map, world
+from .workloads import masked_windows, read_inputs
 
 MDM_STEPS = [8, 16, 32, 64, 128]
 SELF_SPEC = [(0.2, 1), (0.1, 1), (0.05, 1), (0.1, 2), (0.05, 2), (0.02, 2)]
@@ -115,52 +118,88 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _run_settings(model: str, mi, settings: list[tuple[str, str, dict]], seed: int, domain: str,
+                  vocab: frozenset[str] | None) -> list[dict]:
+    """Every setting on one input (seed for all): what the rows are computed from."""
+    out = []
+    for sampler, _, kw in settings:
+        run = InfillRun(masked_input=mi, model=model, sampler=sampler, seed=seed, **kw)
+        for _ in run.stream():
+            pass
+        res = run.result(with_log_prob=False)
+        text = " ".join(s.text for s in res.spans)
+        gen = [res.tokens[p] for p in mi.masked]
+        out.append({"calls": res.calls, "best": res.counts["calls_best"], "text": text,
+                    "spelled": (_spelled(res.text if domain == "chars" else text, vocab, domain == "chars")
+                                if vocab is not None else None),
+                    "seq": res.tokens,  # the whole completed window, as section 1 of the report scores it
+                    "toks": len(gen), "entropy": unigram_entropy(gen)})
+    return out
+
+
+def _rows(settings: list[tuple[str, str, dict]], measured: list[list[dict]], domain: str,
+          vocab: frozenset[str] | None, judge) -> list[dict]:
+    """The rows of `bench self-spec` (one a setting and quality metric) over the given inputs'
+    measurements: all of them for the summary, one for a per-input row."""
+    rows = []
+    for j, (sampler, setting, _) in enumerate(settings):
+        ms = [m[j] for m in measured]
+        calls, best = [m["calls"] for m in ms], [m["best"] for m in ms]
+        row = {"sampler": sampler, "setting": setting, "calls_mean": statistics.fmean(calls),
+               "calls_best_mean": statistics.fmean(best),
+               "entropy": statistics.fmean(m["entropy"] for m in ms), "tokens_mean": sum(m["toks"] for m in ms) / len(ms)}
+        if vocab is not None:
+            spelled = [m["spelled"] for m in ms]
+            hits, words = sum(h for h, _ in spelled), sum(n for _, n in spelled)
+            quality = spelling_accuracy([m["text"] for m in ms], vocab) if domain != "chars" else hits / max(words, 1)
+            rows.append({**row, "quality": quality, "quality_metric": "spelling_accuracy",
+                         "per_input": {"calls_best": best, "spelled": spelled}})
+        if judge is not None:
+            rows.append({**row, "quality": judge[1]([m["seq"] for m in ms]), "quality_metric": f"judge_nll:{judge[0]}"})
+        if vocab is None and judge is None:
+            rows.append({**row, "quality": row["entropy"], "quality_metric": "entropy"})
+    return rows
+
+
 def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, seed: int = 0,
               mdm_steps: list[int] | None = None, self_spec: list[tuple[float, int]] | None = None,
-              window: str = "cosine", progress=None) -> dict:
+              window: str = "cosine", progress=None, inputs_file: str | None = None) -> dict:
     """MDM at several step counts against self-spec at several (dtau, inner) settings on the same
-    masked windows and seeds: calls (raw and best case) and quality per setting."""
+    masked windows (or the inputs of `inputs_file`) and seeds: calls (raw and best case) and
+    quality per setting. Input i runs every setting with seed + i, in whichever process
+    (engine.lab.shard) takes it. From a file: also every row per input and the lines left out."""
     lm = load(model)
-    inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
+    src = None
+    if inputs_file:
+        src = read_inputs(inputs_file, lm.codec, lm.max_tokens, seed)
+        for e in src.errors if is_main() else []:
+            print(f"skipped {e}", file=sys.stderr)
+        inputs = src.inputs
+        if not inputs:
+            raise BadParameterError(f"--inputs {inputs_file}: no usable input ({len(src.errors)} line(s) left out)")
+    else:
+        inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
     settings = [("mdm", f"T={t}", {"steps": t}) for t in (mdm_steps or MDM_STEPS)]
     settings += [("self-spec", f"dtau={d:g},N={n}", {"dtau": d, "inner": n, "window": window})
                  for d, n in (self_spec or SELF_SPEC)]
     vocab = train_words(lm.domain) if lm.domain in ("text", "chars") else None
     judge = _judge(lm.domain)
-    rows = []
-    for sampler, setting, kw in settings:
-        calls, best, texts, seqs, ents, toks, spelled = [], [], [], [], [], 0, []
-        for i, mi in enumerate(inputs):
-            run = InfillRun(masked_input=mi, model=model, sampler=sampler, seed=seed + i, **kw)
-            for _ in run.stream():
-                pass
-            res = run.result(with_log_prob=False)
-            calls.append(res.calls)
-            best.append(res.counts["calls_best"])
-            texts.append(" ".join(s.text for s in res.spans))
-            if vocab is not None:
-                spelled.append(_spelled(res.text if lm.domain == "chars" else texts[-1], vocab, lm.domain == "chars"))
-            seqs.append(res.tokens)  # the whole completed window, as section 1 of the report scores it
-            gen = [res.tokens[p] for p in mi.masked]
-            toks += len(gen)
-            ents.append(unigram_entropy(gen))
-        row = {"sampler": sampler, "setting": setting, "calls_mean": statistics.fmean(calls),
-               "calls_best_mean": statistics.fmean(best),
-               "entropy": statistics.fmean(ents), "tokens_mean": toks / len(inputs)}
-        if vocab is not None:
-            hits, words = sum(h for h, _ in spelled), sum(n for _, n in spelled)
-            quality = spelling_accuracy(texts, vocab) if lm.domain != "chars" else hits / max(words, 1)
-            rows.append({**row, "quality": quality, "quality_metric": "spelling_accuracy",
-                         "per_input": {"calls_best": best, "spelled": spelled}})
-        if judge is not None:
-            rows.append({**row, "quality": judge[1](seqs), "quality_metric": f"judge_nll:{judge[0]}"})
-        if vocab is None and judge is None:
-            rows.append({**row, "quality": row["entropy"], "quality_metric": "entropy"})
-        if progress:
-            progress(rows[-1])
-    out = {"model": model, "samples": len(inputs), "length": length, "mask_rate": mask_rate, "rows": rows}
+    measured = shard_map(lambda i, mi: _run_settings(model, mi, settings, seed + i, lm.domain, vocab), inputs,
+                         desc=f"bench self-spec: {len(settings)} settings per input")
+    rows = _rows(settings, measured, lm.domain, vocab, judge)
+    if progress:
+        for r in rows:
+            progress(r)
+    out = {"model": model, "samples": len(inputs), "length": length, "mask_rate": mask_rate, "rows": rows,
+           "processes": world()[1]}
     if vocab is not None:
         out["self_spec_at_mdm_best"] = self_spec_at_mdm_best(rows, len(inputs))
+    if src is not None:
+        out.update(inputs=str(inputs_file), length=None, mask_rate=None, skipped=src.errors, per_input=[
+            {"line": n, "masked_tokens": len(mi.masked),
+             "rows": [{k: v for k, v in r.items() if k != "per_input"}
+                      for r in _rows(settings, [m], lm.domain, vocab, judge)]}
+            for n, mi, m in zip(src.lines, inputs, measured, strict=True)])
     return out
 
 
@@ -176,8 +215,9 @@ def write_html(result: dict, path: Path) -> Path:
         fig.add_trace(go.Scatter(x=[r["calls_best_mean"] for r in rs], y=[r["quality"] for r in rs],
                                  mode="lines+markers+text", name=sampler, text=[r["setting"] for r in rs],
                                  textposition="top center"))
-    fig.update_layout(title=f"{result['model']}: {metric} vs network calls ({result['samples']} inputs of "
-                            f"{result['length']} tokens, {result['mask_rate']:.0%} masked)",
+    what = (f"{result['samples']} inputs from {result['inputs']}" if result.get("inputs") else
+            f"{result['samples']} inputs of {result['length']} tokens, {result['mask_rate']:.0%} masked")
+    fig.update_layout(title=f"{result['model']}: {metric} vs network calls ({what})",
                       xaxis_title="network calls (full-pass units, best case)", yaxis_title=metric, xaxis_type="log")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(str(path), include_plotlyjs=True)
@@ -193,6 +233,9 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--length", type=int, default=128, help="tokens per input window")
     ap.add_argument("--mask-rate", type=float, default=0.95)
+    ap.add_argument("--inputs", default=None, metavar="FILE.jsonl",
+                    help='your own inputs, one JSON object a line: {"text": "... [MASK:4] ..."} or '
+                         '{"text": "...", "mask_rate": 0.5} (instead of --length/--mask-rate/--samples windows)')
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--window", default="cosine", choices=["cosine", "linear"])
     ap.add_argument("--mdm-steps", default=",".join(map(str, MDM_STEPS)), help="MDM step counts T, comma-separated")
@@ -201,13 +244,12 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--html", default="runs/bench-self-spec.html")
     ap.add_argument("--json", action="store_true")
     add_device_arg(ap)
+    add_quiet_arg(ap)
     a = ap.parse_args(argv)
+    set_quiet(a.quiet)
+    is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
     apply_device_flag(a.device)
     model = a.model or default_model(a.domain, "hybrid")
-    def show(r: dict) -> None:  # progress on stderr, so --json stays clean
-        print(f"  {r['sampler']:<9} {r['setting']:<14} calls {r['calls_mean']:7.2f} (best {r['calls_best_mean']:.2f})  "
-              f"{r['quality_metric']} {r['quality']:.3f}  entropy {r['entropy']:.2f}", file=sys.stderr, flush=True)
-
     if a.samples < 1 or a.length < 8 or not 0 < a.mask_rate <= 1:
         ap.error("--samples must be at least 1, --length at least 8, --mask-rate in (0, 1]")
     try:
@@ -216,7 +258,9 @@ def run(argv: list[str]) -> int:
     except ValueError:
         ap.error("--mdm-steps takes integers like 8,32,128; --self-spec takes 'dtau,N' pairs like 0.1,1;0.05,2")
     result = run_bench(model, a.samples, a.length, a.mask_rate, a.seed, mdm_steps=steps, self_spec=spec,
-                       window=a.window, progress=show)
+                       window=a.window, inputs_file=a.inputs)
+    if not is_main():
+        return 0  # the main process prints and writes what every process measured
     html = write_html(result, Path(a.html))
     result["html"] = str(html)
     if a.json:
@@ -227,6 +271,9 @@ def run(argv: list[str]) -> int:
             print(f"{r['sampler']:<10} {r['setting']:<14} {r['calls_mean']:8.2f} {r['calls_best_mean']:8.2f} "
                   f"{r['quality']:8.3f} "
                   f"{r['quality_metric']:<18} {r['entropy']:7.2f}")
+        for one in result.get("per_input", []):
+            cells = "  ".join(f"{r['setting']} {r['calls_mean']:.1f} calls {r['quality']:.3f}" for r in one["rows"])
+            print(f"line {one['line']} ({one['masked_tokens']} masked): {cells}")
         m = result.get("self_spec_at_mdm_best")
         if m:
             ci = m["ratio_ci95"]

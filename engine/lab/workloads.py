@@ -6,6 +6,8 @@ Shared by `bench`, `eval` and `report`, so every number is measured on the same 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from pathlib import Path
 
 from ..masking import MaskedInput, from_token_positions
 from ..tokenization import Codec
@@ -50,4 +52,62 @@ def masked_windows(
             out.append(from_token_positions(w, pos, codec, max_tokens=max_tokens or len(w)))
             if len(out) == n:
                 return out
+    return out
+
+
+@dataclass
+class InputFile:
+    """A user's inputs (--inputs FILE.jsonl), parsed for one model: the MaskedInputs with the line
+    each came from and what was wrong with the other lines."""
+
+    inputs: list[MaskedInput]
+    lines: list[int]  # 1-based line number of each input
+    errors: list[str]  # "FILE:LINE: why" for every line left out
+
+
+def read_inputs(path: str | Path, codec: Codec, max_tokens: int, seed: int = 0) -> InputFile:
+    """One JSON object a line: {"text": "... [MASK:4] ..."} (the spans as `infill` takes them) or
+    {"text": "...", "mask_rate": 0.5} (that share of the tokens masked at random, seeded by seed +
+    line number). Blank lines are skipped; a bad line is reported by its number, the rest still run."""
+    import json
+
+    from ..errors import BadParameterError, InfillError
+    from ..masking import parse_masked_text
+
+    out = InputFile([], [], [])
+    try:
+        raw = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadParameterError(f"cannot read --inputs {path}: {e}") from None
+    for n, line in enumerate(raw, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            out.errors.append(f"{where}: not JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            out.errors.append(f'{where}: expected an object with a "text" string')
+            continue
+        text, rate = obj["text"], obj.get("mask_rate")
+        try:
+            if rate is None:
+                mi = parse_masked_text(text, codec, max_tokens=max_tokens)
+            else:
+                if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1:
+                    raise ValueError(f"mask_rate must be a number in (0, 1], got {rate!r}")
+                if "[MASK" in text:
+                    raise ValueError("give either [MASK] spans or a mask_rate, not both")
+                ids = codec.encode(text)
+                if not ids:
+                    raise ValueError("the text is empty")
+                pos = sorted(random.Random(seed + n).sample(range(len(ids)), max(1, round(rate * len(ids)))))
+                mi = from_token_positions(ids, pos, codec, max_tokens=max_tokens)
+        except (InfillError, ValueError) as e:
+            out.errors.append(f"{where}: {e}")
+            continue
+        out.inputs.append(mi)
+        out.lines.append(n)
     return out
