@@ -28,6 +28,8 @@ from ..api import InfillRun
 from ..masking import parse_masked_text
 from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
+from .progress import add_quiet_arg, set_quiet
+from .shard import is_main, shard_map
 from .workloads import masked_windows, separator_ids
 
 WINDOW = 256  # tokens per held-out window, every domain (a model with a shorter context uses its own)
@@ -89,12 +91,14 @@ def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
     crude but model-free check that fills are words."""
     lm = load(name)
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
-    texts = []
-    for i, mi in enumerate(inputs):
+
+    def spans(i: int, mi) -> list[str]:
         run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i)
         for _ in run.stream():
             pass
-        texts += [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
+        return [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
+
+    texts = [t for one in shard_map(spans, inputs, desc=f"eval {name}: spelling") for t in one]
     return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(inputs),
             "spelling_spans": len(texts),
             "spelling_sampler": sampler}
@@ -123,8 +127,10 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
     tasks = load_humaneval_single_line()
     if limit:
         tasks = random.Random(0).sample(tasks, min(limit, len(tasks)))
-    passed, calls, toks, t0 = 0, 0.0, 0, time.time()
-    for i, t in enumerate(tasks):
+    t0 = time.time()
+
+    def one(i: int, t: dict) -> tuple[bool, float, int]:
+        """(passed, calls, masked tokens) of task i, seed i."""
         n = len(lm.codec.encode(t["middle"]))
         pre, suf = lm.codec.encode(t["prefix"]), lm.codec.encode(t["suffix"])
         room = lm.max_tokens - n
@@ -136,10 +142,13 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         for _ in run.stream():
             pass
         res = run.result(with_log_prob=False)
-        calls += res.calls
-        toks += res.masked_tokens
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
-        passed += run_tests_in_subprocess(program)
+        return run_tests_in_subprocess(program), float(res.calls), int(res.masked_tokens)
+
+    results = shard_map(one, tasks, desc=f"eval {name}: HumanEval")
+    passed = sum(r[0] for r in results)
+    calls = sum(r[1] for r in results)
+    toks = sum(r[2] for r in results)
     return {"humaneval_single_line_pass1": passed / len(tasks), "humaneval_tasks": len(tasks),
             "humaneval_tokens_per_call": toks / calls if calls else None,
             "humaneval_calls_mean": calls / len(tasks), "humaneval_sampler": sampler,
@@ -283,7 +292,10 @@ def cli(argv: list[str]) -> int:
     from ..device import apply_device_flag
 
     add_device_arg(ap)
+    add_quiet_arg(ap)
     a = ap.parse_args(argv)
+    set_quiet(a.quiet)
+    is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
     apply_device_flag(a.device)
     torch.manual_seed(0)
     if a.corpus and not a.model:
@@ -297,6 +309,8 @@ def cli(argv: list[str]) -> int:
                                      corpus=a.corpus)
     for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
+    if not is_main():
+        return 0  # every process measured its share; the main one writes and prints
     if a.write_cards:
         for name, m in out.items():
             write_card(load(name).path, m)

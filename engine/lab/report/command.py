@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ...registry import set_threads
+from .. import progress, shard
 from . import measure
 from .measure import Models
 from .plan import DOMAINS, ERROR_MARK, EXACT, log, make_plan
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     from ...cli import add_device_arg
 
     add_device_arg(ap)
+    progress.add_quiet_arg(ap)
     return ap
 
 
@@ -108,13 +110,16 @@ def cli(argv: list[str]) -> int:
 
     ap = _parser()
     a = ap.parse_args(argv)
+    progress.set_quiet(a.quiet)
+    shard.is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
     device = apply_device_flag(a.device)  # checked now: a model that fails to load is only noted later
     domains = _domains(ap, a)
     set_threads(a.threads)
     measure.WORKERS = max(1, a.workers)
     started = time.time()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    machine = machine_short(device, measure.WORKERS)
+    machine = machine_short(device, 1 if shard.distributed() else measure.WORKERS) + (
+        f", {shard.world()[1]} processes sharing every section's inputs (engine.lab.shard)" if shard.distributed() else "")
     plan = make_plan(a)
     command = "python -m engine report" + ("" if not argv else " " + shlex.join(argv))
     out_path = Path(a.out)
@@ -122,6 +127,8 @@ def cli(argv: list[str]) -> int:
     models = Models(Path(a.models_dir) if a.models_dir else None)
     rep = Report(plan, models, domains, fig_dir, "figures", machine=machine, date=date)
     body = _run_sections(rep)
+    if not shard.is_main():
+        return 0  # every process measured its share of each section's inputs; the main one writes
     t0 = time.time()
     paths, how = export_figures(rep.figures, fig_dir)
     rep.section_seconds["figures"] = time.time() - t0

@@ -1,5 +1,6 @@
 """Measuring for the report: which models exist (hashed as they load), and every sampler run on
-the same inputs and seeds, interleaved, optionally shared among worker processes.
+the same inputs and seeds, interleaved, optionally shared among worker processes (--workers on one
+machine; or the processes of a torchrun / accelerate launch, engine.lab.shard).
 
 Samplers run interleaved on the same inputs and seeds so that drift in machine load hits all of
 them alike; a model that is missing or cannot be loaded is skipped with a note, never fatal.
@@ -14,8 +15,9 @@ from pathlib import Path
 
 from ...registry import set_threads
 from ...trace import tested_decisions, untested_accepts
+from .. import progress, shard
 from ..data import sha256_file
-from .plan import ERROR_MARK, SPECULATIVE, log
+from .plan import ERROR_MARK, SPECULATIVE
 
 
 @dataclass
@@ -192,16 +194,6 @@ def _measure_input(i: int, inputs: dict[str, object], jobs: list[tuple], seed: i
     return out
 
 
-def _logged(results, n: int) -> list:
-    """Collect results in order, logging progress every 10 inputs."""
-    out = []
-    for r in results:
-        out.append(r)
-        if n >= 20 and len(out) % 10 == 0:
-            log(f"  {len(out)}/{n} inputs measured")
-    return out
-
-
 def _worker_init() -> None:
     set_threads(1)
 
@@ -217,14 +209,15 @@ def measure(inputs_by_model: dict[str, list], arms: list[Arm], seed: int, k: int
     for i in range(n):
         row = {name: v[i] for name, v in inputs_by_model.items() if i < len(v)}
         work.append((i, row, [a.job() for a in arms if a.model.name in row], seed, k, warmup))
-    if WORKERS > 1 and n > 1:
+    desc = f"report: {len(arms)} samplers per input"
+    if WORKERS > 1 and n > 1 and not shard.distributed():
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(WORKERS, mp_context=mp.get_context("spawn"), initializer=_worker_init) as ex:
-            results = _logged(ex.map(_measure_input, *zip(*work, strict=True)), n)
-    else:
-        results = _logged((_measure_input(*w) for w in work), n)
+            results = list(progress.bar(ex.map(_measure_input, *zip(*work, strict=True)), total=n, desc=desc))
+    else:  # one process, or this process's share of a torchrun / accelerate launch
+        results = shard.shard_map(lambda _i, w: _measure_input(*w), work, desc=desc)
     out: dict[str, list[Record]] = {a.label: [] for a in arms}
     for i, res in enumerate(results):
         for label, rec in res:

@@ -4,6 +4,7 @@ and the progress line every part of the report writes to stderr."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -68,5 +69,8 @@ def make_plan(a: argparse.Namespace) -> Plan:
 
 
 def log(msg: str) -> None:
-    """A timestamped progress line on stderr (the report itself goes to a file)."""
+    """A timestamped progress line on stderr (the report itself goes to a file); the main process's
+    only when several share the work."""
+    if os.environ.get("RANK", "0") not in ("", "0"):
+        return
     print(f"[report {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
