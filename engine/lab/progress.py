@@ -35,5 +35,11 @@ def bar(iterable: Iterable | None = None, total: int | None = None, desc: str = 
     """A tqdm bar (a silent one when not enabled()); use as an iterable or call .update(n)."""
     from tqdm import tqdm
 
+    try:  # a terminal that reports no size (a bare pty) would get no bar at all from tqdm
+        size = os.get_terminal_size(sys.stderr.fileno())
+        ok = size.columns > 0 and size.lines > 0
+    except (OSError, ValueError, AttributeError):
+        ok = False
+    size = {"dynamic_ncols": True} if ok else {"ncols": 100, "nrows": 20}
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled(), leave=False,
-                dynamic_ncols=True, file=sys.stderr)
+                file=sys.stderr, **size)

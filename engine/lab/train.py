@@ -20,6 +20,7 @@ import torch
 
 from ..models import MODEL_KINDS
 from ..tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+from .progress import add_quiet_arg, bar, set_quiet
 from .workloads import separator_ids
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
@@ -182,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp: training mask rate ~ U(rate-min, 1) per sequence (the benchmark masks 0.95)")
     ap.add_argument("--window", type=int, default=0,
                     help="ptp: the head also reads this many known tokens just left of each round")
+    add_quiet_arg(ap)
     return ap
 
 
@@ -212,6 +214,7 @@ def cli(argv: list[str]) -> int:
         ap.error("--kind, --domain and --out are required (unless --resume gives them)")
     if a.resume and a.init:
         ap.error("--resume continues a run; --init starts a new one from a checkpoint's weights: give one")
+    set_quiet(a.quiet)
 
     from accelerate import Accelerator
 
@@ -274,6 +277,10 @@ def cli(argv: list[str]) -> int:
     ema = resumed.get("train_loss_ema") if trainer_state is not None else None
     data = batches(train, a.seq_len, a.batch, gen, codec.bos_id)
     base = acc.unwrap_model(model)
+    # the bar's total is the schedule's horizon (re-estimated from the step rate when --steps is not
+    # given), so its time left is the schedule's; the --minutes budget left is shown beside it
+    pbar = bar(total=sched.horizon or None, desc=f"train {a.kind}/{a.domain}", unit="step")
+    pbar.update(step)
     while not sched.done(step) and time.time() - t0 < budget:
         model.train()
         for g in opt.param_groups:
@@ -293,12 +300,19 @@ def cli(argv: list[str]) -> int:
             rate_from = (step, now)
         if rate_from is not None:
             sched.update(step, step - rate_from[0], now - rate_from[1], budget - (now - t0))
-        if step % 50 == 0:
+        pbar.update(1)
+        if step % 10 == 0 and not pbar.disable:
+            if sched.horizon and pbar.total != sched.horizon:
+                pbar.total = sched.horizon
+            pbar.set_postfix(loss=f"{ema:.4f}", lr=f"{opt.param_groups[0]['lr']:.3g}",
+                             budget_left=f"{max(0.0, budget - (now - t0)):.0f}s", refresh=False)
+        if step % 50 == 0 and pbar.disable:  # a log line when there is no bar (not a terminal, --quiet)
             acc.print(f"step {step} loss {ema:.4f} lr {opt.param_groups[0]['lr']:.3g} "
                       f"horizon {sched.horizon} ({now - t0:.0f}s)")
         if now - last_save > a.save_minutes * 60:
             _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
             last_save = time.time()
+    pbar.close()
     _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0
 
