@@ -22,6 +22,7 @@ def add_quiet_arg(p: argparse.ArgumentParser) -> None:
 
 
 def set_quiet(quiet: bool) -> None:
+    """What --quiet asked for, for every bar this process draws from now on."""
     global QUIET
     QUIET = bool(quiet)
 
