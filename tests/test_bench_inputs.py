@@ -24,9 +24,10 @@ LINES = [
     '{"text": "nothing masked here"}',
     '{"text": "A dog [MASK:3] home.", "mask_rate": 0.3}',
     '["a list"]',
-    '{"text": "The [MASK:3] ran."}',
+    '{"text": "The dog and the [MASK:12] ran home."}',
+    '{"text": "A man and a dog ran to the sea and the boat.", "mask_rate": 0.8}',
 ]
-GOOD = [1, 3, 8]
+GOOD = [1, 3, 8, 9]
 
 
 @pytest.fixture()
@@ -46,20 +47,22 @@ def test_bench_assd_inputs_rows_per_input_and_summary(tiny_world, inputs_file, c
     model = str(tiny_world / "models" / "text-asarm")
     d, err = _bench(capsys, ["bench", "assd", "--model", model, "--inputs", str(inputs_file), "--k", "3",
                              "--samplers", "sequential-cache,assd", "--json"])
-    assert [p["line"] for p in d["per_input"]] == GOOD and d["samples"] == 3
+    assert [p["line"] for p in d["per_input"]] == GOOD and d["samples"] == 4
     for n in (2, 5, 6, 7):  # reported by line number, on stderr and in the JSON
         assert f"{inputs_file}:{n}:" in err and any(s.startswith(f"{inputs_file}:{n}:") for s in d["skipped"])
     assert "not JSON" in err and "Nothing is masked" in err and "not both" in err
-    assert [p["masked_tokens"] for p in d["per_input"]][0] == 5 and d["per_input"][2]["masked_tokens"] == 3
+    assert d["per_input"][0]["masked_tokens"] == 5 and d["per_input"][2]["masked_tokens"] == 12
     summary = {r["sampler"]: r for r in d["rows"]}
     for s in ("sequential-cache", "assd"):
         one = [next(r for r in p["rows"] if r["sampler"] == s) for p in d["per_input"]]
         assert set(one[0]) == set(summary[s]), "a per-input row has every field of a summary row"
-        assert summary[s]["calls_mean"] == pytest.approx(sum(r["calls_mean"] for r in one) / 3)
+        assert summary[s]["calls_mean"] == pytest.approx(sum(r["calls_mean"] for r in one) / 4)
         tokens = sum(p["masked_tokens"] for p in d["per_input"])
         assert summary[s]["tokens_per_call"] == pytest.approx(tokens / sum(r["calls_mean"] for r in one))
     assert all(r["calls_mean"] == p["masked_tokens"] for p in d["per_input"] for r in p["rows"]
                if r["sampler"] == "sequential-cache")  # one call per token: the inputs are the ones asked for
+    first = d["per_input"][0]["fills"]
+    assert set(first) == {"sequential-cache", "assd"} and all(len(f) == 1 for f in first.values())
 
 
 def test_bench_self_spec_inputs(tiny_world, inputs_file, capsys):  # noqa: F811
@@ -70,7 +73,7 @@ def test_bench_self_spec_inputs(tiny_world, inputs_file, capsys):  # noqa: F811
     for p in d["per_input"]:
         assert [(r["setting"], r["quality_metric"]) for r in p["rows"]] == settings
     mdm = [next(r for r in p["rows"] if r["setting"] == "T=4") for p in d["per_input"]]
-    assert d["rows"][0]["calls_mean"] == pytest.approx(sum(r["calls_mean"] for r in mdm) / 3)
+    assert d["rows"][0]["calls_mean"] == pytest.approx(sum(r["calls_mean"] for r in mdm) / 4)
 
 
 def test_an_inputs_file_with_nothing_usable_is_one_line(tiny_world, tmp_path, capsys):  # noqa: F811
@@ -102,7 +105,8 @@ def test_two_processes_print_the_same_rows_as_one(tiny_world, inputs_file):  # n
     def counts(d):
         keep = ("sampler", "calls_mean", "calls_se", "tokens_per_round", "tokens_per_call")
         return ([{k: r[k] for k in keep} for r in d["rows"]],
-                [(p["line"], p["masked_tokens"], [{k: r[k] for k in keep} for r in p["rows"]]) for p in d["per_input"]],
+                [(p["line"], p["masked_tokens"], [{k: r[k] for k in keep} for r in p["rows"]], p["fills"])
+                 for p in d["per_input"]],
                 d["skipped"], d["samples"])
 
     assert counts(runs[2]) == counts(runs[1])
@@ -127,3 +131,15 @@ def test_each_process_takes_its_share_and_the_main_one_gets_all_in_order(tmp_pat
     got = json.loads(p.stdout)
     assert [v for v, _ in got] == [0, 10, 20, 30, 40], "results in input order"
     assert [r for _, r in got] == [0, 0, 0, 1, 1], "contiguous shares: 3 inputs on rank 0, 2 on rank 1"
+
+
+def test_mask_rate_lines_mask_the_same_positions_in_every_process(tiny_world, inputs_file):  # noqa: F811
+    from engine.lab.workloads import read_inputs
+    from engine.tokenization import Codec
+
+    codec = Codec.load(tiny_world / "models" / "text-asarm")
+    a, b = (read_inputs(inputs_file, codec, 128, seed=0) for _ in range(2))
+    assert [mi.masked for mi in a.inputs] == [mi.masked for mi in b.inputs], "seeded by --seed + line number"
+    other = read_inputs(inputs_file, codec, 128, seed=5)
+    assert other.inputs[1].masked != a.inputs[1].masked and other.inputs[0].masked == a.inputs[0].masked
+    assert len(a.inputs[1].masked) == round(0.4 * len(a.inputs[1].tokens))

@@ -52,7 +52,8 @@ def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, tempera
         secs = time.perf_counter() - t0
         cpu = time.process_time() - c0  # CPU time: far less disturbed by others' load
         res = run.result(with_log_prob=False)
-        out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": secs, "cpu": cpu}
+        out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": secs, "cpu": cpu,
+                  "fills": [sp.text for sp in res.spans]}
     return out
 
 
@@ -96,7 +97,8 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
-    takes it. From a file: also every row per input ("per_input") and the lines left out."""
+    takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
+    span texts it wrote) and the lines left out."""
     lm = load(model)
     src = None
     if inputs_file:
@@ -118,7 +120,8 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     }
     if src is not None:
         out.update(inputs=str(inputs_file), length=None, mask_rate=None, skipped=src.errors, per_input=[
-            {"line": n, "masked_tokens": m[samplers[0]]["tokens"], "rows": assd_rows([m], samplers)}
+            {"line": n, "masked_tokens": m[samplers[0]]["tokens"], "rows": assd_rows([m], samplers),
+             "fills": {s: m[s]["fills"] for s in samplers}}
             for n, m in zip(src.lines, measured, strict=True)])
     return out
 
