@@ -176,8 +176,12 @@ def available() -> list[dict]:
     for hid in hub_ids():
         cfg = _hub_config(*split_spec(hid))
         mt = cfg.get("model_type", "?")
+        try:
+            code = hub_options(hid).code_map
+        except ModelNotFoundError:  # a bad INFILL_HUB_OPTIONS: loading says so; listing never fails
+            code = False
         rows.append({"name": hid, "path": hid, "kind": KIND_BY_TYPE.get(mt, mt), "model_type": mt,
-                     "domain": cfg.get("domain", "text"), "metrics": {}, "hub_id": hid})
+                     "domain": cfg.get("domain", "code" if code else "text"), "metrics": {}, "hub_id": hid})
     for name, path in _candidates().items():
         cfg = json.loads((path / "config.json").read_text())
         mt = cfg.get("model_type", "?")
@@ -362,7 +366,7 @@ def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path |
         path=Path(hub_id) if hub_id else path,
         kind=KIND_BY_TYPE.get(mt, mt),
         model_type=mt,
-        domain=getattr(cfg, "domain", "text"),
+        domain=getattr(cfg, "domain", None) or ("code" if code_map else "text"),  # the code mapping: a code model
         model=model,
         codec=codec,
         max_tokens=max_tokens,

@@ -107,6 +107,7 @@ def test_name_at_revision_loads_that_revision_with_the_family_tokenizer(offline_
 def test_the_code_revision_maps_whitespace_as_the_paper_does(offline_hub):
     nlp, code = registry.load("someone/ASARM@nlp"), registry.load("someone/ASARM@code")
     assert (nlp.code_map, code.code_map) == (False, True), "on by default for */ASARM@code only"
+    assert (nlp.domain, code.domain) == ("text", "code")
     ids = code.codec.encode("def f(x):\n\treturn x")
     cls, sep = SPECIALS.index("<cls>"), SPECIALS.index("<sep>")
     assert ids[ids.index(cls) + 1] == sep and code.codec.decode(ids) == "def f(x):\n\treturn x"
@@ -141,9 +142,10 @@ def test_revisions_in_the_operator_list_and_the_offline_message(offline_hub, mon
     monkeypatch.setenv("INFILL_MODEL_IDS", "someone/ASARM@nlp, someone/ASARM@code")
     rows = {r["name"]: r for r in registry.available()}
     assert rows["someone/ASARM@nlp"]["kind"] == rows["someone/ASARM@code"]["kind"] == "asarm"
+    assert (rows["someone/ASARM@nlp"]["domain"], rows["someone/ASARM@code"]["domain"]) == ("text", "code")
     from app.core import list_models
 
-    assert {"someone/ASARM@nlp", "someone/ASARM@code"} <= set(list_models("text", "asarm"))
+    assert "someone/ASARM@nlp" in list_models("text", "asarm") and "someone/ASARM@code" in list_models("code", "asarm")
     assert registry.resolve("someone/ASARM@code", allow_paths=False) == "someone/ASARM@code"
     with pytest.raises(ModelNotFoundError, match="No model named"):
         registry.resolve("someone/ASARM@other", allow_paths=False)  # the app: listed names only
