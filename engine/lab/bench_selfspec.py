@@ -272,7 +272,8 @@ def run(argv: list[str]) -> int:
                   f"{r['quality']:8.3f} "
                   f"{r['quality_metric']:<18} {r['entropy']:7.2f}")
         for one in result.get("per_input", []):
-            cells = "  ".join(f"{r['setting']} {r['calls_mean']:.1f} calls {r['quality']:.3f}" for r in one["rows"])
+            cells = "  ".join(f"{r['setting']} {r['calls_mean']:.1f} calls {r['quality_metric'].split(':')[0]} "
+                              f"{r['quality']:.3f}" for r in one["rows"])
             print(f"line {one['line']} ({one['masked_tokens']} masked): {cells}")
         m = result.get("self_spec_at_mdm_best")
         if m:
