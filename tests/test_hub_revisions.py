@@ -60,6 +60,9 @@ def build_cache(cache: Path) -> Path:
         torch.manual_seed(i)
         cfg = XLNetConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_inner=32, dropout=0.0)
         XLNetLMHeadModel(cfg).save_pretrained(_snapshot(cache, "someone/ASARM", rev, f"{i + 1:040x}"))
+    own = _snapshot(cache, "someone/ASARM", "withtok", "e" * 40)  # a revision that ships its own tokenizer
+    XLNetLMHeadModel(XLNetConfig(vocab_size=len(tok), d_model=16, n_layer=1, n_head=2, d_inner=32)).save_pretrained(own)
+    tok.save_pretrained(own)
     snap = _snapshot(cache, "xlnet/xlnet-base-cased", "main", "f" * 40)
     tok.save_pretrained(snap)
     XLNetConfig(vocab_size=len(tok), d_model=16, n_layer=1, n_head=2, d_inner=32).to_json_file(snap / "config.json")
@@ -133,6 +136,9 @@ def test_options_from_the_environment_and_the_cli_override_the_defaults(offline_
 
     assert engine_main(["infill", "a [MASK] c", "--model", "someone/ASARM@code", "--code-map", "--json"]) == 0
     assert registry.load("someone/ASARM@code").code_map is True, "--code-map overrides the environment"
+    assert registry.load("someone/ASARM@withtok").tokenizer_from is None, "its own tokenizer by default"
+    registry.set_hub_options("someone/ASARM@withtok", tokenizer="xlnet/xlnet-base-cased")
+    assert "models--xlnet--xlnet-base-cased" in registry.load("someone/ASARM@withtok").tokenizer_from
     monkeypatch.setenv("INFILL_HUB_OPTIONS", "{not json")
     with pytest.raises(ModelNotFoundError, match="INFILL_HUB_OPTIONS is not JSON"):
         registry.load("someone/ASARM@code")
