@@ -27,9 +27,12 @@ def create():
 
 def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Launch the page with its request limits on host:port (what `python -m app` runs)."""
+    from engine.registry import warm_imports
+
     from .limits import launch_limits
     from .ui import launch_kwargs
 
+    warm_imports()  # before the first request: concurrent first loads must not race transformers' imports
     demo = create()
     return demo.launch(server_name=host, server_port=port, footer_links=["api"],
                        **{**launch_kwargs(), **launch_limits(), **kwargs})

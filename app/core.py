@@ -26,6 +26,7 @@ from storage import NewSession, SessionRecord, StorageInputError, Store, new_sha
 from . import cancels
 from .inputs import as_float, as_int, check_sentinels, check_text, normalize
 from .render import TraceState, fold
+from .share import share_id_from_link
 from .slots import Cancelled, Turns, slots
 from .textmap import bytes_fn
 
@@ -149,6 +150,10 @@ class Form:
 
 def prepare(form: Form) -> InfillRun:
     """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
+    for name in ("domain", "sampler", "model"):
+        v = getattr(form, name)
+        if not (isinstance(v, str) or (name == "model" and v is None)):
+            raise BadParameterError(f"{name} must be a name (text), got {type(v).__name__}.")
     if form.domain not in DOMAINS:
         raise BadParameterError(f"Unknown domain {form.domain!r}. Choose one of: {', '.join(DOMAINS)}.")
     if form.sampler not in SAMPLERS:
@@ -451,9 +456,13 @@ class Replay:
 
 def load_session(share_id: str) -> Replay:
     """A stored session by share id, with a message that says why when it cannot be replayed."""
-    share_id = (share_id or "").strip()
+    if not isinstance(share_id, str):
+        raise BadParameterError("Give a share id or a share link (text).")
+    share_id = share_id.strip()
+    if "?" in share_id or "/" in share_id:  # a whole share link pasted: the id is its ?s= value
+        share_id = share_id_from_link(share_id) or share_id
     if not share_id:
-        raise BadParameterError("Give a share id (the part after ?s= in a share link).")
+        raise BadParameterError("Give a share id or a share link (the id is the part after ?s=).")
     sess = store().get_session(share_id)
     if sess is None:
         raise BadParameterError("No stored session has this share id; check the link (a run is stored when it "

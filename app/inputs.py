@@ -7,40 +7,21 @@ from __future__ import annotations
 import re
 
 from engine.errors import BadParameterError, InputTooLongError
-from engine.masking import DEFAULT_SPAN, MASK_RE, tokens_per_word
+from engine.masking import DEFAULT_SPAN, MASK_RE, marker_error, tokens_per_word
+from engine.params import real_number, whole_number
 
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
 MAX_INPUT_CHARS = 20_000
 
 
 def as_int(name: str, v) -> int:
-    """A whole number, exactly: ints and digit strings as they are (a seed may need all 64 bits),
-    floats only where a double holds the value exactly (below 2**53)."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 40:
-        return int(v.strip())
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise BadParameterError(f"{name} must be a number.") from None
-    if f != f or f in (float("inf"), float("-inf")) or f != int(f):
-        raise BadParameterError(f"{name} must be a whole number, got {v!r}.")
-    if abs(f) >= 2**53:
-        raise BadParameterError(f"{name} = {v!r} is too large to be exact as a decimal number; send it as a "
-                                "whole number (an integer, or a string of digits).")
-    return int(f)
+    """A whole number, exactly (the engine's one rule: engine.params.whole_number)."""
+    return whole_number(name, v)
 
 
 def as_float(name: str, v) -> float:
-    """A number that is not NaN (BadParameterError with the parameter's name otherwise)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise BadParameterError(f"{name} must be a number.") from None
-    if f != f:
-        raise BadParameterError(f"{name} must be a number.")
-    return f
+    """A number that is not NaN (the engine's one rule: engine.params.real_number)."""
+    return real_number(name, v)
 
 
 def check_text(text: object) -> str:
@@ -64,10 +45,7 @@ def check_sentinels(text: str) -> None:
     reading it as plain text and then saying nothing is masked)."""
     for m in ANY_SENTINEL_RE.finditer(text):
         if not SENTINEL_RE.fullmatch(m.group(0)):
-            bad = m.group(0)[:24]
-            raise BadParameterError(
-                f"{bad!r} is not a span marker: write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words."
-            )
+            raise BadParameterError(marker_error(m.group(0)))
 
 
 def normalize_protein(text: str) -> tuple[str, str]:

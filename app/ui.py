@@ -4,6 +4,8 @@ lives in app.core (runs, replay), app.render (HTML), app.plots (figures) and app
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from .render import CSS
@@ -38,9 +40,67 @@ def _layout(p: Page) -> None:
     p.history = gr.BrowserState([], storage_key="infill-studio-history")
 
 
+class StudioBlocks(gr.Blocks):
+    """gr.Blocks whose request-level refusals carry a message. Gradio answers a request with too
+    few values, or a value its component cannot read (NaN in a whole-number box, "abc" for a
+    slider), with a plain exception, which its API sends as `{"error": null}` (issue 28); here each
+    becomes a gr.Error saying which input and why. Handlers that read raw values themselves (Run,
+    Compare: preprocess=False) never get here for their values."""
+
+    def validate_inputs(self, block_fn, inputs):
+        """Gradio's count check, its refusal turned into a message naming the inputs."""
+        try:
+            super().validate_inputs(block_fn, inputs)
+        except gr.Error:
+            raise
+        except Exception:  # noqa: BLE001 - Gradio's own check: too few values
+            names = ", ".join(_label(b, i) for i, b in enumerate(block_fn.inputs))
+            raise gr.Error(html.escape(f"This request sent {len(inputs)} values; {_api(block_fn)} takes "
+                                       f"{len(block_fn.inputs)}: {names}.", quote=False)) from None
+
+    async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
+        """Gradio's reading of the values, a refusal turned into a message naming the input."""
+        try:
+            return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - a value a component could not read
+            i = _failing_input(block_fn, inputs)
+            what = f"the value for {_label(block_fn.inputs[i], i)} ({_short(inputs[i])})" if i is not None \
+                else "one of its values"
+            raise gr.Error(html.escape(f"{_api(block_fn)} could not read {what}: "
+                                       f"{type(e.__cause__ or e).__name__}.", quote=False)) from None
+
+
+def _api(block_fn) -> str:
+    name = getattr(block_fn, "api_name", None) or getattr(block_fn, "name", None) or "this event"
+    return f"/{name}" if getattr(block_fn, "api_name", None) else str(name)
+
+
+def _label(block, i: int) -> str:
+    return repr(getattr(block, "label", None) or f"input {i + 1} ({type(block).__name__})")
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:40] + "…"
+
+
+def _failing_input(block_fn, inputs) -> int | None:
+    """The first input whose component refuses its value (inputs are form values: cheap to re-read)."""
+    for i, (block, v) in enumerate(zip(block_fn.inputs, inputs)):
+        if getattr(block, "stateful", False):
+            continue
+        try:
+            block.preprocess(v)
+        except Exception:  # noqa: BLE001
+            return i
+    return None
+
+
 def build() -> gr.Blocks:
     """The whole page: laid out tab by tab, then each part's events wired."""
-    with gr.Blocks(title="Infilling studio") as demo:
+    with StudioBlocks(title="Infilling studio") as demo:
         p = Page(demo=demo)
         _layout(p)
         # runs in progress at once; app.slots lets INFILL_CONCURRENCY of them compute at the same time

@@ -6,6 +6,7 @@ which is computed from the trace alone.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from .budget import Budget, Meter, install
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
+from .params import real_number, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import DEFAULT_SAMPLER, DRAFTER_KIND, SAMPLERS, SamplerSpec
 from .samplers.base import Recorder
@@ -86,6 +88,33 @@ class InfillResult:
         if with_steps:
             d["steps"] = [s.to_dict() for s in self.trace]
         return d
+
+
+#: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
+_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "text": ((str,), "a string"),
+    "model": ((str,), "a model name, folder or Hub id (a string)"),
+    "sampler": ((str,), "a sampler name (a string)"),
+    "domain": ((str,), "a domain name (a string)"),
+    "draft_model": ((str,), "a model name, folder or Hub id (a string)"),
+    "cache": ((bool,), "True or False"),
+    "window": ((str,), "'cosine' or 'linear'"),
+    "masked_input": ((MaskedInput,), "an engine.masking.MaskedInput"),
+    "allow_paths": ((bool,), "True or False"),
+    "budget": ((Budget,), "an engine.budget.Budget"),
+    "device": ((str, torch.device), "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device"),
+}
+_REQUIRED = {"sampler", "window", "allow_paths"}
+
+
+def _check_types(**values) -> None:
+    """BadParameterError (the engine's error, not a TypeError mid-run) for an argument of the wrong type."""
+    for name, v in values.items():
+        types, what = _TYPES[name]
+        if v is None and name not in _REQUIRED:
+            continue
+        if not isinstance(v, types):
+            raise BadParameterError(f"{name} must be {what}, got {type(v).__name__}.")
 
 
 def _check(name: str, value: float) -> None:
@@ -167,16 +196,22 @@ class InfillRun:
         budget: Budget | None = None,
         device: str | torch.device | None = None,
     ):
+        _check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
+                     cache=cache, window=window, masked_input=masked_input, allow_paths=allow_paths,
+                     budget=budget, device=device)
         if sampler not in SAMPLERS:
-            raise BadParameterError(f"Unknown sampler {sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
+            raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
-            raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
-        steps = spec.default_steps if steps is None else steps
+        seed = whole_number("seed", seed)
+        if not 0 <= seed <= SEED_MAX:
+            raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
+        k, inner = whole_number("k", k), whole_number("inner", inner)
+        steps = spec.default_steps if steps is None else whole_number("steps", steps)
+        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
         if window not in ("cosine", "linear"):
-            raise BadParameterError("window must be 'cosine' or 'linear'.")
+            raise BadParameterError(f"window must be 'cosine' or 'linear', got {window[:40]!r}.")
         kind = "hybrid" if spec.family == "hybrid" else "asarm"
         # device: "auto" | "cpu" | "cuda[:N]" | a torch.device; None reads INFILL_DEVICE (engine/device.py)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
@@ -239,8 +274,14 @@ class InfillRun:
         )
 
 
-def infill(text: str, **kwargs) -> InfillResult:
-    """Fill every [MASK] / [MASK:n] span of `text`. See InfillRun for the keyword arguments."""
+def infill(text: str | None = None, **kwargs) -> InfillResult:
+    """Fill every [MASK] / [MASK:n] span of `text`. See InfillRun for the keyword arguments (an
+    unknown one is a BadParameterError naming it, like every other misuse)."""
+    unknown = sorted(set(kwargs) - set(inspect.signature(InfillRun.__init__).parameters) - {"self", "text"})
+    if unknown:
+        known = [p for p in inspect.signature(InfillRun.__init__).parameters if p not in ("self", "text")]
+        raise BadParameterError(f"infill got unknown argument(s) {', '.join(unknown)}; it takes text and "
+                                f"{', '.join(known)}.")
     run = InfillRun(text, **kwargs)
     for _ in run.stream():
         pass
@@ -269,6 +310,15 @@ def score(
     """Log-probability of a completed infill: either `result` (exact token ids), or a completed
     `text` with the character `ranges` that were filled (re-tokenized). With sampler="self-spec"
     it is the self-speculative sampler's own likelihood of producing it."""
+    _check_types(text=text, model=model, domain=domain)
+    if result is not None and not isinstance(result, InfillResult):
+        raise BadParameterError(f"result must be an InfillResult, got {type(result).__name__}.")
+    if sampler not in (None, "self-spec") and not isinstance(sampler, str):
+        raise BadParameterError(f"sampler must be a sampler name (a string), got {type(sampler).__name__}.")
+    if ranges is not None and not (isinstance(ranges, (list, tuple)) and all(
+            isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+            for r in ranges)):
+        raise BadParameterError("ranges must be a list of (start, end) character offsets, whole numbers.")
     if sampler == "self-spec":
         from .samplers.selfspec_likelihood import score_self_spec
 

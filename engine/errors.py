@@ -45,3 +45,9 @@ class IncompatibleModelsError(InfillError):
 class DistributionError(InfillError):
     """A model or drafter gave a row that cannot be sampled or tested (NaN, infinite, all zero, or
     zero mass on the token it drew): refusing beats a silently wrong sample."""
+
+
+class BadModelError(InfillError):
+    """A model folder that cannot be used: config.json unreadable or out of bounds, weights
+    missing, truncated or not matching the config (engine/checkpoint.py). The message names the
+    folder and what is wrong, in one line."""

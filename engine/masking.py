@@ -26,7 +26,17 @@ import torch
 from .errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
 from .tokenization import Codec
 
-MASK_RE = re.compile(r"\[MASK(?::(-?\d+)(w)?)?\]")
+#: a span marker: [MASK], [MASK:n] or [MASK:nw], n in ASCII digits only (\d would also take '٣' while
+#: refusing '³'; one plain rule instead, said in MARKER_HELP when a marker breaks it)
+MASK_RE = re.compile(r"\[MASK(?::(-?[0-9]+)(w)?)?\]")
+#: anything written as a marker with a length, well formed or not: [MASK:abc], [MASK:٣], [MASK:3.5]
+LENGTH_MARKER_RE = re.compile(r"\[MASK:[^\]\[]{0,64}\]")
+MARKER_HELP = "write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words, n in the digits 0-9"
+
+
+def marker_error(bad: str) -> str:
+    """The message for a malformed span marker (the engine and the app say the same)."""
+    return f"{bad[:24]!r} is not a span marker: {MARKER_HELP}."
 
 #: what a bare [MASK] stands for, per domain: (count, unit) with unit "w" (words) or "" (tokens)
 DEFAULT_SPAN: dict[str, tuple[int, str]] = {"text": (1, "w"), "code": (8, ""), "protein": (10, "")}
@@ -138,6 +148,16 @@ def _check_length(n_tokens: int, max_tokens: int) -> None:
         )
 
 
+def _check_chars(text: str, codec: Codec, max_tokens: int) -> None:
+    """Refuse, before tokenizing, a text longer than any `max_tokens` tokens can be (Codec.max_chars)."""
+    bound = codec.max_chars(max_tokens)
+    if bound is not None and len(text) > bound:
+        raise InputTooLongError(
+            f"The input is {len(text):,} characters long: more than this model's {max_tokens} tokens can hold "
+            f"(at most {bound:,} characters). Shorten the text or the masked spans."
+        )
+
+
 def owns_space(codec: Codec, before: str, word_boundary: bool = True) -> bool:
     """Does a span that follows the literal text `before` take over its trailing space?
 
@@ -198,6 +218,10 @@ def parse_masked_text(
     behaviour before masks owned their space; benchmarks use it as the 'before')."""
     if not text or not text.strip():
         raise EmptyTextError("The input is empty: type some text with [MASK] where to fill in.")
+    _check_chars(text, codec, max_tokens)  # first: 10 MB of text or markers is refused in milliseconds
+    for m in LENGTH_MARKER_RE.finditer(text):
+        if not MASK_RE.fullmatch(m.group(0)):
+            raise BadSpanLengthError(marker_error(m.group(0)))
     parts: list[str | int] = []
     pos = 0
     for m in MASK_RE.finditer(text):
@@ -232,6 +256,7 @@ def from_char_ranges(
         raise EmptyTextError("The input is empty.")
     if not ranges:
         raise NoMaskError("No character range was given to mask.")
+    _check_chars(text, codec, max_tokens)
     parts: list[str | int] = []
     pos = 0
     for (a, b), (wa, _) in zip(sorted(ranges), _owning_ranges(text, ranges, codec)):

@@ -18,16 +18,19 @@ cache key includes it."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from .checkpoint import check_folder, read_config, where
 from .device import resolve_device
-from .errors import IncompatibleModelsError, ModelNotFoundError
+from .errors import BadModelError, IncompatibleModelsError, InfillError, ModelNotFoundError
 from .tokenization import Codec
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
@@ -96,6 +99,7 @@ def hub_options(spec: str) -> HubOptions:
         tok = o.tokenizer if o.tokenizer is not None else tok
         cmap = o.code_map if o.code_map is not None else cmap
     return HubOptions(tok, bool(cmap))
+log = logging.getLogger("engine.registry")
 
 
 @dataclass
@@ -119,16 +123,34 @@ class LoadedModel:
 
 
 def _candidates() -> dict[str, Path]:
+    """Listed checkpoint folders by name. A folder that fails engine/checkpoint.py's checks is
+    skipped with a warning naming it and why: one broken operator folder must not take down the
+    others (issue 28: a truncated config.json disabled every model)."""
     roots = [ASSETS] + [Path(p) for p in os.environ.get("INFILL_MODEL_DIRS", "").split(":") if p]
     found: dict[str, Path] = {}
     for root in roots:
-        if (root / "config.json").is_file():
-            found.setdefault(root.name, root)
-        elif root.is_dir():
-            for sub in sorted(root.iterdir()):
-                if (sub / "config.json").is_file():
-                    found.setdefault(sub.name, sub)
+        subs = [root] if (root / "config.json").is_file() else (sorted(root.iterdir()) if root.is_dir() else [])
+        for sub in subs:
+            if (sub / "config.json").is_file() and sub.name not in found and _usable(sub):
+                found[sub.name] = sub
     return found
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _usable(folder: Path) -> bool:
+    """Whether a listed folder passes the checkpoint checks; a warning (once per folder and
+    reason) names the one that does not."""
+    try:
+        check_folder(folder, KIND_BY_TYPE)
+        return True
+    except BadModelError as e:
+        key = (str(folder), str(e))
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("skipping model folder %s: %s", folder, e)
+        return False
 
 
 def hub_ids() -> list[str]:
@@ -142,6 +164,40 @@ def hub_offline() -> bool:
 
     env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
     return env in ("1", "true", "yes", "on") or bool(constants.HF_HUB_OFFLINE)
+
+
+HUB_PROBE_SECONDS = 3.0  # one TCP connection to the Hub's endpoint, at most this long
+_probe: dict[str, tuple[float, bool]] = {}
+
+
+def hub_reachable() -> bool:
+    """Whether the Hub's endpoint (HF_ENDPOINT) accepts a TCP connection within HUB_PROBE_SECONDS,
+    remembered for a minute. Without it an unknown id on a machine with no network spent 23 s in
+    huggingface_hub's retries before saying so (issue 28); with it that is one short wait."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    now = time.monotonic()
+    seen = _probe.get(f"{host}:{port}")
+    if seen is not None and now - seen[0] < 60:
+        return seen[1]
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS):
+            ok = True
+    except OSError:
+        ok = False
+    _probe[f"{host}:{port}"] = (now, ok)
+    return ok
+
+
+def _hub_local_only() -> bool:
+    """Read Hub ids from the local cache only: offline by setting, or the Hub does not answer."""
+    return hub_offline() or not hub_reachable()
 
 
 def offline_message(hub_id: str, why: str = "") -> str:
@@ -164,7 +220,7 @@ def _hub_config(hub_id: str, revision: str | None = None) -> dict:
         from huggingface_hub import hf_hub_download
 
         return json.loads(Path(hf_hub_download(hub_id, "config.json", revision=revision,
-                                               local_files_only=hub_offline())).read_text())
+                                               local_files_only=_hub_local_only())).read_text())
     except Exception:  # noqa: BLE001 - listing never fails; loading says why
         return {}
 
@@ -183,16 +239,15 @@ def available() -> list[dict]:
         rows.append({"name": hid, "path": hid, "kind": KIND_BY_TYPE.get(mt, mt), "model_type": mt,
                      "domain": cfg.get("domain", "code" if code else "text"), "metrics": {}, "hub_id": hid})
     for name, path in _candidates().items():
-        cfg = json.loads((path / "config.json").read_text())
+        cfg = check_folder(path, KIND_BY_TYPE)
         mt = cfg.get("model_type", "?")
-        metrics = path / "metrics.json"
         rows.append({
             "name": name,
             "path": str(path),
             "kind": KIND_BY_TYPE.get(mt, mt),
             "model_type": mt,
             "domain": cfg.get("domain", "text"),
-            "metrics": json.loads(metrics.read_text()) if metrics.is_file() else {},
+            "metrics": _card(path),
         })
     return rows
 
@@ -223,16 +278,17 @@ def _hub_folder(hub_id: str, revision: str | None = None, weights: bool = True) 
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError
 
+    local = _hub_local_only()
     try:  # the config first: a family the studio cannot run is refused before any weights download
         mt = json.loads(Path(hf_hub_download(hub_id, "config.json", revision=revision,
-                                             local_files_only=hub_offline())).read_text()).get("model_type", "?")
+                                             local_files_only=local)).read_text()).get("model_type", "?")
         if weights and mt not in KIND_BY_TYPE:
             raise IncompatibleModelsError(
                 f"{hub_id!r} is a {mt!r} model; the studio runs AS-ARM (its own or XLNet), hybrid and judge "
                 "checkpoints."
             )
         folder = Path(snapshot_download(
-            hub_id, revision=revision, local_files_only=hub_offline(),
+            hub_id, revision=revision, local_files_only=local,
             allow_patterns=["*.json", "*.model", "*.txt"] + (["*.safetensors", "pytorch_model*.bin"] if weights else []),
         ))
     except (RepositoryNotFoundError, GatedRepoError) as e:
@@ -242,8 +298,9 @@ def _hub_folder(hub_id: str, revision: str | None = None, weights: bool = True) 
             f"that id ({type(e).__name__}). Available here: {known}."
         ) from None
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as e:
-        raise ModelNotFoundError(offline_message(spec, "HF_HUB_OFFLINE=1" if hub_offline()
-                                                 else f"no network: {type(e).__name__}")) from None
+        why = ("HF_HUB_OFFLINE=1" if hub_offline() else f"no network: {type(e).__name__}" if not local
+               else "no network: the Hub's endpoint does not accept connections")
+        raise ModelNotFoundError(offline_message(spec, why)) from None
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(f"The Hugging Face model {spec!r} has no config.json: not a transformers model.")
     return folder
@@ -270,14 +327,45 @@ def tokenizer_folder(spec: str, folder: Path, model_type: str) -> Path | None:
     return _hub_folder(*split_spec(src), weights=False)
 
 
+#: one load at a time per process: transformers' lazily imported modules raced when 8 threads loaded
+#: their first hybrid at once ("cannot import name 'AutoConfig'", issue 28), and two threads missing
+#: the cache together would both build the model. A cache hit waits only while another load runs.
+_LOAD_LOCK = threading.RLock()
+
+
 def _load(source: Path | str, device: str = "cpu") -> LoadedModel:
     """Cached per (source, device, tokenizer source, code map); a Hub id resolves to its local
     snapshot (and its tokenizer's) first."""
     if isinstance(source, str) and not Path(source).is_dir():
-        folder = _hub_folder(*split_spec(source))
-        mt = json.loads((folder / "config.json").read_text()).get("model_type", "?")
-        return _load_folder(folder, device, source, tokenizer_folder(source, folder, mt), hub_options(source).code_map)
-    return _load_folder(Path(source), device, None)
+        folder = _hub_folder(*split_spec(source))  # downloads never hold the lock
+        mt = read_config(folder).get("model_type", "?")
+        args = (folder, device, source, tokenizer_folder(source, folder, mt), hub_options(source).code_map)
+    else:
+        args = (Path(source), device, None)
+    with _LOAD_LOCK:
+        return _load_folder(*args)
+
+
+def warm_imports() -> None:
+    """Import what loading a transformers-backed model (hybrid, judge, PTP, XLNet) needs, under the
+    load lock: a server calls this before it takes requests, so the first ones do not pay for it."""
+    with _LOAD_LOCK:
+        from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
+
+        from .models import register_all
+
+        register_all()
+
+
+def _card(path: Path) -> dict:
+    """metrics.json of a folder ({} when absent or unreadable: a card is never worth a failure)."""
+    card = path / "metrics.json"
+    try:
+        data = json.loads(card.read_text()) if card.is_file() else {}
+    except (OSError, ValueError) as e:
+        log.warning("model folder %s: metrics.json unreadable (%s); no card shown", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _cache_clear() -> None:
@@ -330,37 +418,39 @@ def _load_hf(path: Path):
         from transformers import XLNetLMHeadModel
 
         return XLNetLMHeadModel.from_pretrained(str(path))
-    return AutoModel.from_pretrained(str(path), dtype=_dtype(getattr(cfg, "dtype", None)))
+    model, info = AutoModel.from_pretrained(str(path), dtype=_dtype(getattr(cfg, "dtype", None)),
+                                            output_loading_info=True)
+    missing = sorted(info.get("missing_keys") or []) + sorted(str(k) for k in info.get("mismatched_keys") or [])
+    if missing:  # transformers would run them on random weights
+        raise BadModelError(f"{where(path)}: its weights lack or mismatch {len(missing)} tensors the config needs "
+                            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}).")
+    return model
 
 
 @lru_cache(maxsize=16)
 def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path | None = None,
                  code_map: bool = False) -> LoadedModel:
     apply_thread_default()
-    cfg_json = json.loads((path / "config.json").read_text())
+    cfg_json = check_folder(path, KIND_BY_TYPE)  # BadModelError before anything is allocated
     mt = cfg_json.get("model_type", "?")
-    if mt == "asarm" and (path / "model.safetensors").is_file():  # fast path: no transformers import
-        from .models.asarm_core import AsArmLite
+    try:
+        if mt == "asarm" and (path / "model.safetensors").is_file():  # fast path: no transformers import
+            from .models.asarm_core import AsArmLite
 
-        model = AsArmLite.from_folder(path, _dtype(cfg_json.get("dtype", cfg_json.get("torch_dtype"))))
-    else:
-        model = _load_hf(path)
-    model.to(device).eval()
+            model = AsArmLite.from_folder(path, _dtype(cfg_json.get("dtype", cfg_json.get("torch_dtype"))))
+        else:
+            model = _load_hf(path)
+    except InfillError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a checkpoint the checks let through still fails in one line
+        raise BadModelError(f"{where(path)}: its weights do not load ({_one_line(e)}).") from e
+    model.to(device).eval()  # (a device problem is not the checkpoint's: its own error)
     cfg = model.config
-    if mt in ("asarm", "hybrid", "judge"):
-        codec = Codec.load(path)
-    else:  # a Hub family (XLNet): its own tokenizer class knows its special tokens
-        from transformers import AutoTokenizer
-
-        from .tokenization import ASSD_CODE_MAP
-
-        codec = Codec(AutoTokenizer.from_pretrained(str(tok_folder or path)),
-                      whitespace=ASSD_CODE_MAP if code_map else None)
+    codec = _codec(path, mt, cfg_json, tok_folder, code_map)
     if mt == "xlnet":
         max_tokens = 512
     else:
         max_tokens = cfg.max_positions - 1  # position 0 is BOS
-    card = path / "metrics.json"
     return LoadedModel(
         name=hub_id or path.name,
         path=Path(hub_id) if hub_id else path,
@@ -370,12 +460,43 @@ def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path |
         model=model,
         codec=codec,
         max_tokens=max_tokens,
-        card=json.loads(card.read_text()) if card.is_file() else {},
+        card=_card(path),
         hub_id=hub_id,
         tokenizer_from=str(tok_folder) if tok_folder else None,
         code_map=code_map,
         device=str(device),
     )
+
+
+def _codec(path: Path, mt: str, cfg: dict, tok_folder: Path | None = None, code_map: bool = False) -> Codec:
+    """The folder's tokenizer (or the one a Hub checkpoint borrows, with the code mapping when on),
+    checked against the config: same vocabulary size and mask id."""
+    try:
+        if mt in ("asarm", "hybrid", "judge"):
+            codec = Codec.load(path)
+        else:  # the PTP head, and a Hub family (XLNet): its own tokenizer class knows its special tokens
+            from transformers import AutoTokenizer
+
+            from .tokenization import ASSD_CODE_MAP
+
+            codec = Codec(AutoTokenizer.from_pretrained(str(tok_folder or path)),
+                          whitespace=ASSD_CODE_MAP if code_map else None)
+    except Exception as e:  # noqa: BLE001
+        raise BadModelError(f"{where(path)}: its tokenizer does not load ({_one_line(e)}).") from e
+    if mt in ("asarm", "hybrid", "judge", "ptp"):
+        if codec.vocab_size != cfg.get("vocab_size", codec.vocab_size):
+            raise BadModelError(f"{where(path)}: its tokenizer has {codec.vocab_size} tokens but the config says "
+                                f"vocab_size {cfg['vocab_size']}.")
+        if codec.mask_id != cfg.get("mask_token_id", codec.mask_id):
+            raise BadModelError(f"{where(path)}: its tokenizer's mask id is {codec.mask_id} but the config says "
+                                f"mask_token_id {cfg['mask_token_id']}.")
+    return codec
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    msg = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {msg[:160]}" if msg else type(e).__name__
 
 
 def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device | None = None) -> LoadedModel:

@@ -167,6 +167,7 @@ def wire(p: Page, remember) -> None:
         run_compare, [*p.form_inputs, p.sampler_b, p.model_b],
         [p.cmp_status, p.html_a, p.html_b, p.cnt_a, p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_sid],
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
+        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
     )
     cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -301,6 +301,7 @@ def wire(p: Page, remember) -> None:
         run_infill, p.form_inputs,
         [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid],
         api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
+        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
     )
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private").then(
