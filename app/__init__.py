@@ -3,7 +3,8 @@
 `create()` builds the queued Blocks page; `serve()` launches it. Queue settings come from the
 environment: INFILL_CONCURRENCY (simultaneous model runs, default 2) and INFILL_QUEUE_SIZE
 (waiting requests, default 64). Request limits (app.limits) and per-run budgets (engine.budget)
-are installed here too."""
+are installed here too, and the public server's upkeep: idle visitor sessions dropped (app.memory)
+and old stored sessions deleted (storage.retention)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ def create():
 
 
 def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
-    """Launch the page with its request limits on host:port (what `python -m app` runs)."""
+    """Launch the page with its request limits on host:port (what `python -m app` runs), with the
+    store's retention policy applied in the background (storage.retention: on for the public
+    server, INFILL_RETENTION_DAYS / INFILL_RETENTION_MB; the library keeps everything)."""
     from engine.registry import warm_imports
+    from storage.retention import Pruner, Retention, period
 
+    from .core import store
     from .limits import launch_limits
     from .ui import launch_kwargs
 
     warm_imports()  # before the first request: concurrent first loads must not race transformers' imports
+    Pruner(lambda: store().engine, Retention.from_env(), period()).start()
     demo = create()
     return demo.launch(server_name=host, server_port=port, footer_links=["api"],
                        **{**launch_kwargs(), **launch_limits(), **kwargs})

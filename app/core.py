@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from engine import registry
@@ -27,7 +27,7 @@ from . import cancels
 from .inputs import as_float, as_int, check_sentinels, check_text, normalize
 from .render import TraceState, fold
 from .share import share_id_from_link
-from .slots import Cancelled, Turns, slots
+from .slots import Cancelled, Turns, admission, slots, small_run_tokens
 from .textmap import bytes_fn
 
 log = logging.getLogger("app")
@@ -310,41 +310,70 @@ def rounds(live: Live) -> Iterator[Live]:
     """Advance `live` one round per iteration (the last round when the sampler ends), each step
     computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
     consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
-    visitor cancelled it while it waited for its first slot ends at once and stores nothing."""
+    visitor cancelled it while it waited for its first slot ends at once and stores nothing.
+    The run is first admitted (app.slots.Admission: a few runs per visitor, long runs bounded); a
+    refusal raises slots.Busy, an InfillError with the message, and stores nothing."""
+    long = len(live.run.mi.masked) > small_run_tokens()
+    try:
+        with admission().enter(live.owner, long, lambda: cancels.cancelled_since(live.owner, live.created)):
+            yield from _admitted_rounds(live)
+    except Cancelled:  # cancelled while a long run waited in line for its seat
+        live.cancelled = live.done = True
+
+
+def _admitted_rounds(live: Live) -> Iterator[Live]:
+    """rounds() once admitted: the run on the slots, recorded by the store. `live.run_id` is set
+    whenever the store holds the run, also when it ended by an error (a budget stop)."""
     run = live.run
     turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
     run.pause = turns.preempt  # lighter runs take the slot between two network passes
     rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
                               session=_pending_session(live.share_id))
-    with rec_cm as rec:
-        cur_round = None
-        try:
-            for step in rec.wrap(turns.iterate(run.stream())):
-                if cur_round is not None and step.round != cur_round:
+    rec = None
+    try:
+        with rec_cm as rec:
+            yield from _recorded(live, rec, turns)
+    finally:
+        if rec is not None and rec.run_id is not None:  # stored, however it ended: reachable by link
+            live.run_id = rec.run_id
+            _stored(live.share_id)
+    if not live.cancelled:
+        yield live  # the final update, once the store holds the run
+
+
+def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
+    """The rounds of a run inside its recorder (rec.steps is what the store will hold: the steps
+    the consumer was shown, never one read after it left or pressed Stop)."""
+    run = live.run
+    cur_round = None
+    try:
+        for step in rec.wrap(turns.iterate(run.stream())):
+            if cur_round is not None and step.round != cur_round:
+                try:
                     yield live  # the previous round is complete
-                    turns.cancelled = None  # from here on a cancel stops a run that was seen: stored
-                    if stop_requested(live.share_id):
-                        rec.steps.pop()  # the step read after Stop was never shown
-                        live.stopped = True
-                        break
-                cur_round = step.round
-                live.steps.append(step)
-                live.state.apply(step)
-            if not live.stopped:
-                with turns.turn():
-                    res = run.result()
-        except Cancelled:
-            rec.discard()
-            live.cancelled = live.done = True
-            return
+                except GeneratorExit:  # the consumer left (a disconnect): it never saw this step
+                    rec.steps.pop()
+                    raise
+                turns.cancelled = None  # from here on a cancel stops a run that was seen: stored
+                if stop_requested(live.share_id):
+                    rec.steps.pop()  # the step read after Stop was never shown
+                    live.stopped = True
+                    break
+            cur_round = step.round
+            live.steps.append(step)
+            live.state.apply(step)
         if not live.stopped:
-            live.result = res
-            rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
-                       wall_seconds=res.seconds)
-        live.done = True
-    live.run_id = rec.run_id
-    _stored(live.share_id)
-    yield live
+            with turns.turn():
+                res = run.result()
+    except Cancelled:
+        rec.discard()
+        live.cancelled = live.done = True
+        return
+    if not live.stopped:
+        live.result = res
+        rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
+                   wall_seconds=res.seconds)
+    live.done = True
 
 
 BASELINE_SAMPLER = "sequential-cache"  # the strongest exact baseline (docs/DESIGN.md §5)
@@ -384,18 +413,22 @@ def speedup_line(live: Live) -> str:
     """After a finished AS-ARM run: cached sequential decoding of the same input, model, seed and
     temperature, run on a compute slot like any run (not stored), and the wall-time ratio of the
     two samplers' own compute (slot waits excluded). "" where it does not apply or is switched off
-    (INFILL_SPEEDUP=0)."""
+    (INFILL_SPEEDUP=0). Admitted like any run (a long one needs a long-run seat), so these
+    second runs cannot take the seats kept for small runs; refused, there is no line."""
     if not speedup_applies(live):
         return ""
     run = live.run
+    cancelled = lambda: cancels.cancelled_since(live.owner, live.created)  # noqa: E731
     try:
-        base = InfillRun(masked_input=run.mi, model=run.lm.name, sampler=BASELINE_SAMPLER, seed=run.seed,
-                         temperature=run.params.get("temperature", 1.0), allow_paths=False, budget=Budget.from_env())
-        turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
-        base.pause = turns.preempt
-        for _ in turns.iterate(base.stream()):
-            pass
-    except (Cancelled, InfillError):  # cancelled, or over its budget: no line, nothing to report
+        with admission().enter(live.owner, len(run.mi.masked) > small_run_tokens(), cancelled):
+            base = InfillRun(masked_input=run.mi, model=run.lm.name, sampler=BASELINE_SAMPLER, seed=run.seed,
+                             temperature=run.params.get("temperature", 1.0), allow_paths=False,
+                             budget=Budget.from_env())
+            turns = Turns(slots(), cancelled)
+            base.pause = turns.preempt
+            for _ in turns.iterate(base.stream()):
+                pass
+    except (Cancelled, InfillError):  # cancelled, refused (slots.Busy) or over its budget: no line
         return ""
     except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
         log.exception("timing cached sequential decoding failed")
@@ -431,6 +464,63 @@ def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
 
 
 # ----------------------------------------------------------------------------- replay
+
+
+class StoredTrace(Mapping):
+    """A stored run's trace as a visitor's player state holds it: the run's id, the input's token
+    view and a title; the steps are read from the store when the player needs them (the few most
+    recent runs cached process-wide). Why: Gradio keeps each visitor's state in memory, and a
+    trace of a thousand steps with their probabilities per visitor added up (issue 28); an id
+    costs nothing. Reads like the {"view", "steps", "title"} dict the player used to hold."""
+
+    __slots__ = ("run_id", "view", "title")
+
+    def __init__(self, run_id: int, view: dict, title: str = ""):
+        self.run_id, self.view, self.title = run_id, view, title
+
+    def __getitem__(self, key: str):
+        if key == "steps":
+            return stored_steps(self.run_id)
+        if key == "view":
+            return self.view
+        if key == "title":
+            return self.title
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(("view", "steps", "title"))
+
+    def __len__(self) -> int:
+        return 3
+
+
+_STEPS_KEEP = 16
+_steps_cache: OrderedDict[tuple[int, int], list[Step]] = OrderedDict()
+_steps_lock = threading.Lock()
+
+
+def stored_steps(run_id: int) -> list[Step]:
+    """The steps of stored run `run_id` ([] when retention deleted it), from a small LRU cache."""
+    key = (id(store()), run_id)
+    with _steps_lock:
+        if key in _steps_cache:
+            _steps_cache.move_to_end(key)
+            return _steps_cache[key]
+    run = store().get_run(run_id)
+    steps = list(run.steps) if run is not None else []
+    with _steps_lock:
+        _steps_cache[key] = steps
+        while len(_steps_cache) > _STEPS_KEEP:
+            _steps_cache.popitem(last=False)
+    return steps
+
+
+def trace_ref(run_id: int | None, view: dict, steps: list[Step], title: str):
+    """The player's state for a run: its id once stored (StoredTrace), else the steps themselves."""
+    if run_id is None:
+        return {"view": view, "steps": steps, "title": title}
+    return StoredTrace(run_id, view, title)
+
 
 
 @dataclass

@@ -7,16 +7,19 @@ handler then refused it. This ASGI middleware sits between the server and every 
 declared `Content-Length` over the limit is answered 413 without reading a byte, and a body
 without one (chunked) is counted while it streams and cut off at the limit.
 
-`INFILL_MAX_BODY_BYTES` sets the limit (default 1 MiB). The largest legitimate request is a run
+`INFILL_MAX_BODY_BYTES` sets the limit (default 256 KiB). The largest legitimate request is a run
 of the longest input (inputs.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped as \\uXXXX
-surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values."""
+surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values. The limit is
+that and no more because Gradio keeps a request's input values in the visitor's session even
+when the handler refuses them (app.memory bounds how many sessions, and for how long): with a
+1 MiB limit, 300 refused 1 MB texts kept 350 MiB (issue 28)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-DEFAULT_MAX_BODY_BYTES = 1 << 20
+DEFAULT_MAX_BODY_BYTES = 256 << 10
 
 
 def max_body_bytes() -> int:
@@ -133,9 +136,13 @@ def launch_limits() -> dict:
     """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests)."""
     from starlette.middleware import Middleware
 
-    return {"app_kwargs": {"middleware": [Middleware(BodyLimit)]}, "max_file_size": "1kb"}
+    from .memory import lifespan, sessions_max
+
+    return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
+            "max_file_size": "1kb", "state_session_capacity": sessions_max()}
 
 
-#: Gradio's file cache (the CSV download of /stats lands there): every hour, delete what is older
-#: than an hour (a download link stays valid that long).
-DELETE_CACHE = (3600, 3600)
+#: Gradio's file cache (the CSV download of /stats lands there): every 5 minutes, delete what is
+#: older than 10 minutes (a download link stays valid that long; the hourly prune let 116 MB of
+#: CSV copies pile up in a minute of /stats calls, issue 28).
+DELETE_CACHE = (300, 600)

@@ -1,6 +1,9 @@
-"""`python -m app.loadtest [--clients N] [--heavy H] [--baseline] [--url URL ...]`: N visitors at once,
-each running one small infill through the queue with gradio_client, optionally while H worst-case
-runs (the costliest settings the server accepts) compete with them; prints per-request latency.
+"""`python -m app.loadtest [--clients N] [--heavy H] [--baseline] [--loop S] [--url URL ...]`: N visitors
+at once, each running one small infill through the queue with gradio_client, optionally while H
+worst-case runs (the costliest settings the server accepts) compete with them; prints per-request
+latency (median, p90, p99, max) and how the worst-case runs ended. With `--loop S` the N visitors
+loop small runs for S seconds instead while one long run ([MASK:120]) is sent a few seconds in,
+and its latency is printed (the starvation scenario of issue 28).
 
 - A visitor's latency runs from opening its connection (gradio_client fetches the page config)
   to its run's last update, so connect time is included.
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 
 SMALL_TEXT = "The old man walked to the [MASK:24] and looked at the sea."
 HEAVY_TEXT = "It was the best of times, it was the worst of times, [MASK:240]"
+#: the starvation scenario's long run (issue 28: a 0.8 s run took 41 s among 20 looping visitors)
+LONG_TEXT = "It was the best of times, it was the worst of times, [MASK:120]"
 #: the costliest settings the server accepts for HEAVY_TEXT (engine.budget.Budget.check_params:
 #: steps <= 4 x masked, steps x inner <= 16 x masked); the budget stops the run.
 HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
@@ -40,6 +45,8 @@ class Outcome:
     connects: list[float] = field(default_factory=list)  # of the served runs: seconds to connect
     errors: list[str] = field(default_factory=list)
     stopped: int = 0  # runs the server stopped by their budget (expected for heavy runs)
+    ended: list[float] = field(default_factory=list)  # latency of every run that got an answer (stopped included)
+    refused: int = 0  # runs refused at admission (app.slots.Busy: a full long-run table)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -58,6 +65,8 @@ def classify(result) -> tuple[str, str]:
         return "ok", ""
     if "budget" in status:
         return "stopped", status
+    if "long runs" in status or "runs in progress" in status:
+        return "refused", status
     return "error", status[:200] or "ended without a completed text"
 
 
@@ -77,11 +86,15 @@ def visit(url: str, args: tuple, out: Outcome, timeout: float) -> None:
         kind, msg = "error", f"{type(e).__name__}: {e}"[:300]
     dt = time.perf_counter() - t0
     with out.lock:
+        if kind != "error":
+            out.ended.append(dt)
         if kind == "ok":
             out.latencies.append(dt)
             out.connects.append(t_conn)
         elif kind == "stopped":
             out.stopped += 1
+        elif kind == "refused":
+            out.refused += 1
         else:
             out.errors.append(msg)
 
@@ -113,13 +126,42 @@ def wave(urls: list[str], small: list[tuple], heavy: list[tuple], timeout: float
     return s_out, h_out, wall
 
 
+def pct(sorted_values: list[float], q: float) -> float:
+    """The q-quantile of sorted values (nearest rank below)."""
+    return sorted_values[int(q * (len(sorted_values) - 1))]
+
+
+def loop(url: str, clients: int, seconds: float, long_args: tuple | None, long_after: float,
+         timeout: float) -> tuple[Outcome, Outcome]:
+    """`clients` visitors each looping small runs for `seconds`; `long_after` seconds in, one long
+    run (`long_args`) from its own visitor. Returns (small runs, the long run)."""
+    small, long_out = Outcome(), Outcome()
+    stop = time.monotonic() + seconds
+
+    def looper(i: int) -> None:
+        seed = 0
+        while time.monotonic() < stop:
+            visit(url, form(SMALL_TEXT, "assd-cache", 10_000 * i + seed), small, timeout)
+            seed += 1
+
+    threads = [threading.Thread(target=looper, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    if long_args is not None:
+        time.sleep(long_after)
+        visit(url, long_args, long_out, timeout)
+    for t in threads:
+        t.join(seconds + timeout + 30)
+    return small, long_out
+
+
 def summary(label: str, out: Outcome, n: int, wall: float) -> str:
     """One line per phase: served runs, errors, wall time and latency percentiles."""
     lat = sorted(out.latencies)
     if not lat:
         return f"{label}: no run served; errors: {out.errors[:3]}"
     return (f"{label}: {len(lat)}/{n} served, {len(out.errors)} errors, wall {wall:.1f} s, "
-            f"latency median {statistics.median(lat):.2f} s, p90 {lat[int(0.9 * (len(lat) - 1))]:.2f} s, "
+            f"latency median {statistics.median(lat):.2f} s, p90 {pct(lat, 0.9):.2f} s, p99 {pct(lat, 0.99):.2f} s, "
             f"max {lat[-1]:.2f} s (of which connecting: median {statistics.median(out.connects):.2f} s)"
             + (f"; first errors: {out.errors[:2]}" if out.errors else ""))
 
@@ -170,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sampler", default="assd-cache")
     ap.add_argument("--url", action="append", default=[], help="drive running servers (repeatable)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a visitor waits at most")
+    ap.add_argument("--loop", type=float, default=0.0,
+                    help="seconds the visitors loop small runs (instead of one run each) while one long run "
+                         "(--long-text) is sent --long-after seconds in: the starvation scenario")
+    ap.add_argument("--long-text", default=LONG_TEXT)
+    ap.add_argument("--long-after", type=float, default=5.0)
     a = ap.parse_args(argv)
     server = None
     urls = a.url
@@ -183,7 +230,18 @@ def main(argv: list[str] | None = None) -> int:
         conc = os.environ.get("INFILL_CONCURRENCY", "2")
         print(f"servers {urls}; concurrency {conc} (local setting); {a.clients} visitors, "
               f"{a.heavy} worst-case runs ({HEAVY} on {HEAVY_TEXT!r})", flush=True)
-        wave(urls, small[:2], [], a.timeout)  # warm-up (models loaded, caches filled): not measured
+        # warm-up (models loaded, caches filled): not measured; first one small run of the
+        # worst-case sampler alone, so its models load before the measured wave, not raced by it
+        if a.heavy:
+            wave(urls, [form(a.text, HEAVY["sampler"], 1, k=4, steps=32)], [], a.timeout)
+        wave(urls, small[:2], [], a.timeout)
+        if a.loop:
+            s, lg = loop(urls[0], a.clients, a.loop, form(a.long_text, "assd-cache", 7), a.long_after, a.timeout)
+            print(summary(f"{a.clients} visitors looping small runs for {a.loop:g} s", s, len(s.latencies)
+                          + len(s.errors), a.loop), flush=True)
+            print(f"long run ({a.long_text[:40]!r}..., sent {a.long_after:g} s in): "
+                  + (f"latency {lg.ended[0]:.2f} s" if lg.ended else f"no answer {lg.errors[:1]}"), flush=True)
+            return 1 if s.errors or not lg.latencies else 0
         failed = False
         base_med = None
         if a.baseline and a.heavy:
@@ -195,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         label = f"with {a.heavy} worst-case runs" if a.heavy else "visitors"
         print(summary(label, s, a.clients, wall), flush=True)
         if a.heavy:
+            worst = f", worst latency {max(h.ended):.2f} s" if h.ended else ""
             print(f"worst-case runs: {len(h.latencies)} completed, {h.stopped} stopped by the budget, "
-                  f"{len(h.errors)} errors {h.errors[:2]}", flush=True)
+                  f"{h.refused} refused at admission, {len(h.errors)} errors {h.errors[:2]}{worst}", flush=True)
         failed |= bool(s.errors)
         if base_med and s.latencies:
             print(f"median latency ratio (with / without worst-case runs): {statistics.median(s.latencies) / base_med:.2f}")

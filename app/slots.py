@@ -12,17 +12,32 @@ hardly depends on them, small runs among themselves keep their arrival order (no
 sharing that would finish them all late), and a long run computes whenever no lighter run waits
 (its budget, engine.budget, counts only its computing time).
 
+Priorities age (issue 28: a 0.8 s run took 41 s among 20 visitors looping short runs): while runs
+past level 0 wait, AGE_RATE x (number of slots) seconds of service are forgiven per second, all
+to the one that arrived first (`AgingClock`), so it climbs back to level 0, where its earlier
+arrival puts it before newer runs. The long runs together thus take at most about AGE_RATE of the
+slots from the short ones however many wait (sixteen worst-case runs each aging on its own
+crowded the short runs out: measured, 150 s for 24-token runs), a lone long run among a stream
+of short ones gets about AGE_RATE / (1 + AGE_RATE) of the slots, and a run waits only for work
+that arrived before it or is lighter than it: never unboundedly.
+
+Admission comes before the slots (`Admission`): a visitor may have INFILL_RUNS_PER_VISITOR runs in
+progress (default 2); a long run (over INFILL_SMALL_RUN_TOKENS masked tokens, default 32) needs
+one of INFILL_ACTIVE_RUNS long-run seats or a place in a line of INFILL_LONG_RUN_LINE, else it is
+refused with a message; and Gradio's concurrency for run events (`run_seats`) adds
+INFILL_SMALL_RUN_SEATS that no long run can hold, so a small run never waits for long runs to end
+(issue 28: 16 worst-case runs held every seat and 6-token runs waited 20 s).
+
 A run waiting for a slot also watches for its visitor's cancel (app.cancels): a job cancelled
 before it computed anything leaves no trace at all (`Cancelled`).
 
 The wait a new run can expect (`Slots.estimate`, shown on the page before it starts) follows the
 same rules from measured times: the runs that would compute before it, each until it finishes (the
 mean measured compute time of finished runs) or leaves the new run's level, shared over the
-slots, plus about one turn until a slot frees."""
+slots, plus about one turn until a slot frees (it leaves aging out: an upper estimate for a new run)."""
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import os
 import statistics
@@ -31,8 +46,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
+
+from engine.errors import InfillError
 
 T = TypeVar("T")
 
@@ -59,48 +76,111 @@ def active_runs() -> int:
     return max(_env_int("INFILL_ACTIVE_RUNS", 16), concurrency())
 
 
-class Slots:
-    """The compute slots of this process and the runs waiting for one (lowest priority first),
-    with the measured times the wait estimate needs."""
+@dataclass(eq=False)
+class _Waiter:
+    """A run waiting for a slot. `static` is a fixed priority (callers that give one); otherwise its
+    priority ages: `virtual` seconds of service less the `credit` the AgingClock gave it while it
+    waited, if it `ages` (it waits past level 0)."""
 
-    def __init__(self, n: int):
+    static: tuple | None
+    arrival: int
+    virtual: float
+    attained: float
+    ages: bool = False
+    credit: float = 0.0
+    event: threading.Event = field(default_factory=threading.Event)
+    granted: float = 0.0  # the credit it had when handed a slot
+
+    def priority(self) -> tuple:
+        if self.static is not None:
+            return self.static
+        return aged_priority(self.virtual, self.credit if self.ages else 0.0, self.arrival)
+
+
+class AgingClock:
+    """Aging credit: `rate` x `n_slots` seconds of service forgiven per second while any run waits
+    past level 0, all of it to the one that arrived first among those still past level 0 with the
+    credit they have. So the long runs together earn at most that share of the slots, however many
+    wait, and a waiting run is overtaken only by work that arrived before it and by runs lighter
+    than it: its wait is bounded."""
+
+    def __init__(self, n_slots: int, now: float, rate: float | None = None):
+        self.n, self.rate, self.t = n_slots, rate, now
+
+    def advance(self, now: float, aging: list) -> None:
+        """Credit the time since the last call to the first arrived of `aging` (items with
+        `arrival`, `virtual` and `credit`) still past level 0, then move the clock to `now`."""
+        rate = AGE_RATE if self.rate is None else self.rate
+        needy = [w for w in aging if level(max(0.0, w.virtual - w.credit)) > 0]
+        if needy and now > self.t:
+            min(needy, key=lambda w: w.arrival).credit += (now - self.t) * rate * self.n
+        self.t = max(self.t, now)
+
+
+class Slots:
+    """The compute slots of this process and the runs waiting for one (lowest priority first;
+    priorities age while a run waits), with the measured times the wait estimate needs."""
+
+    def __init__(self, n: int, clock: Callable[[], float] = time.monotonic):
         self.n = self.free = n
+        self.clock = clock
         self._lock = threading.Lock()
-        self._waiters: list[tuple[tuple, int, threading.Event, float]] = []  # priority, seq, event, attained
+        self._waiters: list[_Waiter] = []
+        self.aging = AgingClock(n, clock())
         self._seq = itertools.count()
         self._runs: deque[float] = deque(maxlen=64)  # compute seconds of recently finished runs
         self._turns: deque[float] = deque(maxlen=256)  # seconds a slot was held in one go
         self._holders: dict[int, tuple[tuple, float]] = {}  # run -> (priority, attained) while it computes
 
-    def acquire(self, priority: tuple, cancelled: Callable[[], bool] | None = None, attained: float = 0.0) -> None:
-        """Take a slot; among waiters the lowest `priority` goes first. Raises Cancelled (without
-        a slot) when `cancelled()` turns true while waiting. `attained` (the run's compute seconds
-        so far) only feeds the wait estimate."""
+    def _first(self, now: float) -> _Waiter | None:
+        """The waiter that goes next (a few dozen at most wait: a scan, not a heap, since priorities age)."""
+        self.aging.advance(now, [w for w in self._waiters if w.ages])
+        return min(self._waiters, key=lambda w: w.priority(), default=None)
+
+    def _leave(self, w: _Waiter, now: float) -> None:
+        self.aging.advance(now, [x for x in self._waiters if x.ages])
+        self._waiters.remove(w)
+
+    def acquire(self, priority: tuple | None = None, cancelled: Callable[[], bool] | None = None,
+                attained: float = 0.0, *, arrival: int | None = None, virtual: float | None = None) -> float:
+        """Take a slot; return the aging credit earned while waiting (seconds of service to forgive).
+        Among waiters the lowest priority goes first: a fixed `priority`, or (with `arrival` and
+        `virtual`) the aged priority of a run with `virtual` seconds of service (aged_priority with
+        its share of the AgingClock). Raises Cancelled (without a slot) when `cancelled()` turns
+        true while waiting. `attained` (the run's compute seconds so far) only feeds the estimate."""
         with self._lock:
             if self.free > 0 and not self._waiters:
                 self.free -= 1
-                return
-            entry = (priority, next(self._seq), threading.Event(), attained)
-            heapq.heappush(self._waiters, entry)
-        while not entry[2].wait(0.1):
+                return 0.0
+            v = virtual if virtual is not None else attained
+            w = _Waiter(priority, arrival if arrival is not None else next(self._seq), v, attained)
+            self.aging.advance(self.clock(), [x for x in self._waiters if x.ages])  # credit up to now
+            w.ages = priority is None and level(v) > 0
+            self._waiters.append(w)
+        while not w.event.wait(0.1):
             if cancelled is not None and cancelled():
                 with self._lock:
-                    if not entry[2].is_set():  # still waiting: leave the line
-                        self._waiters.remove(entry)
-                        heapq.heapify(self._waiters)
+                    if not w.event.is_set():  # still waiting: leave the line
+                        self._leave(w, self.clock())
                         raise Cancelled
                 break  # the slot was handed over meanwhile: keep it
+        return w.granted
 
     def better_waiting(self, priority: tuple) -> bool:
-        """Whether a waiter would go before `priority`."""
+        """Whether a waiter (with its aged priority) would go before `priority`."""
         with self._lock:
-            return bool(self._waiters) and self._waiters[0][0] < priority
+            w = self._first(self.clock())
+            return w is not None and w.priority() < priority
 
     def release(self) -> None:
         """Give a slot back: straight to the first waiter, else to the pool."""
         with self._lock:
-            if self._waiters:
-                heapq.heappop(self._waiters)[2].set()  # hand the slot over directly: no barging
+            now = self.clock()
+            w = self._first(now)
+            if w is not None:
+                w.granted = w.credit if w.ages else 0.0
+                self._leave(w, now)
+                w.event.set()  # hand the slot over directly: no barging
             else:
                 self.free += 1
 
@@ -123,7 +203,8 @@ class Slots:
     def estimate(self, priority: tuple = (0, float("inf"))) -> WaitEstimate:
         """The wait of a run queueing now at `priority` (default: a newly arrived run)."""
         with self._lock:
-            ahead = [a for p, _, _, a in self._waiters if p < priority]
+            self.aging.advance(self.clock(), [w for w in self._waiters if w.ages])
+            ahead = [w.attained for w in self._waiters if w.priority() < priority]
             ahead += [a for p, a in self._holders.values() if p < priority]
             busy = self.free == 0 or bool(self._waiters)
             mean_run = statistics.fmean(self._runs) if self._runs else None
@@ -166,6 +247,10 @@ def estimate_wait(n_slots: int, busy: bool, level_: int, ahead_attained: list[fl
 
 #: seconds of computing that end priority levels 0, 1 and 2
 LEVELS = (0.5, 2.0, 8.0)
+#: seconds of service forgiven per second and per slot to the first arrived of the runs waiting
+#: past level 0 (AgingClock): it climbs back a level and no run waits unboundedly (issue 28: a
+#: 0.8 s run took 41 s), and long runs together take at most about this share from short ones
+AGE_RATE = 0.25
 _arrivals = itertools.count()
 
 
@@ -174,21 +259,34 @@ def level(attained: float) -> int:
     return sum(attained >= t for t in LEVELS)
 
 
+def aged_priority(virtual: float, credit: float, arrival: int) -> tuple:
+    """(level, arrival) of a run with `virtual` seconds of service that was given `credit` seconds
+    of aging while it waited (AgingClock): the credit comes off its service (not below 0)."""
+    return (level(max(0.0, virtual - max(0.0, credit))), arrival)
+
+
 class Turns:
-    """One run's use of the slots: its attained computing time, its arrival, its cancel check."""
+    """One run's use of the slots: its attained computing time, the service its priority counts
+    (attained less what waiting forgave), its arrival, its cancel check."""
 
     def __init__(self, slots: Slots, cancelled: Callable[[], bool] | None = None):
         self.slots, self.cancelled, self.attained = slots, cancelled, 0.0
+        self.virtual = 0.0  # service as the priority counts it (aged while waiting)
         self.arrival = next(_arrivals)
         self._t: float | None = None  # start of the current turn (slot held)
         self._held = 0.0  # when the slot was last taken
 
     def priority(self) -> tuple:
         """(level, arrival): lighter runs first, then first come first served."""
-        return (level(self.attained), self.arrival)
+        return (level(self.virtual), self.arrival)
+
+    def _computed(self, seconds: float) -> None:
+        self.attained += seconds
+        self.virtual += seconds
 
     def _hold(self) -> None:
-        self.slots.acquire(self.priority(), self.cancelled, self.attained)
+        credit = self.slots.acquire(None, self.cancelled, self.attained, arrival=self.arrival, virtual=self.virtual)
+        self.virtual = max(0.0, self.virtual - credit)
         self._t = self._held = time.perf_counter()
         self.slots.note_holder(id(self), self.priority(), self.attained)
 
@@ -206,7 +304,7 @@ class Turns:
         finally:
             if self._t is not None:  # None: preempt() gave the slot up and was cancelled in line
                 now = time.perf_counter()
-                self.attained += now - self._t
+                self._computed(now - self._t)
                 self._give_back(now)
 
     def preempt(self) -> None:
@@ -215,7 +313,7 @@ class Turns:
         if self._t is None:
             return
         now = time.perf_counter()
-        self.attained += now - self._t
+        self._computed(now - self._t)
         self._t = now
         if self.slots.better_waiting(self.priority()):
             self._give_back(now)
@@ -232,6 +330,121 @@ class Turns:
                 self.slots.note_run(self.attained)
                 return
             yield item
+
+
+# ----------------------------------------------------------------------------- admission
+
+
+class Busy(InfillError):
+    """A run refused at admission: its visitor has too many in progress, or the long-run table and
+    its line are full. The message says what to do."""
+
+
+def per_visitor() -> int:
+    """Runs one visitor (Gradio session) may have in progress at once (INFILL_RUNS_PER_VISITOR, default 2)."""
+    return _env_int("INFILL_RUNS_PER_VISITOR", 2)
+
+
+def small_run_tokens() -> int:
+    """A run with at most this many masked tokens is small (INFILL_SMALL_RUN_TOKENS, default 32): its
+    cost is bounded by the budget's parameter caps, and it never needs a long-run seat."""
+    return _env_int("INFILL_SMALL_RUN_TOKENS", 32)
+
+
+def long_run_line() -> int:
+    """Long runs that may wait for a long-run seat (INFILL_LONG_RUN_LINE, default 4); more are refused."""
+    return _env_int("INFILL_LONG_RUN_LINE", 4)
+
+
+def small_run_seats() -> int:
+    """Gradio seats only small runs can reach (INFILL_SMALL_RUN_SEATS, default 8)."""
+    return _env_int("INFILL_SMALL_RUN_SEATS", 8)
+
+
+def run_seats() -> int:
+    """Gradio's concurrency for run events: the long runs' seats and line, plus small_run_seats(),
+    so long runs can never take every seat (issue 28: 16 worst-case runs made 6-token runs wait 20 s)."""
+    return active_runs() + long_run_line() + small_run_seats()
+
+
+class Admission:
+    """Which runs may be in progress: at most `per_visitor` per visitor, and at most `seats` long
+    runs (more than small_run_tokens() masked tokens) with `line` more waiting, first come first
+    served, for a seat; beyond that a long run is refused with a message. Small runs need no seat,
+    and Gradio's concurrency (run_seats) leaves them seats no long run can hold, so a small run
+    never waits for long ones to end: only for a compute slot, where it goes first (Slots)."""
+
+    def __init__(self, seats: int, line: int, per_visitor: int):
+        self.seats, self.line, self.per_visitor = seats, line, per_visitor
+        self._lock = threading.Lock()
+        self._owners: dict[str, int] = {}
+        self.long = 0  # long runs holding a seat
+        self._line: deque[threading.Event] = deque()
+
+    def _refuse_visitor(self, owner: str | None) -> None:
+        if owner is not None and self._owners.get(owner, 0) >= self.per_visitor:
+            raise Busy(f"You already have {self.per_visitor} runs in progress, the most one visitor may have "
+                       "at once. Wait for one to finish (or stop it), then run again.")
+
+    @contextmanager
+    def enter(self, owner: str | None, long: bool, cancelled: Callable[[], bool] | None = None):
+        """Hold an admission for the body: raises Busy (nothing held) when refused, Cancelled when
+        the visitor cancelled while a long run waited in line."""
+        with self._lock:
+            self._refuse_visitor(owner)
+            ev = None
+            if long and self.long >= self.seats:
+                if len(self._line) >= self.line:
+                    raise Busy(f"The server is running its limit of {self.seats} long runs and {self.line} more "
+                               f"wait. Try again in a minute, or mask at most {small_run_tokens()} tokens: "
+                               "such a run starts at once.")
+                ev = threading.Event()
+                self._line.append(ev)
+            elif long:
+                self.long += 1
+            if owner is not None:
+                self._owners[owner] = self._owners.get(owner, 0) + 1
+        holds = long and ev is None  # a long run holding a seat
+        try:
+            while ev is not None and not ev.wait(0.1):  # a leaving long run hands its seat over
+                if cancelled is not None and cancelled():
+                    with self._lock:
+                        if not ev.is_set():
+                            self._line.remove(ev)
+                            raise Cancelled
+                    break
+            holds = long
+            yield
+        finally:
+            with self._lock:
+                if owner is not None:
+                    left = self._owners.get(owner, 1) - 1
+                    if left > 0:
+                        self._owners[owner] = left
+                    else:
+                        self._owners.pop(owner, None)
+                if holds:
+                    if self._line:
+                        self._line.popleft().set()  # the seat goes straight to the first in line
+                    else:
+                        self.long -= 1
+
+    def in_progress(self, owner: str) -> int:
+        """Runs this visitor has in progress (or waiting in line)."""
+        with self._lock:
+            return self._owners.get(owner, 0)
+
+
+_admission: Admission | None = None
+
+
+def admission() -> Admission:
+    """This process's admission rules (created on first use from the environment)."""
+    global _admission
+    with _slots_lock:
+        if _admission is None:
+            _admission = Admission(active_runs(), long_run_line(), per_visitor())
+        return _admission
 
 
 _END = object()

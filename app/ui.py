@@ -9,7 +9,7 @@ import html
 import gradio as gr
 
 from .render import CSS
-from .slots import active_runs
+from .slots import run_seats
 from .tabs import compare, editor, player, sessions, statistics
 from .tabs.common import Page
 
@@ -103,8 +103,9 @@ def build() -> gr.Blocks:
     with StudioBlocks(title="Infilling studio") as demo:
         p = Page(demo=demo)
         _layout(p)
-        # runs in progress at once; app.slots lets INFILL_CONCURRENCY of them compute at the same time
-        p.run_limit = active_runs()
+        # runs in progress at once: long runs' seats and line plus seats only small runs reach
+        # (app.slots.Admission); INFILL_CONCURRENCY of them compute at the same time
+        p.run_limit = run_seats()
         editor.wire(p)
         player.wire(p, sessions.remember)
         compare.wire(p, sessions.remember)

@@ -53,7 +53,7 @@ def test_the_slots_measure_runs_and_see_their_waiters():
         waiting = []
         for attained in (0.2, 3.0):  # a light run (level 0) and a heavy one (level 2) queue up
             w = Turns(s)
-            w.attained = attained
+            w.attained = w.virtual = attained  # service as the priority counts it (no wait yet)
             th = threading.Thread(target=_one_turn, args=(w,), daemon=True)
             th.start()
             waiting.append(th)

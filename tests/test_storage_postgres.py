@@ -76,3 +76,11 @@ def test_postgres_fresh_database_is_at_head() -> None:
                 )
         finally:
             st.close()
+
+
+def test_retention_on_postgres(store: Store) -> None:
+    """The retention policy (storage.retention) on PostgreSQL: size by pg_total_relation_size,
+    deletes cascading (the same checks as on SQLite)."""
+    from tests.test_serving import check_retention
+
+    check_retention(store)

@@ -63,9 +63,9 @@ def _finished(live: Live, note: str, request):
     res = live.result
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
     if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
-        trace = {"view": live.view, "steps": live.steps, "title": _title(live.run.spec.name, live.run.lm.name)}
+        trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
         return (*_player(live, _stopped_msg(live.state)), "", link, _scrub_to_end(len(live.steps)), trace, "")
-    trace = {"view": live.view, "steps": live.steps, "title": _title(res.sampler, res.model)}
+    trace = core.trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
@@ -97,6 +97,11 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
+        if live.run_id is not None:  # stored all the same (a budget stop): link, list and replay it
+            trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+            yield (*_player(live, status_md(msg, "error")), "", share.share_link(request, live.share_id),
+                   _scrub_to_end(len(live.steps)), trace, "")
+            return
         yield (*_player(live, status_md(msg, "error")), "", "", blank, None, "")
         return
     core.clear_stop(live.share_id)
@@ -138,13 +143,24 @@ def stop_run(sid, request: gr.Request = None):
     if run is None:
         return (status_md("Stopped before the first round was stored; nothing to replay."), keep, keep, keep, *idle())
     view = core.load_session(sid).view_for(run)
-    trace = {"view": view, "steps": run.steps, "title": f"{run.sampler} on {run.params.get('model', '')}"}
+    trace = core.trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
     core.clear_stop(sid)
     if run.status == "ok":
         msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
     else:
         msg = _stopped_msg(core.new_state(view, run.steps))
     return (msg, share.share_link(request, sid), trace, _scrub_to_end(len(run.steps)), *idle())
+
+
+def remembering_run(remember):
+    """After Run: list the run's session in this browser. The link names it when the last update
+    arrived; when it did not (the stream broke off, the run was stopped by its budget or a
+    disconnect) the session the run announced is listed once the store holds it."""
+    def remember_run(link, sid, ids):
+        if not share.share_id_from_link(link) and sid and core.store().get_session(sid) is not None:
+            link = f"?{share.QUERY_KEY}={sid}"
+        return remember(link, ids)
+    return remember_run
 
 
 # ----------------------------------------------------------------------------- playing a stored trace
@@ -304,7 +320,8 @@ def wire(p: Page, remember) -> None:
         preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
     )
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
-        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private").then(
+        remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
+        api_visibility="private").then(
         speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden")
     p.stop_btn.click(stop_run, [p.run_sid], [p.status, p.link, p.trace_state, p.scrub_sl, p.run_btn, p.stop_btn],

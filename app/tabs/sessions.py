@@ -87,7 +87,7 @@ def restore_values(share_id: str, request=None) -> dict:
         "completed": main.completed_text,
         "link": share.share_link(request, sess.share_id),
         "nsteps": len(main.steps),
-        "trace": {"view": view, "steps": main.steps, "title": title},
+        "trace": core.trace_ref(main.id, view, main.steps, title),  # the player's state holds the run's id
         "compare": _compare_values(rp) if rp.kind == "compare" and len(rp.runs) >= 2 else None,
     }
 
