@@ -48,7 +48,8 @@ def domain_example(domain):
     """A person switching domain gets that domain's first example in the input box (never English
     text sent to the protein model) and that domain's default sampler."""
     ex = EXAMPLES.get(domain, [])
-    return (ex[0] if ex else gr.update()), core.default_sampler(domain)
+    sampler = core.default_sampler(domain)
+    return (ex[0] if ex else gr.update()), sampler, core.sampler_help(sampler, domain)
 
 
 def model_card(model):
@@ -232,6 +233,32 @@ def layout(p: Page) -> None:
                      p.window, p.inner]
 
 
+#: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's
+#: slider) before the server sees it: say so, next to the knobs, instead of running silently
+KNOB_NOTE_JS = """() => {
+  if (window.__knobNote) return;
+  window.__knobNote = true;
+  const say = (e) => {
+    const el = e.target;
+    if (!(el instanceof HTMLInputElement) || el.type !== 'number') return;
+    const box = el.closest('[id^="knob-"]');
+    const note = document.querySelector('#knob-note');
+    if (!box || !note) return;
+    const name = box.id.slice(5);
+    const v = parseFloat(el.value), lo = parseFloat(el.min), hi = parseFloat(el.max);
+    if (isNaN(lo) || isNaN(hi)) return;
+    if (isNaN(v) || (v >= lo && v <= hi)) {
+      if (note.textContent.startsWith(name + ':')) note.textContent = '';
+      return;
+    }
+    note.textContent = name + ': ' + el.value + ' is outside ' + lo + ' to ' + hi + ', so it was set to '
+      + (v < lo ? lo : hi) + '.';
+  };
+  document.addEventListener('change', say, true);
+  document.addEventListener('blur', say, true);
+}"""
+
+
 def _parameters(p: Page) -> None:
     """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
     listed = set(SAMPLERS[p.first_sampler].params)
@@ -256,6 +283,8 @@ def _parameters(p: Page) -> None:
             p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window", info=core.PARAM_HELP["window"],
                                 visible="window" in listed, elem_id="knob-window")
             p.inner = slider("inner", 1, 1)
+        # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
+        p.knob_note = gr.HTML("", elem_id="knob-note")
 
 
 def wire(p: Page) -> None:
@@ -263,8 +292,8 @@ def wire(p: Page) -> None:
     p.domain.change(on_domain, [p.domain, p.sampler, p.model], [p.model, p.example, p.status],
                     api_visibility="private")
     # a person switching domain (not a restore) gets that domain's example in the input
-    p.domain.input(domain_example, [p.domain], [p.text, p.sampler], api_visibility="private")
-    p.domain.change(core.sampler_help, [p.sampler, p.domain], [p.sampler_help], api_visibility="private", queue=False)
+    p.domain.input(domain_example, [p.domain], [p.text, p.sampler, p.sampler_help], api_visibility="private")
+    p.demo.load(None, None, None, js=KNOB_NOTE_JS, api_visibility="private")
     p.model.change(model_card, [p.model], [p.card], api_visibility="private", queue=False)
     for src in (p.text, p.model, p.domain):
         src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",

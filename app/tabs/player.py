@@ -278,16 +278,18 @@ def _delay(steps, j: int, speed) -> float:
 
 def paced(view: dict, steps: list, start: int, speed, stop=lambda: False):
     """(i, state) after each group of steps from `start`, each group shown when it is due at `speed`:
-    a frame goes out whenever the next step is due FRAME_GAP or more later, so drafts stay on screen
-    until the decision after them. `stop()` ends it early (the caller then shows the end)."""
+    a frame goes out before every wait (so drafts stay on screen until the decision after them),
+    except that states less than FRAME_GAP apart are merged. `stop()` ends it early."""
     n = len(steps)
     st = core.new_state(view, steps, start)
-    due = time.perf_counter()
+    due = shown = time.perf_counter()
     for j in range(start, n):
         due += _delay(steps, j, speed)
         st.apply(steps[j])
         nxt = _delay(steps, j + 1, speed) if j + 1 < n else 0.0
-        if nxt >= FRAME_GAP or j == n - 1:
+        # show this state when the next step waits and this one is not merely an instant after the last
+        if j == n - 1 or (nxt > 0 and (nxt >= FRAME_GAP or due - shown >= FRAME_GAP)):
+            shown = due
             while True:  # sleep until due, looking at stop() now and then
                 wait = due - time.perf_counter()
                 if wait <= 0 or stop():
