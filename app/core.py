@@ -255,14 +255,21 @@ def prepare(form: Form) -> InfillRun:
     values = {"k": as_int("k", form.k), "temperature": as_float("temperature", form.temperature),
               "steps": as_int("steps", form.steps), "dtau": as_float("dtau", form.dtau),
               "inner": as_int("inner", form.inner)}
-    for name in SAMPLERS[form.sampler].params:  # only the knobs this sampler reads (the others are hidden)
-        if name in PAGE_RANGES:
+    reads = SAMPLERS[form.sampler].params
+    for name in list(values):  # the knobs this sampler reads are checked; the hidden, ignored ones reset
+        if name in reads:
             check_range(name, values[name])
+        else:
+            values[name] = IGNORED_DEFAULTS[name]
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
         temperature=values["temperature"], k=values["k"], steps=values["steps"], dtau=values["dtau"],
         window=str(form.window), inner=values["inner"], allow_paths=False, budget=Budget.from_env(),
     )
+
+
+#: what a knob the sampler ignores is sent as (the engine's defaults; steps None: the sampler's own)
+IGNORED_DEFAULTS = {"k": 5, "temperature": 1.0, "steps": None, "dtau": 0.05, "inner": 1}
 
 
 def token_view(run: InfillRun) -> dict:
