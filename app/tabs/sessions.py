@@ -85,7 +85,8 @@ def restore_values(share_id: str, request=None) -> dict:
             f"{main.seed or 0}, {len(view['masked'])} masked tokens in {st.round + 1} rounds{note}. Read from the "
             "store, no model was run; the trace below shows its end: press ▶ play (from the start) or replay "
             "from start to watch it.", "ok"),
-        "counters": counters_md(st, "restored from a share link: press ▶ play to watch it"),
+        "counters": counters_md(st, f"restored from a share link ({main.sampler}, seed {main.seed or 0}): "
+                                    "press ▶ play to watch it"),
         "player": view_html(st, title),
         "detail": detail_table(st.detail),
         "completed": main.completed_text,
