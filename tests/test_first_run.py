@@ -181,3 +181,21 @@ def test_hover_of_an_untested_first_draft_says_no_test_ran(tiny):
     assert untested and tested
     assert "without a test" in _tip(st, untested[0], "accepted") and "tested by" not in _tip(st, untested[0], "accepted")
     assert "tested by the speculative test" in _tip(st, tested[0], "accepted")
+
+
+def test_the_sampler_switch_names_the_new_model_and_hides_ignored_knobs(monkeypatch):
+    """Picking self-spec on text-asarm: the model list switches to the hybrid, the status says so and
+    why, and only self-spec's own knobs stay visible (k hides)."""
+    from app import core
+    from app.tabs import editor
+    from app.tabs.common import PARAMS
+
+    monkeypatch.setattr(core, "list_models", lambda domain=None, kind=None:
+                        ["text-hybrid"] if kind == "hybrid" else ["text-asarm"])
+    upd, help_line, msg, *vis = editor.on_sampler("self-spec", "text", "text-asarm")
+    assert upd["value"] == "text-hybrid"
+    assert "text-asarm to text-hybrid" in msg and "because" in msg
+    shown = {p for p, v in zip(PARAMS, vis) if v["visible"]}
+    assert shown == {"temperature", "dtau", "window", "inner"}
+    _, _, msg, *_ = editor.on_sampler("assd", "text", "text-asarm")
+    assert not isinstance(msg, str), "no word (and the status kept) when the model stays"
