@@ -199,3 +199,21 @@ def test_the_sampler_switch_names_the_new_model_and_hides_ignored_knobs(monkeypa
     assert shown == {"temperature", "dtau", "window", "inner"}
     _, _, msg, *_ = editor.on_sampler("assd", "text", "text-asarm")
     assert not isinstance(msg, str), "no word (and the status kept) when the model stays"
+
+
+def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
+    """A run whose preparation (input checks, model load) takes a while shows "Preparing" first; a
+    quick refusal comes back as the first frame, with nothing before it."""
+    import time as _time
+
+    from app import core
+    from app.tabs import player
+
+    fast = core.start
+    monkeypatch.setattr(core, "start", lambda *a, **kw: (_time.sleep(player.PREPARE_NOTICE + 0.4), fast(*a, **kw))[1])
+    frames = player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "0", 32, 0.05, "cosine", 1)
+    assert "loading the model" in next(frames)[0]
+    assert any("Done" in f[0] for f in frames)
+    monkeypatch.setattr(core, "start", fast)
+    first = next(player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "-1", 32, 0.05, "cosine", 1))
+    assert "seed" in first[0]

@@ -4,6 +4,7 @@ only once the store holds the run."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import time
 
@@ -25,6 +26,11 @@ FRAME_GAP = 0.05  # seconds: frames closer than this are merged
 WATCH_RATE = 5.0
 WATCH_MAX = 10.0
 WATCH_UNDER = 3.0
+
+
+#: a run being prepared (input checked, model loaded) longer than this gets a "Preparing" status
+PREPARE_NOTICE = 0.3
+_PREPARE = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="prepare")
 
 
 def watch_default() -> bool:
@@ -113,11 +119,15 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
     frame. The share link and the stored trace appear only in the last update, once the store holds the run."""
     blank = gr.update()
-    yield (status_md(f"Preparing {sampler}: checking the input and loading the model (a model's first run "
-                     "takes a few seconds)…"), blank, blank, blank, "", "", blank, blank, "")
+    form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
     try:
-        live = core.start(make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
-                          owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(core.start, form, owner=getattr(request, "session_hash", None))
+        try:
+            live = prep.result(timeout=PREPARE_NOTICE)
+        except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
+            yield (status_md(f"Preparing {sampler}: loading the model (a model's first run takes a few "
+                             "seconds)…"), blank, blank, blank, "", "", blank, blank, "")
+            live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         warn(msg)
