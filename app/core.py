@@ -395,8 +395,11 @@ _skips: set[str] = set()
 
 
 def request_skip(share_id: str) -> None:
-    """Skip to end: the Watch pace of this session's run stops and its last frame shows."""
+    """Skip to end: the Watch pace of this session's run stops and its last frame shows (bounded:
+    presses for runs that never watch are forgotten in bulk, never piled up)."""
     with _stops_lock:
+        if len(_skips) >= 4096:
+            _skips.clear()
         _skips.add(share_id)
 
 

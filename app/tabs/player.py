@@ -410,7 +410,7 @@ def wire(p: Page, remember) -> None:
     p.api_run_btn = gr.Button(visible=False)
     p.api_run_btn.click(run_infill, p.form_inputs, outputs, api_name="infill", concurrency_id="model",
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
-    p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_name="skip_to_end")
+    p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
