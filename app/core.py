@@ -533,25 +533,25 @@ def speed_ratio(base: list[float], run: list[float]) -> tuple[float, float, floa
 
 def speedup_line(live: Live) -> str:
     """After a finished AS-ARM run: the same input, model, seed and temperature timed again, cached
-    sequential decoding and this sampler alternating (base, run, base, run...; unstored, each on a
-    compute slot like any run), and the median of the pairs' wall-time ratios with their range. The
-    first baseline decides how many pairs fit in INFILL_SPEEDUP_SECONDS (2 to 7); below
-    MIN_TIMED_SECONDS of work the line says "too short to time" instead of a ratio. "" where it does
+    sequential decoding and this sampler alternating (unstored, each on a compute slot like any
+    run; the finished run's own compute time is the first sample of its sampler), and the median
+    of the pairs' wall-time ratios with their range. The first pair decides how many pairs fit in
+    INFILL_SPEEDUP_SECONDS (1 to 7: a long run gets one, as before); below MIN_TIMED_SECONDS of
+    cached sequential work the line says "too short to time" instead of a ratio. "" where it does
     not apply or is switched off (INFILL_SPEEDUP=0)."""
     if not speedup_applies(live):
         return ""
     name = live.run.spec.name
     try:
-        base, run = [_timed(live, BASELINE_SAMPLER)], []
+        base, run = [_timed(live, BASELINE_SAMPLER)], [live.run.compute_seconds]
         if base[0] < MIN_TIMED_SECONDS:
             return (f"**vs cached sequential** too short to time: cached sequential decoding of this input took "
                     f"{fmt_seconds(base[0])}, below {fmt_seconds(MIN_TIMED_SECONDS)} timing noise decides the "
                     "ratio. Mask more tokens to compare speeds.")
-        run.append(_timed(live, name))
-        pairs = int(max(2, min(7, _speedup_seconds() // max(base[0] + run[0], 1e-9))))
+        pairs = int(max(1, min(7, _speedup_seconds() // max(base[0] + run[0], 1e-9))))
         for _ in range(pairs - 1):
-            base.append(_timed(live, BASELINE_SAMPLER))
             run.append(_timed(live, name))
+            base.append(_timed(live, BASELINE_SAMPLER))
     except (Cancelled, InfillError):  # cancelled, or over its budget: no line, nothing to report
         return ""
     except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
@@ -559,10 +559,14 @@ def speedup_line(live: Live) -> str:
         return ""
     import statistics
 
+    if run[0] <= 0:
+        return ""
     med, lo, hi = speed_ratio(base, run)
-    return (f"**vs cached sequential** {med:.2f}x, median of {len(run)} alternating pairs (range {lo:.2f}-{hi:.2f}x; "
-            f"cached sequential {fmt_seconds(statistics.median(base))} against {name}'s "
-            f"{fmt_seconds(statistics.median(run))}; above 1: faster)")
+    spread = (f"median of {len(run)} alternating pairs (range {lo:.2f}-{hi:.2f}x" if len(run) > 1 else
+              "one pair (a long run: more pairs would cost more than INFILL_SPEEDUP_SECONDS"
+              f" = {_speedup_seconds():g} s of compute")
+    return (f"**vs cached sequential** {med:.2f}x, {spread}; cached sequential {fmt_seconds(statistics.median(base))} "
+            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster)")
 
 
 def fmt_seconds(seconds: float) -> str:

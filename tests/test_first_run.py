@@ -168,6 +168,9 @@ def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
     monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 0.0)
     line = core.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
     assert "median of" in line and "alternating pairs" in line and "range" in line
+    monkeypatch.setenv("INFILL_SPEEDUP_SECONDS", "0")  # a long run: one pair, and the line says why
+    line = core.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
+    assert "one pair" in line and "range" not in line
 
 
 def test_hover_of_an_untested_first_draft_says_no_test_ran(tiny):
