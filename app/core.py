@@ -489,7 +489,9 @@ def speedup_for(share_id: str) -> tuple[Live | None, str]:
     return (live, speedup_line(live)) if live is not None else (None, "")
 
 
-#: below this much compute for one cached sequential run, timing noise swamps any ratio
+#: below this much work (masked tokens, or compute for one cached sequential run) timing noise
+#: swamps any ratio: five identical one-token runs read 0.30x to 0.99x (issue 25)
+MIN_TIMED_TOKENS = 8
 MIN_TIMED_SECONDS = 0.05
 
 
@@ -536,12 +538,17 @@ def speedup_line(live: Live) -> str:
     sequential decoding and this sampler alternating (unstored, each on a compute slot like any
     run; the finished run's own compute time is the first sample of its sampler), and the median
     of the pairs' wall-time ratios with their range. The first pair decides how many pairs fit in
-    INFILL_SPEEDUP_SECONDS (1 to 7: a long run gets one, as before); below MIN_TIMED_SECONDS of
-    cached sequential work the line says "too short to time" instead of a ratio. "" where it does
+    INFILL_SPEEDUP_SECONDS (1 to 7: a long run gets one, as before); below MIN_TIMED_TOKENS masked
+    tokens or MIN_TIMED_SECONDS of cached sequential work the line says "too short to time" instead
+    of a ratio. "" where it does
     not apply or is switched off (INFILL_SPEEDUP=0)."""
     if not speedup_applies(live):
         return ""
     name = live.run.spec.name
+    n = len(live.run.mi.masked)
+    if n < MIN_TIMED_TOKENS:
+        return (f"**vs cached sequential** too short to time: {n} masked token" + ("s" if n != 1 else "")
+                + f"; below {MIN_TIMED_TOKENS} timing noise decides the ratio. Mask more tokens to compare speeds.")
     try:
         base, run = [_timed(live, BASELINE_SAMPLER)], [live.run.compute_seconds]
         if base[0] < MIN_TIMED_SECONDS:

@@ -161,9 +161,11 @@ def test_paced_frames_show_drafts_before_their_decisions(tiny):
 def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
     from app import core
 
-    live = _tiny_trace(tiny, "ab[MASK:2]cd")
-    line = core.speedup_line(live)
-    assert "too short to time" in line and "x," not in line
+    line = core.speedup_line(_tiny_trace(tiny, "ab[MASK:2]cd"))
+    assert "too short to time" in line and "2 masked tokens" in line and "x," not in line
+    monkeypatch.setattr(core, "MIN_TIMED_TOKENS", 0)
+    line = core.speedup_line(_tiny_trace(tiny, "ab[MASK:2]cd"))
+    assert "too short to time" in line and "took" in line and "x," not in line  # under 50 ms of work
     assert core.speed_ratio([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == (1.0, 0.5, 1.5)
     monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 0.0)
     line = core.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
