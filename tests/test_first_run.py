@@ -151,7 +151,7 @@ def test_paced_frames_show_drafts_before_their_decisions(tiny):
     from app.tabs import player
 
     live = _tiny_trace(tiny)
-    roles = [set(st.roles) for _, st in player.paced(live.view, live.steps, 0, 200.0)]
+    roles = [set(st.roles) for _, st in player.paced(live.view, live.steps, 0, 20.0)]
     assert any("drafted" in r for r in roles[:-1]), "a frame with the round's drafts on screen"
     assert "masked" not in roles[-1]
     stopped = list(player.paced(live.view, live.steps, 0, 1.0, stop=lambda: True))

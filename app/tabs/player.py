@@ -20,7 +20,7 @@ from .common import Page, busy, detail_table, empty_table, guarded, idle, make_f
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
 SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
 DEFAULT_SPEED = "5 tokens/s"
-FRAME_GAP = 0.05  # seconds: frames closer than this are merged
+FRAME_GAP = 0.1  # seconds: frames closer than this are merged (ten a second are plenty to watch)
 #: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
 #: tokens a second (faster when that would take more than WATCH_MAX seconds), drafts held on screen
 WATCH_RATE = 5.0
