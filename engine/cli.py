@@ -15,11 +15,12 @@ from .errors import InfillError
 def _infill(a: argparse.Namespace) -> int:
     from .api import infill
     from .device import apply_device_flag
+    from .samplers import DOMAIN_DEFAULT
 
     apply_device_flag(a.device)
     apply_hub_flags(a)
     r = infill(
-        a.text, model=a.model, sampler=a.sampler, domain=a.domain, k=a.k, temperature=a.temperature,
+        a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, k=a.k, temperature=a.temperature,
         seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
         draft_model=a.draft_model,
     )

@@ -112,7 +112,7 @@ def test_default_sampler_is_the_measured_fastest_speculative_one():
 
     from engine.api import InfillRun
     from engine.cli import build_parser
-    from engine.samplers import DEFAULT_SAMPLER, DEFAULT_SAMPLERS, SAMPLERS, cost_sentence, default_sampler
+    from engine.samplers import DEFAULT_SAMPLER, DEFAULT_SAMPLERS, DOMAIN_DEFAULT, SAMPLERS, cost_sentence, default_sampler
 
     assert set(DEFAULT_SAMPLERS) == {"text", "code", "protein"}
     for domain, choice in DEFAULT_SAMPLERS.items():
@@ -124,7 +124,7 @@ def test_default_sampler_is_the_measured_fastest_speculative_one():
     assert "does not save time" in cost_sentence("text") and "does not save time" not in cost_sentence("protein")
     assert DEFAULT_SAMPLER == default_sampler("text")
     assert build_parser().parse_args(["infill", "x [MASK]"]).sampler is None  # resolved by the domain
-    assert inspect.signature(InfillRun).parameters["sampler"].default is None
+    assert inspect.signature(InfillRun).parameters["sampler"].default == DOMAIN_DEFAULT
 
 
 def test_default_sampler_follows_the_domain(tiny_world):

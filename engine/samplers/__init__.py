@@ -83,6 +83,9 @@ DEFAULT_SAMPLERS: dict[str, DefaultChoice] = {
 
 #: The API's default when it is given neither a sampler nor a domain (text's default).
 DEFAULT_SAMPLER = DEFAULT_SAMPLERS["text"].sampler
+#: InfillRun's sampler when none is named: the default of the run's domain (the model's when no
+#: domain is given)
+DOMAIN_DEFAULT = "default"
 
 
 def default_sampler(domain: str | None) -> str:
