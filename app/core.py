@@ -18,7 +18,7 @@ from engine.api import LIMITS, InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, InfillError, ModelNotFoundError
 from engine.samplers import DEFAULT_SAMPLER as ENGINE_DEFAULT_SAMPLER
-from engine.samplers import SAMPLERS
+from engine.samplers import SAMPLERS, cost_sentence, default_sampler
 from engine.seeding import SEED_MAX
 from engine.trace import Step
 from storage import NewSession, SessionRecord, StorageInputError, Store, new_share_id, open_store
@@ -33,36 +33,67 @@ from .textmap import bytes_fn
 log = logging.getLogger("app")
 
 DOMAINS = ["text", "code", "protein"]
-#: the sampler the page starts with (one constant; the fastest exact sampler on the bundled models)
-DEFAULT_SAMPLER = ENGINE_DEFAULT_SAMPLER  # preselected in the form: the engine's fastest exact sampler on CPU (issue 13)
+#: the sampler the page starts with: the first domain's default (engine.samplers.DEFAULT_SAMPLERS:
+#: the fastest exact speculative sampler measured for each domain; a domain switch picks its own)
+DEFAULT_SAMPLER = ENGINE_DEFAULT_SAMPLER
 MASK_PLACEHOLDER = "\u2581"
 
 EXAMPLES: dict[str, list[str]] = {
+    # the first example of each domain is the page's default input: more than one span, so the first
+    # Run shows drafts, accepts and rejects across rounds
     "text": [
+        "After dinner we sat by the warm [MASK:4] and talked about the [MASK:8] until the fire went out.",
         "The old man walked to the [MASK:12] and looked at the sea.",
         "Once upon a time, a little [MASK] lived in a small house near the [MASK:6].",
         "In the beginning God created the heaven and the [MASK:5]. And the earth was [MASK:20].",
     ],
     "code": [
+        "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
         "def add(a, b):\n    [MASK:8]\n",
         "def is_even(n):\n    return [MASK:6]\n\nprint(is_even(4))\n",
         "for i in range(10):\n    if i % 2 == 0:\n        [MASK:10]\n",
     ],
     "protein": [
+        "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
         "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
         "MVLSPADKTNVKAAWGKVGAHAGEYGAEALERMFLSFPTTKTYFPHF[MASK:20]GSAQVKGHGKKVADALTNAVAHV",
         "[MASK:8]GLSDGEWQQVLNVWGKVEADIAGHGQEVLIRLFTGHPETLEKF",
     ],
 }
 
+#: one plain sentence per knob, shown at the control (its range follows it there)
 PARAM_HELP = {
-    "k": "drafts per round (speculation depth)",
-    "temperature": "softmax temperature of proposal and target",
-    "seed": "random seed, 0 to 2**64 - 1: the same seed replays the same run",
-    "steps": "diffusion steps of the cosine grid",
-    "dtau": "window growth per outer step (self-speculative)",
-    "window": "window schedule (self-speculative)",
-    "inner": "inner verification loops per outer step",
+    "k": "How many tokens are guessed (drafted) per round before one network call checks them all.",
+    "temperature": "Below 1 the model picks its likeliest tokens more often; above 1 it picks more freely.",
+    "seed": "The random numbers: the same seed, input and settings give the same run again",
+    "steps": "How many denoising steps the diffusion model takes (more steps, more network calls).",
+    "dtau": "How far the drafting window grows each outer step: larger drafts more tokens at once.",
+    "window": "How the drafting window grows over the run: along a cosine curve or in equal steps.",
+    "inner": "How many times each outer step drafts and checks again before the window grows.",
+}
+
+#: what a visitor may type into each knob on the page (the sliders show these ranges; prepare()
+#: refuses anything outside with a message that names the knob and its range)
+PAGE_RANGES: dict[str, tuple[float, float]] = {
+    "k": (1, 64), "temperature": (0.05, 3.0), "steps": (1, 512), "dtau": (0.001, 1.0), "inner": (1, 64),
+}
+SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
+
+#: samplers whose network calls can exceed the tokens they fill, and why (said next to their help)
+CALLS_NOTE = {
+    "mdm": "Its calls can exceed the tokens it fills: every one of its steps is a full network pass over "
+           "all masked positions, however few tokens that step reveals.",
+    "self-spec": "Its calls can exceed the tokens it fills: each outer step drafts with one pass and checks "
+                 "with more, and a rejected window is drafted again.",
+    "assd-diffusion": "Its calls can exceed the tokens it fills: each round spends a few diffusion steps of the "
+                      "drafter (counted as calls) before the AS-ARM checks the drafts, and rejected drafts are "
+                      "redrawn next round.",
+}
+
+#: why a sampler needs a model other than the AS-ARM
+KIND_WHY = {
+    "hybrid": "it runs a hybrid model: a masked-diffusion network whose last block is causal, so it can draft "
+              "many tokens at once and check them itself; the AS-ARM cannot do that",
 }
 
 
@@ -121,14 +152,53 @@ def no_model_message(domain: str, kind: str) -> str:
     )
 
 
-def sampler_help(sampler: str) -> str:
-    """One line on the sampler: what it does, the model it needs and its parameters."""
+def sampler_help(sampler: str, domain: str | None = None) -> str:
+    """What the sampler does, the model it needs, why its calls may exceed its tokens (diffusion),
+    and, for a domain's default, what it costs against cached sequential decoding."""
     spec = SAMPLERS.get(sampler)
     if spec is None:
         return ""
-    knobs = ", ".join(f"{p}: {PARAM_HELP.get(p, '')}" for p in spec.params)
     needs = "a hybrid (self-speculative) model" if spec.family == "hybrid" else "an AS-ARM model"
-    return f"{spec.help} Needs {needs}." + (f" Parameters: {knobs}." if knobs else "")
+    out = f"{spec.help} Needs {needs}."
+    if sampler in CALLS_NOTE:
+        out += " " + CALLS_NOTE[sampler]
+    if domain is not None and sampler == default_sampler(domain):
+        out += " " + cost_sentence(domain)
+    return out
+
+
+def switch_note(sampler: str, old_model: str | None, new_model: str | None) -> str:
+    """What to say when picking `sampler` changed the model (the page never swaps it silently)."""
+    if not old_model or not new_model or old_model == new_model:
+        return ""
+    kind = sampler_kind(sampler)
+    why = KIND_WHY.get(kind, "it drives an any-subset autoregressive model (AS-ARM) as its exact density oracle")
+    return f"The model changed from {old_model} to {new_model}: {sampler} needs another model, because {why}."
+
+
+def shown_params(sampler: str, params: dict) -> dict:
+    """A run's stored parameters reduced to the knobs its sampler reads (Statistics names no others)."""
+    spec = SAMPLERS.get(sampler)
+    keep = set(spec.params) if spec is not None else set(params)
+    return {k: v for k, v in params.items() if k in keep}
+
+
+def check_range(name: str, value: float) -> None:
+    """A knob typed outside the page's range is refused with its name and range (nothing runs)."""
+    lo, hi = PAGE_RANGES[name]
+    if not lo <= value <= hi:
+        raise BadParameterError(f"{name} = {value:g} is outside this page's range {lo:g} to {hi:g}; "
+                                f"type a value in it. ({PARAM_HELP[name]})")
+
+
+def mask_hint(text: str) -> str:
+    """A hint when the text holds a lower-case or mixed-case marker such as [mask] (markers are upper case)."""
+    import re
+
+    m = re.search(r"\[(?!MASK)[mM][aA][sS][kK](:[^\]]*)?\]", text or "")
+    if not m:
+        return ""
+    return f"{m.group(0)} is not read as a marker: markers are upper case, write [MASK{m.group(1) or ''}]."
 
 
 @dataclass
@@ -160,6 +230,8 @@ def prepare(form: Form) -> InfillRun:
         raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
     check_text(form.text)
     check_sentinels(form.text)
+    if "[MASK" not in form.text and mask_hint(form.text):
+        raise BadParameterError("Nothing is masked. " + mask_hint(form.text))
     form.text = normalize(form.domain, form.text)[0]
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
@@ -174,17 +246,30 @@ def prepare(form: Form) -> InfillRun:
                 f"{', '.join(allowed)}."
             )
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
-    k = as_int("k", form.k)
-    seed = as_int("seed", form.seed)
+    seed_text = str(form.seed).strip() if form.seed is not None else ""
+    if not seed_text:
+        raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
+    seed = as_int("seed", seed_text)
     if not 0 <= seed <= SEED_MAX:
-        raise BadParameterError("seed must be between 0 and 2**64 - 1.")
+        raise BadParameterError(f"seed = {seed} is outside the range: type {SEED_HELP_RANGE}.")
+    values = {"k": as_int("k", form.k), "temperature": as_float("temperature", form.temperature),
+              "steps": as_int("steps", form.steps), "dtau": as_float("dtau", form.dtau),
+              "inner": as_int("inner", form.inner)}
+    reads = SAMPLERS[form.sampler].params
+    for name in list(values):  # the knobs this sampler reads are checked; the hidden, ignored ones reset
+        if name in reads:
+            check_range(name, values[name])
+        else:
+            values[name] = IGNORED_DEFAULTS[name]
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
-        temperature=as_float("temperature", form.temperature), k=k,
-        steps=as_int("steps", form.steps), dtau=as_float("dtau", form.dtau),
-        window=str(form.window), inner=as_int("inner", form.inner), allow_paths=False,
-        budget=Budget.from_env(),
+        temperature=values["temperature"], k=values["k"], steps=values["steps"], dtau=values["dtau"],
+        window=str(form.window), inner=values["inner"], allow_paths=False, budget=Budget.from_env(),
     )
+
+
+#: what a knob the sampler ignores is sent as (the engine's defaults; steps None: the sampler's own)
+IGNORED_DEFAULTS = {"k": 5, "temperature": 1.0, "steps": None, "dtau": 0.05, "inner": 1}
 
 
 def token_view(run: InfillRun) -> dict:
@@ -306,6 +391,30 @@ def stop_requested(share_id: str) -> bool:
         return share_id in _stops
 
 
+_skips: set[str] = set()
+
+
+def request_skip(share_id: str) -> None:
+    """Skip to end: the Watch pace of this session's run stops and its last frame shows (bounded:
+    presses for runs that never watch are forgotten in bulk, never piled up)."""
+    with _stops_lock:
+        if len(_skips) >= 4096:
+            _skips.clear()
+        _skips.add(share_id)
+
+
+def skip_requested(share_id: str) -> bool:
+    """Whether Skip to end was pressed for this session's run."""
+    with _stops_lock:
+        return share_id in _skips
+
+
+def clear_skip(share_id: str) -> None:
+    """Forget a Skip to end request (the run's last frame has gone out)."""
+    with _stops_lock:
+        _skips.discard(share_id)
+
+
 def rounds(live: Live) -> Iterator[Live]:
     """Advance `live` one round per iteration (the last round when the sampler ends), each step
     computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
@@ -409,38 +518,111 @@ def speedup_for(share_id: str) -> tuple[Live | None, str]:
     return (live, speedup_line(live)) if live is not None else (None, "")
 
 
+#: below this much work (masked tokens, or compute for one cached sequential run) timing noise
+#: swamps any ratio: five identical one-token runs read 0.30x to 0.99x (issue 25)
+MIN_TIMED_TOKENS = 8
+MIN_TIMED_SECONDS = 0.05
+
+
+def _speedup_seconds() -> float:
+    """Compute the speed-up line may spend on its repetitions (INFILL_SPEEDUP_SECONDS, default 6)."""
+    try:
+        return max(0.0, float(os.environ.get("INFILL_SPEEDUP_SECONDS", "6")))
+    except ValueError:
+        return 6.0
+
+
+def _rerun(live: Live, sampler: str) -> InfillRun:
+    """The finished run again (same masked input, model, seed and knobs), or with another sampler."""
+    run = live.run
+    p = run.params
+    same = sampler == run.spec.name
+    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed,
+                     temperature=p.get("temperature", 1.0), k=p.get("k", 5) if same else 5,
+                     steps=p.get("steps") if same else None, dtau=p.get("dtau", 0.05), window=p.get("window", "cosine"),
+                     inner=p.get("inner", 1), draft_model=run.draft_lm.name if same and run.draft_lm else None,
+                     allow_paths=False, budget=Budget.from_env())
+
+
+def _timed(live: Live, sampler: str) -> float:
+    """Compute seconds of one unstored run on a compute slot (slot waits excluded)."""
+    r = _rerun(live, sampler)
+    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    r.pause = turns.preempt
+    for _ in turns.iterate(r.stream()):
+        pass
+    return r.compute_seconds
+
+
+def speed_ratio(base: list[float], run: list[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest) of the per-pair ratios base_i / run_i (above 1: the run is faster)."""
+    import statistics
+
+    ratios = sorted(b / r for b, r in zip(base, run) if r > 0)
+    return statistics.median(ratios), ratios[0], ratios[-1]
+
+
 def speedup_line(live: Live) -> str:
-    """After a finished AS-ARM run: cached sequential decoding of the same input, model, seed and
-    temperature, run on a compute slot like any run (not stored), and the wall-time ratio of the
-    two samplers' own compute (slot waits excluded). "" where it does not apply or is switched off
-    (INFILL_SPEEDUP=0). Admitted like any run (a long one needs a long-run seat), so these
-    second runs cannot take the seats kept for small runs; refused, there is no line."""
+    """After a finished AS-ARM run: the same input, model, seed and temperature timed again, cached
+    sequential decoding and this sampler alternating (unstored, each on a compute slot like any
+    run; the finished run's own compute time is the first sample of its sampler), and the median
+    of the pairs' wall-time ratios with their range. The first pair decides how many pairs fit in
+    INFILL_SPEEDUP_SECONDS (1 to 7: a long run gets one, as before); below MIN_TIMED_TOKENS masked
+    tokens or MIN_TIMED_SECONDS of cached sequential work the line says "too short to time" instead
+    of a ratio. "" where it does not apply or is switched off (INFILL_SPEEDUP=0). The timing runs are
+    admitted like any run (a long input needs a long-run seat), so they cannot take the seats kept
+    for small runs; refused, there is no line."""
     if not speedup_applies(live):
         return ""
-    run = live.run
+    name = live.run.spec.name
+    n = len(live.run.mi.masked)
+    if n < MIN_TIMED_TOKENS:
+        return (f"**vs cached sequential** too short to time: {n} masked token" + ("s" if n != 1 else "")
+                + f"; below {MIN_TIMED_TOKENS} timing noise decides the ratio. Mask more tokens to compare speeds.")
     cancelled = lambda: cancels.cancelled_since(live.owner, live.created)  # noqa: E731
     try:
-        with admission().enter(live.owner, len(run.mi.masked) > small_run_tokens(), cancelled):
-            base = InfillRun(masked_input=run.mi, model=run.lm.name, sampler=BASELINE_SAMPLER, seed=run.seed,
-                             temperature=run.params.get("temperature", 1.0), allow_paths=False,
-                             budget=Budget.from_env())
-            turns = Turns(slots(), cancelled)
-            base.pause = turns.preempt
-            for _ in turns.iterate(base.stream()):
-                pass
+        with admission().enter(live.owner, n > small_run_tokens(), cancelled):
+            base, run = _timed_pairs(live, name)
     except (Cancelled, InfillError):  # cancelled, refused (slots.Busy) or over its budget: no line
         return ""
     except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
         log.exception("timing cached sequential decoding failed")
         return ""
-    if run.compute_seconds <= 0:
+    if base is None:
+        return (f"**vs cached sequential** too short to time: cached sequential decoding of this input took "
+                f"{fmt_seconds(run[0])}, below {fmt_seconds(MIN_TIMED_SECONDS)} timing noise decides the "
+                "ratio. Mask more tokens to compare speeds.")
+    return _ratio_line(name, base, run)
+
+
+def _timed_pairs(live: Live, name: str) -> tuple[list[float] | None, list[float]]:
+    """Alternating compute times (cached sequential, this sampler); the finished run's own time is
+    the sampler's first sample. (None, [base]) when cached sequential is too short to time."""
+    base, run = [_timed(live, BASELINE_SAMPLER)], [live.run.compute_seconds]
+    if base[0] < MIN_TIMED_SECONDS:
+        return None, base
+    pairs = int(max(1, min(7, _speedup_seconds() // max(base[0] + run[0], 1e-9))))
+    for _ in range(pairs - 1):
+        run.append(_timed(live, name))
+        base.append(_timed(live, BASELINE_SAMPLER))
+    return base, run
+
+
+def _ratio_line(name: str, base: list[float], run: list[float]) -> str:
+    """The speed-up line from the timed pairs: median ratio and its range."""
+    import statistics
+
+    if run[0] <= 0:
         return ""
-    ratio = base.compute_seconds / run.compute_seconds
-    return (f"**vs cached sequential** {ratio:.2f}x ({_duration(base.compute_seconds)} against this run's "
-            f"{_duration(run.compute_seconds)}; above 1: faster)")
+    med, lo, hi = speed_ratio(base, run)
+    spread = (f"median of {len(run)} alternating pairs (range {lo:.2f}-{hi:.2f}x" if len(run) > 1 else
+              "one pair (a long run: more pairs would cost more than INFILL_SPEEDUP_SECONDS"
+              f" = {_speedup_seconds():g} s of compute")
+    return (f"**vs cached sequential** {med:.2f}x, {spread}; cached sequential {fmt_seconds(statistics.median(base))} "
+            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster)")
 
 
-def _duration(seconds: float) -> str:
+def fmt_seconds(seconds: float) -> str:
     """Seconds as a person reads them: milliseconds below one second, so two short runs differ."""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 

@@ -87,8 +87,12 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
 
 
 def _label(g) -> str:
-    k = g.params.get("k")
-    return f"{g.sampler} · {g.model}" + (f" · k={k}" if k is not None and g.sampler != "sequential" else "")
+    """A group's name in a legend: sampler, model and only the knobs its sampler reads, minus
+    temperature at its default (so "mdm" never shows a k it ignores)."""
+    from .core import shown_params
+
+    knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == 1.0)}
+    return " · ".join([g.sampler, g.model, *(f"{k}={v}" for k, v in sorted(knobs.items()))])
 
 
 def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:

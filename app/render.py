@@ -164,10 +164,16 @@ class TraceState:
             self.roles[pos], self.texts[pos], self.cur[pos] = role, txt, tok
             self.ghosts.pop(pos, None)
             self.round_of[pos] = s.round
-            tested = s.kind == StepKind.ACCEPT
+            # a draft kept untested (ASSD's first draft of a round, the pipelined exact row) was
+            # already a sample of the target: Step.tested says so, and the hover text must not
+            # claim a test that never ran
+            tested = s.kind == StepKind.ACCEPT and s.tested
             self.info[pos] = {"p": p if tested else None, "q": q, "round": s.round, "tested": tested,
                               "outcome": role, "note": s.note}
-            if s.kind == StepKind.ACCEPT:
+            if s.kind == StepKind.ACCEPT and not tested:
+                self._row(pos, self._label(tok, txt), None, q, "kept untested" + (f" ({s.note})" if s.note else ""),
+                          tested=False)
+            elif s.kind == StepKind.ACCEPT:
                 self._row(pos, self._label(tok, txt), p, q, "accepted" + (f" ({s.note})" if s.note else ""))
             else:
                 self.detail.append([pos, self._label(tok, txt), _f(p), _f(q), "", role])
@@ -178,10 +184,10 @@ class TraceState:
             return byte_label(self.bytes_of(tok))
         return txt
 
-    def _row(self, pos: int, txt: str, p, q, outcome: str) -> None:
+    def _row(self, pos: int, txt: str, p, q, outcome: str, tested: bool = True) -> None:
         if p is None:
             p = self._draft_p.get(pos)
-        acc = "" if (p is None or q is None or p <= 0) else f"{min(1.0, q / p):.4f}"
+        acc = "" if (not tested or p is None or q is None or p <= 0) else f"{min(1.0, q / p):.4f}"
         row = [pos, txt, _f(p), _f(q), acc, outcome]
         if pos in self._row_of and self.detail[self._row_of[pos]][1] == txt:
             self.detail[self._row_of[pos]] = row
@@ -276,7 +282,13 @@ def _tip(st: TraceState, i: int, role: str) -> str:
         bits.append(f"q (target) {_f(q)}")
     if p is not None and q is not None and p > 0:
         bits.append(f"acceptance probability min(1, q/p) {_f(min(1.0, q / p))}")
-    bits.append("tested by the speculative test" if inf.get("tested") else "not tested")
+    if inf.get("tested"):
+        bits.append("tested by the speculative test")
+    elif inf.get("outcome") == "accepted":
+        bits.append("kept without a test: its proposal already was the exact target"
+                    + (f" ({inf['note']})" if inf.get("note") else ""))
+    else:
+        bits.append("not tested")
     return " · ".join(bits)
 
 

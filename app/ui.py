@@ -22,6 +22,7 @@ EXTRA_CSS = """
 #model-card p {margin: 2px 0;}
 #token-count {font-size: 0.85em; margin-top: -6px;}
 #player-controls button {min-width: 0;}
+#player-options {gap: 4px 16px; font-size: 0.9em;}
 """
 
 
@@ -116,4 +117,4 @@ def build() -> gr.Blocks:
 
 def launch_kwargs() -> dict:
     """What demo.launch needs from the page (its CSS)."""
-    return {"css": CSS + EXTRA_CSS}
+    return {"css": CSS + EXTRA_CSS + player.HIDE_OLD_CSS}

@@ -19,7 +19,7 @@ from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, par
 from .oracle import AsArmOracle
 from .params import real_number, whole_number
 from .registry import LoadedModel, default_model, load
-from .samplers import DEFAULT_SAMPLER, DRAFTER_KIND, SAMPLERS, SamplerSpec
+from .samplers import DOMAIN_DEFAULT, DRAFTER_KIND, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
@@ -30,7 +30,8 @@ LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau":
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
     """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
     domain's default span)."""
-    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=DEFAULT_SPAN.get(lm.domain, 8))
+    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=DEFAULT_SPAN.get(lm.domain, 8),
+                             line_masks=lm.domain == "code")
 
 
 @dataclass
@@ -180,7 +181,7 @@ class InfillRun:
         text: str | None = None,
         *,
         model: str | None = None,
-        sampler: str = DEFAULT_SAMPLER,
+        sampler: str = DOMAIN_DEFAULT,
         domain: str | None = None,
         seed: int = 0,
         temperature: float = 1.0,
@@ -199,6 +200,8 @@ class InfillRun:
         _check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
                      cache=cache, window=window, masked_input=masked_input, allow_paths=allow_paths,
                      budget=budget, device=device)
+        if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
+            sampler = default_sampler(domain or (load(model, allow_paths, device).domain if model else "text"))
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]

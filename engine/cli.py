@@ -15,11 +15,12 @@ from .errors import InfillError
 def _infill(a: argparse.Namespace) -> int:
     from .api import infill
     from .device import apply_device_flag
+    from .samplers import DOMAIN_DEFAULT
 
     apply_device_flag(a.device)
     apply_hub_flags(a)
     r = infill(
-        a.text, model=a.model, sampler=a.sampler, domain=a.domain, k=a.k, temperature=a.temperature,
+        a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, k=a.k, temperature=a.temperature,
         seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
         draft_model=a.draft_model,
     )
@@ -52,7 +53,7 @@ def _models(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `python -m engine` (infill, models); the delegated subcommands parse their own."""
-    from .samplers import DEFAULT_SAMPLER, SAMPLERS
+    from .samplers import DEFAULT_SAMPLERS, SAMPLERS
 
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -63,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bundled model name, checkpoint folder, or Hugging Face model id, optionally NAME@REVISION "
                         "(e.g. xlnet/xlnet-base-cased, therealgabeguo/ASARM@code)")
     add_hub_args(p)
-    p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=sorted(SAMPLERS),
-                   help=f"default {DEFAULT_SAMPLER}: the fastest exact sampler measured on a 2-core CPU")
+    defaults = ", ".join(f"{d} {c.sampler} ({c.ratio:.2f}x cached sequential)" for d, c in DEFAULT_SAMPLERS.items())
+    p.add_argument("--sampler", default=None, choices=sorted(SAMPLERS),
+                   help=f"default per domain, the fastest exact speculative sampler measured on a 2-core CPU: {defaults}")
     p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
     p.add_argument("--k", type=int, default=5, help="draft length per round")
     p.add_argument("--temperature", type=float, default=1.0)

@@ -104,19 +104,24 @@ class MaskedInput:
     # positions that start a span owning the space before it: their token must begin with a space
     word_starts: list[int] = field(default_factory=list)
     not_word_start: torch.Tensor | None = field(default=None, repr=False)  # [V] bool: ids that may not
+    # positions of one-line code spans (a bare [MASK] alone on its line): no token with a line break
+    line_positions: list[int] = field(default_factory=list)
+    has_newline: torch.Tensor | None = field(default=None, repr=False)  # [V] bool: ids holding a line break
 
     def constrain(self, logits: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
         """Logits [len(positions), V] with -inf where a word-start position would take a token that
-        does not begin with a space. Every distribution a sampler reads (draft and target alike)
-        goes through this, so the constrained model is still one exact joint distribution."""
-        if not self.word_starts or self.not_word_start is None:
-            return logits
-        starts = set(self.word_starts)
-        rows = [r for r, p in enumerate(positions) if p in starts]
-        if rows:
-            ban = self.not_word_start.to(logits.device)[: logits.shape[-1]]
-            logits = logits.clone()
-            logits[rows] = logits[rows].masked_fill(ban, float("-inf"))
+        does not begin with a space, or a one-line span would take a line break. Every distribution
+        a sampler reads (draft and target alike) goes through this, so the constrained model is
+        still one exact joint distribution."""
+        for where, ban in ((self.word_starts, self.not_word_start), (self.line_positions, self.has_newline)):
+            if not where or ban is None:
+                continue
+            at = set(where)
+            rows = [r for r, p in enumerate(positions) if p in at]
+            if rows:
+                ban = ban.to(logits.device)[: logits.shape[-1]]
+                logits = logits.clone()
+                logits[rows] = logits[rows].masked_fill(ban, float("-inf"))
         return logits
 
     @property
@@ -167,9 +172,11 @@ def owns_space(codec: Codec, before: str, word_boundary: bool = True) -> bool:
 
 
 def _build(
-    codec: Codec, parts: list[str | int], max_tokens: int, source: str, word_boundary: bool = True
+    codec: Codec, parts: list[str | int], max_tokens: int, source: str, word_boundary: bool = True,
+    line_spans: frozenset[int] = frozenset(),
 ) -> MaskedInput:
-    """parts alternate literal text and span lengths (in tokens). A span after a space owns it."""
+    """parts alternate literal text and span lengths (in tokens). A span after a space owns it.
+    line_spans: ordinals of spans that fill one line (no token with a line break)."""
     parts = list(parts)
     owning: set[int] = set()  # indices (into parts) of spans that own the space before them
     for j, part in enumerate(parts):
@@ -201,8 +208,18 @@ def _build(
         raise NoMaskError("Nothing is masked: add [MASK] or [MASK:n] where the model should fill in.")
     _check_length(len(tokens), max_tokens)
     masked = [i for a, b in ranges for i in range(a, b)]
+    lines = [i for j, (a, b) in enumerate(ranges) if j in line_spans for i in range(a, b)]
     return MaskedInput(tokens, masked, pieces, ranges, codec.mask_id, source=source, word_starts=starts,
-                       not_word_start=codec.not_space_led() if starts else None)
+                       not_word_start=codec.not_space_led() if starts else None,
+                       line_positions=lines, has_newline=codec.has_newline() if lines else None)
+
+
+def alone_on_line(text: str, start: int, end: int) -> bool:
+    """Is text[start:end] the only thing on its line, apart from indentation and trailing blanks?"""
+    before = text[text.rfind("\n", 0, start) + 1: start]
+    nxt = text.find("\n", end)
+    after = text[end: len(text) if nxt < 0 else nxt]
+    return not before.strip(" \t") and not after.strip(" \t\r")
 
 
 def parse_masked_text(
@@ -212,10 +229,13 @@ def parse_masked_text(
     max_tokens: int,
     default_span: int | tuple[int, str] = 8,
     word_boundary: bool = True,
+    line_masks: bool = False,
 ) -> MaskedInput:
     """Text with [MASK] (default_span: tokens, or (count, "w") for words), [MASK:n] (tokens) and
     [MASK:nw] (words) sentinels. word_boundary=False keeps a space before a mask literal (the
-    behaviour before masks owned their space; benchmarks use it as the 'before')."""
+    behaviour before masks owned their space; benchmarks use it as the 'before'). line_masks (code):
+    a bare [MASK] alone on its line fills that one line, after its indentation: none of its tokens
+    may hold a line break, so the line break after it stays the line's end."""
     if not text or not text.strip():
         raise EmptyTextError("The input is empty: type some text with [MASK] where to fill in.")
     _check_chars(text, codec, max_tokens)  # first: 10 MB of text or markers is refused in milliseconds
@@ -223,8 +243,11 @@ def parse_masked_text(
         if not MASK_RE.fullmatch(m.group(0)):
             raise BadSpanLengthError(marker_error(m.group(0)))
     parts: list[str | int] = []
+    line_spans: set[int] = set()
     pos = 0
-    for m in MASK_RE.finditer(text):
+    for j, m in enumerate(MASK_RE.finditer(text)):
+        if line_masks and m.group(1) is None and alone_on_line(text, m.start(), m.end()):
+            line_spans.add(j)
         if m.start() > pos:
             parts.append(text[pos : m.start()])
         if m.group(1) is not None and len(m.group(1).lstrip("-")) > 9:  # int() of thousands of digits fails
@@ -245,7 +268,8 @@ def parse_masked_text(
         pos = m.end()
     if pos < len(text):
         parts.append(text[pos:])
-    return _build(codec, parts, max_tokens, source=text, word_boundary=word_boundary)
+    return _build(codec, parts, max_tokens, source=text, word_boundary=word_boundary,
+                  line_spans=frozenset(line_spans))
 
 
 def from_char_ranges(

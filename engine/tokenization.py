@@ -236,6 +236,13 @@ class Codec:
             )
         return self._not_space_led
 
+    def has_newline(self) -> torch.Tensor:
+        """[V] bool, True for ids whose bytes hold a line break: what a one-line code span may not
+        take (engine.masking)."""
+        if self.__dict__.get("_has_newline") is None:
+            self._has_newline = torch.tensor([b"\n" in self.token_bytes(i) for i in range(self.vocab_size)])
+        return self._has_newline
+
     def token_text(self, tid: int) -> str:
         """Readable text of one token (byte-level pieces may be partial characters)."""
         return self.decode([tid])

@@ -83,15 +83,22 @@ def test_infill_streams_rounds_and_ends_with_completed_text(client):
     assert "tokens/s" in counters
 
 
-def test_speedup_event_times_cached_sequential_once(app_url):
-    """Run's chained `speedup` event: cached sequential decoding of the same input and seed, timed
-    after the done frame (which it never holds back); once per run; never for the baseline itself."""
+def test_speedup_event_times_cached_sequential_once(app_url, monkeypatch):
+    """Run's chained `speedup` event: cached sequential decoding and the run's sampler on the same
+    input and seed, alternating, timed after the done frame (which it never holds back); once per
+    run; never for the baseline itself; "too short to time" below a measurable amount of work."""
+    from app import core
     from app.tabs import player
 
     link = list(player.run_infill(*_form()))[-1][5]
+    monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 1e9)
+    assert "too short to time" in player.speedup(link)
+    monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 0.0)
+    link = list(player.run_infill(*_form()))[-1][5]
     line = player.speedup(link)
-    assert re.search(r"vs cached sequential\*\* \d+\.\d\dx \(\d+(\.\d\d s| ms) against this run's \d+(\.\d\d s| ms);",
-                     line)
+    assert re.search(r"vs cached sequential\*\* \d+\.\d\dx, median of [2-7] alternating pairs \(range "
+                     r"\d+\.\d\d-\d+\.\d\dx; cached sequential \d+(\.\d\d s| ms) against assd's \d+(\.\d\d s| ms);",
+                     line), line
     assert player.speedup(link) == ""  # timed once; nothing to redo
     base_link = list(player.run_infill(*_form(sampler="sequential-cache")))[-1][5]
     assert player.speedup(base_link) == ""
@@ -154,11 +161,11 @@ def test_compare_returns_both_sides_and_charts(client):
         (_form(text="x" * 300 + "[MASK]"), "at most 128"),
         (_form(text="[MASK:0] hi"), "at least 1 token"),
         (_form(domain="protein", model="protein-asarm", text="MKV 123 [MASK:5]"), "cannot represent"),
-        (_form(k=0), "[1, 64]"),  # raw values (preprocess=False): the engine's range check
-        (_form(temperature=0), "[0.05, 10.0]"),
-        (_form(seed=-1), "between 0 and 2**64 - 1"),
+        (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.core)
+        (_form(temperature=0), "range 0.05 to 3"),
+        (_form(seed=-1), "outside the range"),
         (_form(k=2.5), "whole number"),
-        (_form(k=100), "[1, 64]"),
+        (_form(k=100), "range 1 to 64"),
         (_form(model="../../etc"), "No model named"),
         (_form(model="protein-asarm"), "does not fit"),
         (_form(sampler="nonsense"), "Unknown sampler"),

@@ -32,22 +32,24 @@ def models_for(domain: str, sampler: str, current: str | None = None):
     kind = core.sampler_kind(sampler)
     names = core.list_models(domain, kind)
     value = current if current in names else (names[0] if names else None)
-    msg = "" if names else status_md(core.no_model_message(domain, kind), "error")
+    msg = gr.update() if names else status_md(core.no_model_message(domain, kind), "error")  # no word: keep the status
     return gr.update(choices=names, value=value), msg
 
 
 def on_domain(domain, sampler, model):
-    """A domain change: its models, its examples, and a message when it has no model."""
+    """A domain change: its models, its examples (the box shows the first, which the input holds
+    after a person's switch), and a message when it has no model."""
     upd, msg = models_for(domain, sampler, model)
     ex = EXAMPLES.get(domain, [])
-    return upd, gr.update(choices=ex, value=None), msg
+    return upd, gr.update(choices=ex, value=ex[0] if ex else None), msg
 
 
 def domain_example(domain):
     """A person switching domain gets that domain's first example in the input box (never English
-    text sent to the protein model)."""
+    text sent to the protein model) and that domain's default sampler."""
     ex = EXAMPLES.get(domain, [])
-    return ex[0] if ex else gr.update()
+    sampler = core.default_sampler(domain)
+    return (ex[0] if ex else gr.update()), sampler, core.sampler_help(sampler, domain)
 
 
 def model_card(model):
@@ -69,6 +71,7 @@ def input_info(text, model, domain):
         limit = lm.max_tokens
         if not text.strip():
             return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
+        hint = core.mask_hint(text)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
@@ -77,21 +80,36 @@ def input_info(text, model, domain):
         else:
             n = len(lm.codec.encode(text))
             line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
-                    + inputs.mask_units(domain, lm.codec))
+                    + (f"{hint} " if hint else "") + inputs.mask_units(domain, lm.codec))
             if n > limit:
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
         return status_md(str(e), "error")
+    if domain == "code":
+        line += " " + CODE_LINE_HELP
     return line + (f" {note}" if note else "")
 
 
+def names_fit(msg) -> bool:
+    """models_for found a model (its message is an empty update, not an error line)."""
+    return not isinstance(msg, str)
+
+
+CODE_LINE_HELP = "A [MASK] alone on a line fills that one line, after its indentation (no line break inside)."
+
+
 def on_sampler(sampler, domain, model):
-    """A sampler change: the models that fit it, its help line, and only its own parameters shown."""
+    """A sampler change: the models that fit it, its help line, only its own parameters shown, and
+    a sentence saying so when the sampler needs another model (the model never changes silently)."""
     upd, msg = models_for(domain, sampler, model)
+    new = upd.get("value") if isinstance(upd, dict) else None
+    note = core.switch_note(sampler, model, new)
+    if note and names_fit(msg):
+        msg = status_md(note, "info")
     spec = SAMPLERS.get(sampler)
     listed = set(spec.params) if spec else set()
     vis = [gr.update(visible=p in listed) for p in PARAMS]
-    return (upd, core.sampler_help(sampler), msg, *vis)
+    return (upd, core.sampler_help(sampler, domain), msg, *vis)
 
 
 def codec_for(model: str | None, domain: str):
@@ -182,15 +200,17 @@ def layout(p: Page) -> None:
     """The title, the pickers, the input, the buttons, the status line, the card and the token view."""
     p.sampler_names = list(SAMPLERS)
     p.first_domain = DOMAINS[0]
-    p.init_models = core.list_models(p.first_domain, "asarm")
+    p.first_sampler = core.default_sampler(p.first_domain)
+    p.init_models = core.list_models(p.first_domain, core.sampler_kind(p.first_sampler))
     first_model = p.init_models[0] if p.init_models else None
     gr.Markdown("# Infilling studio\nMask spans of text, code or protein; watch speculative samplers fill them.")
     with gr.Row():
         p.domain = gr.Radio(DOMAINS, value=p.first_domain, label="Domain", scale=1)
         p.model = gr.Dropdown(p.init_models, value=first_model, label="Model", scale=1, allow_custom_value=True)
-        p.sampler = gr.Dropdown(p.sampler_names, value=core.DEFAULT_SAMPLER, elem_id="sampler",
+        p.sampler = gr.Dropdown(p.sampler_names, value=p.first_sampler, elem_id="sampler",
                                 label="Sampler", scale=1, allow_custom_value=True)
-        p.example = gr.Dropdown(EXAMPLES[p.first_domain], label="Examples", scale=2)
+        p.example = gr.Dropdown(EXAMPLES[p.first_domain], value=EXAMPLES[p.first_domain][0], label="Examples",
+                                scale=2, elem_id="examples")
     # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
     p.text = gr.Textbox(EXAMPLES[p.first_domain][0], lines=3, max_lines=8,
                         label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",
@@ -213,26 +233,58 @@ def layout(p: Page) -> None:
                      p.window, p.inner]
 
 
+#: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's
+#: slider) before the server sees it: say so, next to the knobs, instead of running silently
+KNOB_NOTE_JS = """() => {
+  if (window.__knobNote) return;
+  window.__knobNote = true;
+  const say = (e) => {
+    const el = e.target;
+    if (!(el instanceof HTMLInputElement) || el.type !== 'number') return;
+    const box = el.closest('[id^="knob-"]');
+    const note = document.querySelector('#knob-note');
+    if (!box || !note) return;
+    const name = box.id.slice(5);
+    const v = parseFloat(el.value), lo = parseFloat(el.min), hi = parseFloat(el.max);
+    if (isNaN(lo) || isNaN(hi)) return;
+    if (isNaN(v) || (v >= lo && v <= hi)) {
+      if (note.textContent.startsWith(name + ':')) note.textContent = '';
+      return;
+    }
+    note.textContent = name + ': ' + el.value + ' is outside ' + lo + ' to ' + hi + ', so it was set to '
+      + (v < lo ? lo : hi) + '.';
+  };
+  document.addEventListener('change', say, true);
+  document.addEventListener('blur', say, true);
+}"""
+
+
 def _parameters(p: Page) -> None:
     """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
+    listed = set(SAMPLERS[p.first_sampler].params)
+    rng = core.PAGE_RANGES
+
+    def slider(name: str, value, step, **kw):
+        lo, hi = rng[name]
+        return gr.Slider(lo, hi, value=value, step=step, label=name, info=f"{core.PARAM_HELP[name]} ({lo:g} to {hi:g})",
+                         visible=name in listed, elem_id=f"knob-{name}", **kw)
+
     with gr.Accordion("Sampler parameters", open=True):
-        p.sampler_help = gr.Markdown(core.sampler_help(p.sampler.value))
+        p.sampler_help = gr.Markdown(core.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
         with gr.Row():
-            p.k = gr.Slider(1, 64, value=5, step=1, label="k", info=core.PARAM_HELP["k"] + "; 1 to 64")
-            p.temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature",
-                                      info=core.PARAM_HELP["temperature"] + "; 0.05 to 3")
-            # precision=None: 1.5 is refused with a message instead of silently becoming 2
-            p.seed = gr.Number(0, label="seed", precision=None, step=1,
-                               info=core.PARAM_HELP["seed"] + "; a whole number from 0", minimum=0, elem_id="seed")
+            p.k = slider("k", 5, 1)
+            p.temperature = slider("temperature", 1.0, 0.05)
+            # a text box: every seed 0 .. 2^64 - 1 is exact (a browser number box is exact only below 2^53)
+            p.seed = gr.Textbox("0", label="seed", max_lines=1, elem_id="seed",
+                                info=f"{core.PARAM_HELP['seed']}: {core.SEED_HELP_RANGE}.")
         with gr.Row():
-            p.steps = gr.Slider(1, 512, value=32, step=1, label="steps", info=core.PARAM_HELP["steps"] + "; 1 to 512",
-                                visible=False)
-            p.dtau = gr.Slider(0.001, 1.0, value=0.05, step=0.001, label="dtau",
-                               info=core.PARAM_HELP["dtau"] + "; 0.001 to 1", visible=False)
-            p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window",
-                                info=core.PARAM_HELP["window"], visible=False)
-            p.inner = gr.Slider(1, 64, value=1, step=1, label="inner", info=core.PARAM_HELP["inner"] + "; 1 to 64",
-                                visible=False)
+            p.steps = slider("steps", 32, 1)
+            p.dtau = slider("dtau", 0.05, 0.001)
+            p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window", info=core.PARAM_HELP["window"],
+                                visible="window" in listed, elem_id="knob-window")
+            p.inner = slider("inner", 1, 1)
+        # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
+        p.knob_note = gr.HTML("", elem_id="knob-note")
 
 
 def wire(p: Page) -> None:
@@ -240,7 +292,8 @@ def wire(p: Page) -> None:
     p.domain.change(on_domain, [p.domain, p.sampler, p.model], [p.model, p.example, p.status],
                     api_visibility="private")
     # a person switching domain (not a restore) gets that domain's example in the input
-    p.domain.input(domain_example, [p.domain], [p.text], api_visibility="private")
+    p.domain.input(domain_example, [p.domain], [p.text, p.sampler, p.sampler_help], api_visibility="private")
+    p.demo.load(None, None, None, js=KNOB_NOTE_JS, api_visibility="private")
     p.model.change(model_card, [p.model], [p.card], api_visibility="private", queue=False)
     for src in (p.text, p.model, p.domain):
         src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",

@@ -4,11 +4,13 @@ only once the store holds the run."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import time
 
 import gradio as gr
 
-from engine.trace import PASS_KINDS
+from engine.trace import DECIDING_KINDS, PASS_KINDS
 
 from .. import core, inputs, share
 from ..core import Live, readable
@@ -18,7 +20,22 @@ from .common import Page, busy, detail_table, empty_table, guarded, idle, make_f
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
 SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
 DEFAULT_SPEED = "5 tokens/s"
-FRAME_GAP = 0.05  # seconds: frames closer than this are merged
+FRAME_GAP = 0.1  # seconds: frames closer than this are merged (ten a second are plenty to watch)
+#: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
+#: tokens a second (faster when that would take more than WATCH_MAX seconds), drafts held on screen
+WATCH_RATE = 5.0
+WATCH_MAX = 10.0
+WATCH_UNDER = 3.0
+
+
+#: a run being prepared (input checked, model loaded) longer than this gets a "Preparing" status
+PREPARE_NOTICE = 0.3
+_PREPARE = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="prepare")
+
+
+def watch_default() -> bool:
+    """Whether the Watch box starts ticked (INFILL_WATCH=0 unticks it, e.g. for fast browser tests)."""
+    return os.environ.get("INFILL_WATCH", "1") != "0"
 
 
 def _title(sampler: str, model: str) -> str:
@@ -72,14 +89,45 @@ def _finished(live: Live, note: str, request):
     return (*_player(live, done), res.text, link, _scrub_to_end(len(live.steps)), trace, "")
 
 
-def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
-               request: gr.Request = None):
-    """Stream a run: one update per round (throttled), ending with the completed text. The share
-    link and the stored trace appear only in the last update, once the store holds the run."""
+def watch_rate(decided: int) -> float:
+    """The Watch pace for a run that decides `decided` tokens: WATCH_RATE, faster when that would
+    take more than WATCH_MAX seconds."""
+    return max(WATCH_RATE, decided / WATCH_MAX)
+
+
+def _watched(live: Live, note: str):
+    """A run that computed faster than a person can follow, shown again at the Watch pace before
+    its last frame (no model involved: the steps are already computed). Skip to end ends it."""
+    st0 = live.state
+    rate = watch_rate(st0.decided)
+    took = core.fmt_seconds(live.run.compute_seconds)
     blank = gr.update()
+    title = _title(live.run.spec.name, live.run.lm.name)
+    skip = lambda: core.skip_requested(live.share_id)  # noqa: E731
+    for _, st in paced(live.view, live.steps, 0, rate, skip):
+        msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
+                        f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
+                        f"Skip to end shows the result now.{note}")
+        yield (msg, counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the result now"),
+               view_html(st, title), detail_table(st.detail), "", "", blank, blank,
+               live.share_id)
+
+
+def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch=False,
+               request: gr.Request = None):
+    """Stream a run: one update per round (throttled), ending with the completed text. With `watch`,
+    a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
+    frame. The share link and the stored trace appear only in the last update, once the store holds the run."""
+    blank = gr.update()
+    form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
     try:
-        live = core.start(make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
-                          owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(core.start, form, owner=getattr(request, "session_hash", None))
+        try:
+            live = prep.result(timeout=PREPARE_NOTICE)
+        except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
+            yield (status_md(f"Preparing {sampler}: loading the model (a model's first run takes a few "
+                             "seconds)…"), blank, blank, blank, "", "", blank, blank, "")
+            live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         warn(msg)
@@ -107,8 +155,17 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     core.clear_stop(live.share_id)
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
+    if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
+        yield from _watched(live, note)
+    core.clear_skip(live.share_id)
     core.remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
     yield _finished(live, note, request)
+
+
+def skip_to_end(sid):
+    """Skip to end pressed: the Watch pace stops and the run's last frame shows at once."""
+    if sid:
+        core.request_skip(sid)
 
 
 def speedup(link):
@@ -221,26 +278,58 @@ def step_back(i, trace):
     return frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
 
 
-def _delay(steps, j: int, speed: str) -> float:
-    """Seconds to wait before showing step j: its tokens at the chosen playback rate, or the time
-    it really took when playing as fast as it ran."""
-    s = steps[j]
+def _rate(speed) -> float | None:
+    """Decided tokens per second of a speed label ("5 tokens/s" -> 5.0; None: as fast as it ran)."""
+    if isinstance(speed, (int, float)):
+        return max(float(speed), 0.1)
     if speed == SPEEDS[0]:
+        return None
+    try:
+        return max(float(str(speed).split()[0]), 0.1)
+    except ValueError:
+        return 5.0
+
+
+def _delay(steps, j: int, speed) -> float:
+    """Seconds between showing step j-1 and step j: at a playback rate, the tokens step j decides
+    divided by the rate (drafts, rejections and network passes decide none, so they show at once
+    and stay until the decision after them); as fast as it ran, the time it really took."""
+    s = steps[j]
+    rate = _rate(speed)
+    if rate is None:
         prev = steps[j - 1].elapsed if j else 0.0
         return max(0.0, (s.elapsed or 0.0) - (prev or 0.0))
-    if s.kind in PASS_KINDS:
-        return 0.0
-    try:
-        rate = float(str(speed).split()[0])
-    except ValueError:
-        rate = 5.0
-    return len(s.positions) / max(rate, 0.1)
+    return len(s.positions) / rate if s.kind in DECIDING_KINDS else 0.0
+
+
+def paced(view: dict, steps: list, start: int, speed, stop=lambda: False):
+    """(i, state) after each group of steps from `start`, each group shown when it is due at `speed`:
+    a frame goes out before every wait (so drafts stay on screen until the decision after them),
+    except that states less than FRAME_GAP apart are merged. `stop()` ends it early."""
+    n = len(steps)
+    st = core.new_state(view, steps, start)
+    due = shown = time.perf_counter()
+    for j in range(start, n):
+        due += _delay(steps, j, speed)
+        st.apply(steps[j])
+        nxt = _delay(steps, j + 1, speed) if j + 1 < n else 0.0
+        # show this state when the next step waits and this one is not merely an instant after the last
+        if j == n - 1 or (nxt > 0 and (nxt >= FRAME_GAP or due - shown >= FRAME_GAP)):
+            shown = due
+            while True:  # sleep until due, looking at stop() now and then
+                wait = due - time.perf_counter()
+                if wait <= 0 or stop():
+                    break
+                time.sleep(min(wait, 0.1))
+            if stop():
+                return
+            yield j + 1, st
 
 
 @guarded
 def play(i, trace, speed):
-    """Play a stored trace from the current step (from the start when at the end); Pause stops it
-    where it is. No model involved."""
+    """Play a stored trace from the current step (from the start when at the end) at the chosen
+    speed: "N tokens/s" shows N decided tokens a second. Pause stops it where it is. No model involved."""
     if not trace:
         yield _nothing("Nothing stored to play yet.")
         return
@@ -248,36 +337,15 @@ def play(i, trace, speed):
     i = int(i or 0)
     if i >= len(steps):
         i = 0
-    st = core.new_state(trace["view"], steps, i)
-    yield frame(trace, i, st)
-    due = time.perf_counter()
-    for j in range(i, len(steps)):
-        due += _delay(steps, j, speed)
-        st.apply(steps[j])
-        wait = due - time.perf_counter()
-        if wait > FRAME_GAP or j == len(steps) - 1:
-            time.sleep(max(0.0, wait))
-            yield frame(trace, j + 1, st)
+    yield frame(trace, i)
+    for j, st in paced(trace["view"], steps, i, speed):
+        yield frame(trace, j, st)
 
 
 @guarded
-def replay(trace):
-    """Animate a stored trace round by round from the start (no model involved)."""
-    if not trace:
-        yield _nothing("Nothing stored to replay yet.")
-        return
-    steps = trace["steps"]
-    st = core.new_state(trace["view"])
-    n_rounds = max(1, len({s.round for s in steps}))
-    pause = min(0.15, 3.0 / n_rounds)
-    cur = None
-    for i, s in enumerate(steps):
-        if cur is not None and s.round != cur:
-            yield frame(trace, i, st)
-            time.sleep(pause)
-        cur = s.round
-        st.apply(s)
-    yield frame(trace, len(steps), st)
+def replay(trace, speed=DEFAULT_SPEED):
+    """Play a stored trace from the start at the chosen speed (no model involved)."""
+    yield from play(0, trace, speed)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -296,6 +364,12 @@ def layout(p: Page) -> None:
         p.speed = gr.Dropdown(SPEEDS, value=DEFAULT_SPEED, label="playback speed", scale=2, min_width=160,
                               elem_id="speed", show_label=False, container=False)
         p.replay_btn = gr.Button("replay from start", size="sm", scale=1, min_width=120, elem_id="replay")
+        p.skip_btn = gr.Button("skip to end", size="sm", scale=1, min_width=100, elem_id="skip")
+    with gr.Row(elem_id="player-options"):
+        p.watch = gr.Checkbox(watch_default(), label=f"Watch: show a quick run at about {WATCH_RATE:g} tokens/s "
+                              f"(runs that compute in under {WATCH_UNDER:g} s)", elem_id="watch", container=False)
+        p.hide_old = gr.Checkbox(True, label="Hide rejected drafts of earlier rounds (once a run ends)",
+                                 elem_id="hide-old", container=False)
     p.player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player", js_on_load=None)
     p.scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
                            interactive=False, elem_id="scrub")
@@ -308,18 +382,54 @@ def layout(p: Page) -> None:
     p.run_sid = gr.State("")
 
 
+#: on Run: the player (counters, controls, trace) scrolls to the top of the window (at 1366x768 it
+#: starts below the fold) and every draft shows
+#: while the run goes; once it ends, the "hide earlier drafts" box decides (a class on <body>, so
+#: the player's re-renders keep it)
+RUN_JS = """() => {
+  document.body.classList.remove('tv-hide-old');
+  const el = document.querySelector('#counters');
+  if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
+}"""
+HIDE_OLD_JS = "(hide) => { document.body.classList.toggle('tv-hide-old', !!hide); }"
+#: a share link opens with the restored trace in view
+RESTORED_JS = """(hide) => {
+  document.body.classList.toggle('tv-hide-old', !!hide);
+  if (new URLSearchParams(location.search).get('s')) {
+    const el = document.querySelector('#counters');
+    if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
+  }
+}"""
+HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
+
+
+def run_page(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch,
+             request: gr.Request = None):
+    """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
+    yield from run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
+                          watch=bool(watch), request=request)
+
+
 def wire(p: Page, remember) -> None:
     """Run and Stop (the model-bound Run shares one concurrency pool with Compare), then the
     player's controls over the stored trace. `remember` adds a stored run to this browser's list."""
     limit = p.run_limit
+    outputs = [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid]
+    p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
     run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
                               api_visibility="private").then(
-        run_infill, p.form_inputs,
-        [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid],
-        api_name="infill", concurrency_id="model", concurrency_limit=limit, show_progress="hidden",
+        run_page, [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
+        concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
     )
+    # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
+    p.api_run_btn = gr.Button(visible=False)
+    p.api_run_btn.click(run_infill, p.form_inputs, outputs, api_name="infill", concurrency_id="model",
+                        concurrency_limit=limit, show_progress="hidden", preprocess=False)
+    p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
+    p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
     run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
+        None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
         api_visibility="private").then(
         speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
@@ -337,4 +447,5 @@ def wire(p: Page, remember) -> None:
                     show_progress="hidden", cancels=[play_evt])
     p.back_btn.click(step_back, [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
                      show_progress="hidden", cancels=[play_evt])
-    p.replay_btn.click(replay, [p.trace_state], frame_outputs, api_name="replay", show_progress="hidden")
+    p.replay_btn.click(replay, [p.trace_state, p.speed], frame_outputs, api_name="replay", show_progress="hidden",
+                       cancels=[play_evt])

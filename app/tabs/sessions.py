@@ -14,6 +14,7 @@ from ..render import counters_md, esc, view_html
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
 from .editor import models_for, on_domain
+from .player import RESTORED_JS
 
 HISTORY_MAX = 50  # share ids a browser remembers
 
@@ -76,12 +77,16 @@ def restore_values(share_id: str, request=None) -> dict:
         "model": prm.get("model", sess.model.split(" | ")[0]),
         "text": sess.text,
         "sampler": main.sampler,
-        "k": prm.get("k", 5), "temperature": prm.get("temperature", 1.0), "seed": main.seed or 0,
+        "k": prm.get("k", 5), "temperature": prm.get("temperature", 1.0), "seed": str(main.seed or 0),
         "steps": prm.get("steps", 32), "dtau": prm.get("dtau", 0.05), "window": prm.get("window", "cosine"),
         "inner": prm.get("inner", 1),
-        "status": status_md(f"Restored shared session {sess.share_id}{note}. Replayed from the store; "
-                            "no model was run.", "ok"),
-        "counters": counters_md(st),
+        "status": status_md(
+            f"Restored shared session {sess.share_id}: {main.sampler} on {prm.get('model', sess.model)}, seed "
+            f"{main.seed or 0}, {len(view['masked'])} masked tokens in {st.round + 1} rounds{note}. Read from the "
+            "store, no model was run; the trace below shows its end: press ▶ play (from the start) or replay "
+            "from start to watch it.", "ok"),
+        "counters": counters_md(st, f"restored from a share link ({main.sampler}, seed {main.seed or 0}): "
+                                    "press ▶ play to watch it"),
         "player": view_html(st, title),
         "detail": detail_table(st.detail),
         "completed": main.completed_text,
@@ -162,4 +167,5 @@ def wire(p: Page) -> None:
     p.open_btn.click(restore, [p.open_id], restore_outputs, api_name="load_share").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     p.demo.load(loader(p, restore), None, restore_outputs, api_visibility="private").then(
+        None, [p.hide_old], None, js=RESTORED_JS, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -22,7 +22,7 @@ def _opt(v):
 
 def _row(g) -> list[str]:
     tpc, tpr = g.mean_tokens_per_call, g.mean_tokens_per_round
-    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(g.params.items()) if k != "model"),
+    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(core.shown_params(g.sampler, g.params).items())),
             str(g.runs), str(g.masked_tokens), f"{g.calls:g}",
             "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"]
 

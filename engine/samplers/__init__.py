@@ -57,11 +57,53 @@ def _self_spec(ctx) -> Iterator[Step]:
 
 DRAFTER_KIND = {"assd-diffusion": "hybrid", "assd-ptp": "ptp"}
 
-#: What the CLI, the API and the app run when no sampler is named: the fastest exact sampler measured
-#: on the 2-core CPU (issue 13, docs/RESULTS.md). Cached sequential decoding beat every speculative
-#: sampler there: a verify call with k = 5 draft rows costs 1.6-2.4x a one-token call, more than the
-#: 1.2-1.4 tokens per call that speculation gains on this model.
-DEFAULT_SAMPLER = "sequential-cache"
+@dataclass(frozen=True)
+class DefaultChoice:
+    """A domain's default sampler and the measurement that chose it: the fastest exact speculative
+    sampler in the last benchmark of that domain, with its wall-clock ratio against cached
+    sequential decoding (above 1: faster), so the page and the CLI can say what it costs."""
+
+    sampler: str
+    ratio: float  # wall-clock speed against cached sequential decoding, same inputs, same run
+    ratio_se: float
+    source: str
+
+
+#: The default sampler of the app and the CLI, per domain (issue 24 §3): the fastest *speculative*
+#: exact sampler measured, so a first run shows drafts, accepts and rejects. Measured in one run,
+#: docs/RESULTS.md §1 (generated 2026-11-24 14:42 UTC, `python -m engine report`, 6 test windows per
+#: domain, 256 tokens 95% masked, k = 5, one torch thread, 2-core CPU): on text and code speculation
+#: is *slower* than cached sequential decoding on that CPU (the page and the README say so); on
+#: protein it is about twice as fast.
+DEFAULT_SAMPLERS: dict[str, DefaultChoice] = {
+    "text": DefaultChoice("assd-cache", 0.84, 0.05, "docs/RESULTS.md, 2026-11-24"),
+    "code": DefaultChoice("assd-cache", 0.70, 0.04, "docs/RESULTS.md, 2026-11-24"),
+    "protein": DefaultChoice("assd-pipelined", 2.07, 0.06, "docs/RESULTS.md, 2026-11-24"),
+}
+
+#: The API's default when it is given neither a sampler nor a domain (text's default).
+DEFAULT_SAMPLER = DEFAULT_SAMPLERS["text"].sampler
+#: InfillRun's sampler when none is named: the default of the run's domain (the model's when no
+#: domain is given)
+DOMAIN_DEFAULT = "default"
+
+
+def default_sampler(domain: str | None) -> str:
+    """The default sampler for a domain (text's for an unknown one)."""
+    return DEFAULT_SAMPLERS.get(domain or "text", DEFAULT_SAMPLERS["text"]).sampler
+
+
+def cost_sentence(domain: str) -> str:
+    """One sentence on what the domain's default costs (or saves) against cached sequential decoding."""
+    c = DEFAULT_SAMPLERS.get(domain, DEFAULT_SAMPLERS["text"])
+    if c.ratio < 1:
+        return (f"Default for {domain}: {c.sampler}, the fastest exact speculative sampler measured; on the "
+                f"2-core CPU it runs at {c.ratio:.2f}x the speed of cached sequential decoding "
+                f"({1 / c.ratio:.2f}x its time; {c.source}), so it shows speculation at work but does not "
+                "save time there.")
+    return (f"Default for {domain}: {c.sampler}, the fastest exact speculative sampler measured: "
+            f"{c.ratio:.2f}x the speed of cached sequential decoding on the 2-core CPU ({c.source}).")
+
 
 SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s

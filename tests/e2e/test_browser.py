@@ -29,7 +29,8 @@ def app_url(tmp_path_factory):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     pytest.importorskip("playwright")
     root = tmp_path_factory.mktemp("e2e")
-    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL")}
+    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL", "INFILL_WATCH")}
+    os.environ["INFILL_WATCH"] = "0"  # these tests read runs as they compute (test_first_run.py watches)
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     from app import core

@@ -29,6 +29,8 @@ def bundled_url(tmp_path_factory):
         pytest.skip("bundled text-asarm checkpoint missing")
     root = tmp_path_factory.mktemp("bundled")
     old = os.environ.get("DATABASE_URL")
+    old_watch = os.environ.get("INFILL_WATCH")
+    os.environ["INFILL_WATCH"] = "0"  # timed from Run to the end as it computes, without the Watch pace
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     from app import core
     from app.testing import launch_for_tests
@@ -38,6 +40,10 @@ def bundled_url(tmp_path_factory):
     yield url
     demo.close()
     core._store = None
+    if old_watch is None:
+        os.environ.pop("INFILL_WATCH", None)
+    else:
+        os.environ["INFILL_WATCH"] = old_watch
     if old is None:
         os.environ.pop("DATABASE_URL", None)
     else:

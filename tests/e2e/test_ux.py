@@ -104,14 +104,19 @@ def test_player_step_controls(browser, app_url, request):  # noqa: F811
     page.wait_for_function(f"document.querySelector('#counters').innerText.includes('step {i1}/')", timeout=15_000)
     assert _step(page)[0] == i1
     assert page.query_selector("#player [title*='round']") is not None  # hover text names the round
-    tip = page.eval_on_selector("#player [data-role='accepted']", "el => el.title")
+    tip = page.eval_on_selector("#player [data-role='accepted'][title*='tested by']", "el => el.title")
     assert "p (proposal)" in tip and "q (target)" in tip and "acceptance probability" in tip and "tested" in tip
+    # ASSD's first draft of a round is kept without a test (engine: Step.tested False); its hover says so
+    first = page.eval_on_selector("#player [data-role='accepted'][title*='first draft']", "el => el.title")
+    assert "without a test" in first and "tested by" not in first
     # play from the start at a slow speed, pause, and it stays where it paused
     page.click("#speed")
-    page.get_by_role("option", name="2 tokens/s").click()
-    page.click("#replay")  # back to the start first (fast), then play slowly
+    page.get_by_role("option", name="100 tokens/s").click()
+    page.click("#replay")  # replay plays at the chosen speed: fast to the end first
     page.wait_for_function(f"document.querySelector('#counters').innerText.includes('step {n}/{n}')",
                            timeout=30_000)
+    page.click("#speed")
+    page.get_by_role("option", name="2 tokens/s").click()
     page.click("#play")  # at the end: plays from the start
     page.wait_for_function("(() => { const m = /step (\\d+)\\//.exec(document.querySelector('#counters')"
                            ".innerText); return m && +m[1] > 0; })()", timeout=15_000)
