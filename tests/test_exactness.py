@@ -19,6 +19,8 @@ from engine.exactness import (
     WRONG_SAMPLERS,
     CheckBudget,
     ExactnessCheck,
+    asarm_cells,
+    asarm_prob,
     from_json,
     goodness_of_fit,
     run_check,
@@ -70,6 +72,20 @@ def test_exact_law_is_the_enumerated_chain(check, tiny):
     for fill, p in check.exact.items():
         assert p == pytest.approx(truth[fill], rel=1e-9, abs=1e-12)
     assert set(check.texts.values()) <= {f"{a} | {b}{c}" for a in "abc" for b in "abc" for c in "abc"}
+
+
+def test_tempered_law_and_single_fills(tiny):
+    """At temperature 0.5 the law is the chain of tempered conditionals; one fill's probability
+    (drawn fills outside the cells) is the same chain in one density pass."""
+    _, lm = tiny
+    mi = masked_input(lm.codec, {1: "b"}, 4)
+    truth = exact_distribution(lm, mi, 0.5)
+    cells = asarm_cells(lm, mi, 0.02, 0.5)
+    assert set(cells) == {f for f, p in truth.items() if p >= 0.02}
+    for fill, p in cells.items():
+        assert p == pytest.approx(truth[fill], rel=1e-9)
+    for fill, p in list(truth.items())[:5]:
+        assert asarm_prob(lm, mi, fill, 0.5) == pytest.approx(p, rel=1e-9)
 
 
 def test_p_value_is_pearsons_chi_square_on_pooled_cells():
