@@ -229,9 +229,9 @@ def layout(p: Page) -> None:
         p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
         p.ex_k = gr.Number(label="k (drafts per round)", value=5, precision=0, minimum=1, maximum=64)
         p.ex_run = gr.Button("Run the check", variant="primary")
-    p.ex_status = gr.Markdown("")
-    p.ex_plot = gr.Plot(label="Frequencies against the exact law")
-    p.ex_table = gr.HTML("")
+    p.ex_status = gr.Markdown("", elem_id="exactness-status")
+    p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
+    p.ex_table = gr.HTML("", elem_id="exactness-table")
     p.ex_link = gr.Textbox(label="Share link of this check", interactive=False)
 
 
