@@ -104,7 +104,7 @@ def table_html(res: CheckResult) -> str:
     for rep in res.samplers:
         f = rep.fit
         ok = f.p_value >= res.alpha
-        mark = "✅" if ok else "❌"
+        mark = "✓" if ok else "✗"
         wrong = " <em>(deliberately wrong)</em>" if rep.name in WRONG_SAMPLERS else ""
         note = f"<br><small>{esc(f.note)}</small>" if f.note else ""
         rows.append(
