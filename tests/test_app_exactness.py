@@ -17,12 +17,19 @@ def _check(client, text=TEXT, samplers=("assd-cache", "wrong-assd-accept-all"), 
     return job.outputs()[-1]
 
 
-def test_check_runs_stores_and_replays(client):  # noqa: F811
+def test_check_runs_stores_and_replays(client, monkeypatch):  # noqa: F811
+    from app.tabs import exactness
+
     status, fig, table, link = _check(client)
     assert "Done" in status and "?s=" in link, status
     assert "assd-cache" in table and "wrong-assd-accept-all" in table and "deliberately wrong" in table
     assert fig is not None
     sid = link.split("?s=")[-1]
+
+    def no_model(*a, **k):
+        raise AssertionError("a replay must not run the check")
+
+    monkeypatch.setattr(exactness, "ExactnessCheck", no_model)  # the app runs in this process
     r = client.predict(sid, api_name="/load_share")
     replay = dict(zip(["text", "model", "samplers", "n", "seed", "temperature", "k", "status", "plot", "table", "link"],
                       r[-11:]))

@@ -23,8 +23,8 @@ from engine.exactness import (
     asarm_prob,
     from_json,
     goodness_of_fit,
-    run_check,
     pooled_cells,
+    run_check,
     verdict,
 )
 from engine.samplers import SAMPLERS
@@ -135,6 +135,7 @@ def test_stored_check_reads_back_whole(check):
     ("abcb", {}, NoMaskError, "nothing is masked"),
     ("[MASK:4]", {}, BadParameterError, "at most 3"),
     (TEXT, {"samples": 0}, BadParameterError, "at least 1"),
+    (TEXT, {"samples": 20_001}, BadParameterError, "over the limit of 20,000"),
     (TEXT, {"samplers": "assd,sequential", "samples": 300, "budget": CheckBudget(max_draws=500)}, BadParameterError,
      "N <= 250"),
     (TEXT, {"samplers": "self-spec"}, IncompatibleModelsError, "hybrid"),

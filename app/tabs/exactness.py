@@ -8,6 +8,7 @@ replays the chart and the table from the store without running anything."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import gradio as gr
@@ -24,7 +25,9 @@ from engine.exactness import (
     CheckResult,
     ExactnessCheck,
     check_samplers,
+    fill_key,
     from_json,
+    pooled_cells,
     verdict,
 )
 
@@ -141,8 +144,17 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
 
 
 def store_check(res: CheckResult) -> str:
-    """Store a finished check as a session of kind "exactness"; returns its share id."""
-    payload = {"version": 1, "kind": KIND, "check": res.to_json()}
+    """Store a finished check as a session of kind "exactness"; returns its share id. Stored whole:
+    settings, every sampler's counts and test; the exact probability and decoded text only of the
+    fills the chart draws and the test's cells (a spread law at N = 400 has a thousand drawn fills,
+    whose texts and probabilities alone would pass the store's size limit; the rest is "other")."""
+    check = res.to_json()
+    keep = {fill_key(f) for f in sorted(res.exact, key=lambda f: -res.exact[f])[:TOP_FILLS]}
+    keep |= {fill_key(f) for f in pooled_cells(res.exact, res.samples)}
+    check["exact"] = {k: v for k, v in check["exact"].items() if k in keep}
+    check["exact"]["other"] = max(0.0, 1.0 - math.fsum(check["exact"].values()))
+    check["fills"] = {k: v for k, v in check["fills"].items() if k in keep}
+    payload = {"version": 1, "kind": KIND, "check": check}
     return core.store().create_session(_domain_of(res.model), res.model, res.source, payload)
 
 

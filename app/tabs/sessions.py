@@ -9,9 +9,9 @@ import gradio as gr
 from engine.errors import BadParameterError
 
 from .. import core, plots, share
-from . import exactness
 from ..core import readable
 from ..render import counters_md, esc, view_html
+from . import exactness
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
 from .editor import models_for, on_domain
