@@ -241,7 +241,7 @@ class CheckBudget:
     @classmethod
     def from_env(cls) -> CheckBudget:
         """INFILL_CHECK_MAX_DRAWS (default 2000: N = 400 for five samplers) and
-        INFILL_CHECK_MAX_SECONDS (default 180); 0 switches one off."""
+        INFILL_CHECK_MAX_SECONDS (default 300); 0 switches one off."""
         import os
 
         def num(name: str, default: float) -> float | None:
@@ -252,7 +252,7 @@ class CheckBudget:
             return None if v <= 0 or v != v else v
 
         draws = num("INFILL_CHECK_MAX_DRAWS", 2000)
-        return cls(None if draws is None else int(draws), num("INFILL_CHECK_MAX_SECONDS", 180.0))
+        return cls(None if draws is None else int(draws), num("INFILL_CHECK_MAX_SECONDS", 300.0))
 
 
 class CheckStopped(InfillError):
@@ -392,9 +392,10 @@ class ExactnessCheck:
         kind = "hybrid" if self.family == "hybrid" else "asarm"
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
         if self.lm.kind != kind:
-            need = "a hybrid (self-speculative) model" if kind == "hybrid" else "an AS-ARM model"
+            what = {"asarm": "an AS-ARM", "hybrid": "a hybrid (self-speculative) model"}
             raise IncompatibleModelsError(
-                f"{self.lm.name} is a {self.lm.kind} model; {', '.join(names)} need(s) {need}.")
+                f"{', '.join(names)} need(s) {what[kind]}; {self.lm.name} is "
+                f"{what.get(self.lm.kind, f'a {self.lm.kind} model')}.")
         if text is None:
             raise BadParameterError("Give the text to check, with one short [MASK:n] span (n <= 3).")
         self.mi = parse_for(text, self.lm)
