@@ -41,7 +41,7 @@ import torch
 from scipy.stats import chi2
 
 from .acceptance import Verdict, sample_categorical, tempered_probs, uniform
-from .api import InfillRun, make_oracle, parse_for
+from .api import InfillRun, _check, make_oracle, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
@@ -388,6 +388,8 @@ class ExactnessCheck:
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
             raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
+        for name, val in (("k", k), ("temperature", temperature), ("dtau", dtau), ("inner", inner)):
+            _check(name, val)  # the same ranges as every run (engine.api.LIMITS)
         self.family = _family(names)
         kind = "hybrid" if self.family == "hybrid" else "asarm"
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)

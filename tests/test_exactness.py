@@ -28,7 +28,8 @@ from engine.exactness import (
     verdict,
 )
 from engine.samplers import SAMPLERS
-from tests.tiny import exact_distribution, masked_input, save_tiny_asarm
+from tests.test_hybrid import tiny_hybrid
+from tests.tiny import exact_distribution, masked_input, save_tiny_asarm, tiny_codec
 
 TEXT = "[MASK:1]b[MASK:2]"  # positions 0, 2 and 3 masked: 27 fills over the alphabet 'abc'
 N = 300
@@ -58,6 +59,22 @@ def test_exact_sampler_consistent_wrong_sampler_not(check):
     for rep in check.samplers:
         assert sum(rep.counts.values()) == N
         assert 1.0 <= rep.calls_per_sample <= 3.0  # three masked tokens: at most one call per token
+
+
+def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
+    """For hybrid samplers the law is the self-speculative likelihood (Proposition 3.1): self-spec
+    with 3-token windows and two verify loops is consistent with it; MDM in one step (every token
+    from its own marginal) is not."""
+    folder = tmp_path / "hybrid"
+    tiny_hybrid(seed=11, length=4, scale=1.0).save_pretrained(folder)
+    tiny_codec().hf.save_pretrained(folder)
+    res = run_check(TEXT, model=str(folder), samplers="self-spec,mdm", samples=N, seed=0, steps=1,
+                    dtau=1.0, window="linear", inner=2)
+    spec, mdm = res.samplers
+    assert res.family == "hybrid" and "Proposition 3.1" in res.law
+    assert spec.fit.p_value >= 0.01 and verdict(spec.fit.p_value) == CONSISTENT, spec.fit
+    assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit.p_value) == NOT_CONSISTENT, mdm.fit
+    assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9
 
 
 def test_exact_law_is_the_enumerated_chain(check, tiny):
@@ -142,6 +159,7 @@ def test_stored_check_reads_back_whole(check):
     (TEXT, {"samplers": "assd,mdm"}, BadParameterError, "different models"),
     (TEXT, {"samplers": "assd-ptp"}, InfillError, "ptp"),
     (TEXT, {"samplers": "nope"}, BadParameterError, "Unknown sampler"),
+    (TEXT, {"temperature": 0.0}, BadParameterError, "temperature = 0.0 is outside"),
 ])
 def test_bad_input_gets_a_clear_message(tiny, text, kw, exc, words):
     folder, _ = tiny
