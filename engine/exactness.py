@@ -340,7 +340,7 @@ def _family(names: list[str]) -> str:
         groups = {f: [n for n in names if specs[n].family == f] for f in sorted(fams)}
         raise BadParameterError(
             "These samplers sample from different models, so they have no common exact law: "
-            + "; ".join(f"{', '.join(v)} need {'a hybrid' if f == 'hybrid' else 'an AS-ARM'}" for f, v in groups.items())
+            + "; ".join(f"{', '.join(v)} need(s) {'a hybrid' if f == 'hybrid' else 'an AS-ARM'}" for f, v in groups.items())
             + ". Check them separately.")
     return fams.pop()
 
