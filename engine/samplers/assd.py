@@ -27,14 +27,15 @@ def verify(
     q_rows: dict[int, torch.Tensor],
     gen: torch.Generator,
     start: int = 0,
-    accept: Callable[..., Verdict] = speculative_accept,
+    accept: Callable[..., Verdict] | None = None,
 ) -> Generator[Step, None, int]:
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
     the residual. Commits as it goes. Returns the index where the round stopped (len if none).
-    `accept` is the test itself: always engine.acceptance.speculative_accept, except for the
-    deliberately wrong samplers of the exactness check (engine/exactness.py)."""
+    `accept` replaces the test only for the deliberately wrong samplers of the exactness check
+    (engine/exactness.py); None is speculative_accept, looked up when the round runs."""
+    test = accept or speculative_accept
     for i in range(start, len(drafts)):
-        v = accept(drafts[i], p_rows[i], q_rows[i], gen)
+        v = test(drafts[i], p_rows[i], q_rows[i], gen)
         if v.accepted:
             oracle.commit(positions[i], drafts[i])
             yield rec(StepKind.ACCEPT, rnd, [positions[i]], [drafts[i]], [v.p_draft], [v.q_draft], tested=True)
@@ -67,7 +68,7 @@ def _bonus(oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, q_row: torc
 
 def assd(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
-    bonus: bool = False, accept: Callable[..., Verdict] = speculative_accept,
+    bonus: bool = False, accept: Callable[..., Verdict] | None = None,
 ) -> Iterator[Step]:
     """The paper's Algorithm 1 (with `bonus`, the density pass also answers the next position;
     `accept`: see verify)."""
