@@ -64,7 +64,7 @@ def _exactness(a: argparse.Namespace) -> int:
         f = s.fit
         note = f" ({f.note})" if f.note else ""
         print(f"{s.name:<28} {f.tv:>6.3f} {f.p_value:>9.2g} {s.calls_per_sample:>6.2f} "
-              f"{1000 * s.seconds_per_sample:>7.1f}  {verdict(f.p_value)}{note}")
+              f"{1000 * s.seconds_per_sample:>7.1f}  {verdict(f)}{note}")
     return 0
 
 

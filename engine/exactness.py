@@ -56,6 +56,7 @@ MIN_EXPECTED = 5.0  # a cell of the chi-square test has an expected count of at 
 ALPHA = 0.01  # p below this: "not consistent"
 CONSISTENT = "consistent with exact sampling at this N"
 NOT_CONSISTENT = "not consistent with exact sampling at this N"
+UNTESTABLE = "nothing to test at this N"
 
 
 # ----------------------------------------------------------------------------- the wrong samplers
@@ -194,15 +195,19 @@ def goodness_of_fit(counts: dict[Fill, int], exact: dict[Fill, float], n: int) -
         return Fit(0.0, math.inf, len(obs) - 1, tv, len(obs), impossible,
                    f"{impossible} draw(s) of a fill the model gives probability 0")
     if len(obs) < 2:
-        return Fit(1.0, 0.0, 0, tv, len(obs), 0, "the exact law puts almost all its mass on one fill: nothing to test")
+        why = ("the exact law puts almost all its mass on one fill" if kept else
+               "no fill has 5 or more expected draws at this N: take a larger N or a lower temperature")
+        return Fit(1.0, 0.0, 0, tv, len(obs), 0, why)
     stat = float(sum((o - n * p) ** 2 / (n * p) for o, p in zip(obs, probs)))
     dof = len(obs) - 1
     return Fit(float(chi2.sf(stat, dof)), stat, dof, tv, len(obs), 0)
 
 
-def verdict(p_value: float) -> str:
-    """The one plain sentence a visitor reads."""
-    return CONSISTENT if p_value >= ALPHA else NOT_CONSISTENT
+def verdict(fit: Fit, alpha: float = ALPHA) -> str:
+    """The one plain sentence a visitor reads (UNTESTABLE when the test has no degrees of freedom)."""
+    if fit.dof < 1 and not fit.impossible:
+        return UNTESTABLE
+    return CONSISTENT if fit.p_value >= alpha else NOT_CONSISTENT
 
 
 def tv_noise(exact: dict[Fill, float], n: int, draws: int = 200, seed: int = 0) -> float:
@@ -278,7 +283,8 @@ class SamplerReport:
             "p_value": f.p_value if f else None,
             "chi2": f.statistic if f and math.isfinite(f.statistic) else None,
             "dof": f.dof if f else None,
-            "verdict": verdict(f.p_value) if f else None,
+            "verdict": verdict(f) if f else None,
+            "impossible": f.impossible if f else 0,
             "note": f.note if f else "",
             "calls_per_sample": self.calls_per_sample,
             "seconds_per_sample": self.seconds_per_sample,
@@ -519,7 +525,8 @@ def from_json(d: dict) -> CheckResult:
     for name, s in d["samplers"].items():
         counts = {fill(k): int(v) for k, v in s["counts"].items()}
         fit = Fit(float(s["p_value"]), float(s["chi2"]) if s.get("chi2") is not None else math.inf,
-                  int(s.get("dof") or 0), float(s["tv_to_exact"]), 0, 0, str(s.get("note", "")))
+                  int(s.get("dof") or 0), float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)),
+                  str(s.get("note", "")))
         reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]), fit))
     return CheckResult(model=str(d["model"]), family=str(d.get("family", "asarm")), source=str(d["text"]),
                        samples=int(d["samples"]), seed=int(d["seed"]), params=dict(d.get("params", {})),
@@ -528,5 +535,5 @@ def from_json(d: dict) -> CheckResult:
                        alpha=float(d.get("alpha", ALPHA)))
 
 
-__all__ = ["ALPHA", "CONSISTENT", "NOT_CONSISTENT", "WRONG_SAMPLERS", "CheckBudget", "CheckResult", "CheckStopped",
+__all__ = ["ALPHA", "CONSISTENT", "NOT_CONSISTENT", "UNTESTABLE", "WRONG_SAMPLERS", "CheckBudget", "CheckResult", "CheckStopped",
            "ExactnessCheck", "Fit", "from_json", "goodness_of_fit", "run_check", "verdict"]

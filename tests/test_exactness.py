@@ -16,6 +16,7 @@ from engine.exactness import (
     CONSISTENT,
     MIN_EXPECTED,
     NOT_CONSISTENT,
+    UNTESTABLE,
     WRONG_SAMPLERS,
     CheckBudget,
     ExactnessCheck,
@@ -53,8 +54,8 @@ def test_exact_sampler_consistent_wrong_sampler_not(check):
     """The real sampler passes, the deliberately wrong one fails, each with its plain sentence."""
     exact, wrong = check.samplers
     assert exact.name == "assd-pipelined" and wrong.name == "wrong-assd-accept-all"
-    assert exact.fit.p_value >= 0.01 and verdict(exact.fit.p_value) == CONSISTENT, exact.fit
-    assert wrong.fit.p_value < 1e-6 and verdict(wrong.fit.p_value) == NOT_CONSISTENT, wrong.fit
+    assert exact.fit.p_value >= 0.01 and verdict(exact.fit) == CONSISTENT, exact.fit
+    assert wrong.fit.p_value < 1e-6 and verdict(wrong.fit) == NOT_CONSISTENT, wrong.fit
     assert wrong.fit.tv > 2 * check.tv_noise > 0  # far beyond what sampling noise alone shows
     for rep in check.samplers:
         assert sum(rep.counts.values()) == N
@@ -72,8 +73,8 @@ def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
                     dtau=1.0, window="linear", inner=2)
     spec, mdm = res.samplers
     assert res.family == "hybrid" and "Proposition 3.1" in res.law
-    assert spec.fit.p_value >= 0.01 and verdict(spec.fit.p_value) == CONSISTENT, spec.fit
-    assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit.p_value) == NOT_CONSISTENT, mdm.fit
+    assert spec.fit.p_value >= 0.01 and verdict(spec.fit) == CONSISTENT, spec.fit
+    assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit) == NOT_CONSISTENT, mdm.fit
     assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9
 
 
@@ -126,8 +127,11 @@ def test_other_too_small_joins_the_smallest_cells_and_impossible_fills_fail():
     assert pooled_cells(exact, 100) == [(1,)]  # "other" (3 expected) takes (2,) too
     fit = goodness_of_fit({(1,): 60, (2,): 37, (9,): 3}, {**exact, (9,): 0.0}, 100)
     assert fit.p_value == 0.0 and fit.impossible == 3 and "probability 0" in fit.note
+    assert verdict(fit) == NOT_CONSISTENT
     one = goodness_of_fit({(1,): 10}, {(1,): 1.0}, 10)
-    assert one.p_value == 1.0 and "nothing to test" in one.note
+    assert verdict(one) == UNTESTABLE and "one fill" in one.note
+    spread = goodness_of_fit({(1,): 3, (2,): 7}, {(k,): 0.01 for k in range(100)}, 10)
+    assert verdict(spread) == UNTESTABLE and "larger N" in spread.note  # never "consistent" with no test
 
 
 def test_wrong_samplers_only_in_the_check():

@@ -19,7 +19,10 @@ from engine import registry
 from engine.errors import BadParameterError, InfillError
 from engine.exactness import (
     ALPHA,
+    CONSISTENT,
     DEFAULT_SAMPLES,
+    NOT_CONSISTENT,
+    UNTESTABLE,
     WRONG_SAMPLERS,
     CheckBudget,
     CheckResult,
@@ -106,12 +109,12 @@ def table_html(res: CheckResult) -> str:
     rows = []
     for rep in res.samplers:
         f = rep.fit
-        ok = f.p_value >= res.alpha
-        mark = "✓" if ok else "✗"
+        said = verdict(f, res.alpha)
+        mark = {CONSISTENT: "✓", NOT_CONSISTENT: "✗"}.get(said, "–")
         wrong = " <em>(deliberately wrong)</em>" if rep.name in WRONG_SAMPLERS else ""
         note = f"<br><small>{esc(f.note)}</small>" if f.note else ""
         rows.append(
-            f"<tr><td><code>{esc(rep.name)}</code>{wrong}</td><td>{mark} {esc(verdict(f.p_value))}{note}</td>"
+            f"<tr><td><code>{esc(rep.name)}</code>{wrong}</td><td>{mark} {esc(said)}{note}</td>"
             f"<td>{f.p_value:.3g}</td><td>{f.tv:.3f}</td><td>{rep.calls_per_sample:.2f}</td>"
             f"<td>{1000 * rep.seconds_per_sample:.1f}</td></tr>")
     head = ("<tr><th>sampler</th><th>verdict</th><th>p-value</th><th>TV to exact</th><th>calls / sample</th>"
@@ -183,9 +186,13 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
         link, stored = share.share_link(request, sid), " Stored: the link below replays it without running anything."
     except Exception as e:  # noqa: BLE001 - the result is shown even when it cannot be stored
         link, stored = "", f" Not stored: {readable(e)}"
-    bad = [r.name for r in res.samplers if r.fit.p_value < res.alpha]
-    summary = (f"Done: {len(res.samplers) - len(bad)} of {len(res.samplers)} sampler(s) consistent with exact "
-               f"sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}." if bad else "."))
+    said = {r.name: verdict(r.fit, res.alpha) for r in res.samplers}
+    bad = [n for n, v in said.items() if v == NOT_CONSISTENT]
+    untested = [n for n, v in said.items() if v == UNTESTABLE]
+    summary = (f"Done: {sum(v == CONSISTENT for v in said.values())} of {len(said)} sampler(s) consistent with "
+               f"exact sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}" if bad else "")
+               + (f"; nothing to test at this N for {', '.join(untested)} (take a larger N)" if untested else "")
+               + ".")
     yield status_md(summary + stored, "ok"), figure(res), table_html(res), link
 
 
@@ -229,22 +236,23 @@ def layout(p: Page) -> None:
     gr.Markdown(INTRO)
     models = model_choices()
     with gr.Row():
-        p.ex_text = gr.Textbox(label="Text with one short masked span", value=EXAMPLE, scale=3)
+        p.ex_text = gr.Textbox(label="Text with one short masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
         p.ex_model = gr.Dropdown(label="Model", choices=models,
                                  value="text-asarm" if "text-asarm" in models else (models[0] if models else None))
     names = list(check_samplers())
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
-                                     value=[s for s in DEFAULT_SAMPLERS if s in names])
+                                     value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
     with gr.Row():
-        p.ex_n = gr.Number(label="N (fills per sampler)", value=DEFAULT_SAMPLES, precision=0, minimum=1)
+        p.ex_n = gr.Number(label="N (fills per sampler)", value=DEFAULT_SAMPLES, precision=0, minimum=1,
+                           elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
         p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
         p.ex_k = gr.Number(label="k (drafts per round)", value=5, precision=0, minimum=1, maximum=64)
-        p.ex_run = gr.Button("Run the check", variant="primary")
+        p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
     p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
     p.ex_table = gr.HTML("", elem_id="exactness-table")
-    p.ex_link = gr.Textbox(label="Share link of this check", interactive=False)
+    p.ex_link = gr.Textbox(label="Share link of this check", interactive=False, elem_id="exactness-link")
 
 
 def wire(p: Page, remember) -> None:
