@@ -43,6 +43,7 @@ from scipy.stats import chi2
 from .acceptance import Verdict, sample_categorical, tempered_probs, uniform
 from .api import InfillRun, _check, make_oracle, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
+from .params import real_number, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
 from .samplers.assd import assd
@@ -382,7 +383,11 @@ class ExactnessCheck:
         unknown = [n for n in names if n not in specs]
         if unknown:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        samples, seed, k, inner = (whole_number(n, v) for n, v in (("N", samples), ("seed", seed), ("k", k),
+                                                                   ("inner", inner)))
+        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
+        steps = None if steps is None else whole_number("steps", steps)
+        if samples < 1:
             raise BadParameterError("The number of samples N must be a whole number of at least 1.")
         if samples > MAX_SAMPLES:
             raise BadParameterError(f"N = {samples:,} samples per sampler is over the limit of {MAX_SAMPLES:,}.")
@@ -392,7 +397,7 @@ class ExactnessCheck:
             raise BadParameterError(
                 f"N = {samples:,} for {len(names)} sampler(s) is {samples * len(names):,} runs, over this server's "
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        if not 0 <= seed <= SEED_MAX:
             raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
         for name, val in (("k", k), ("temperature", temperature), ("dtau", dtau), ("inner", inner)):
             _check(name, val)  # the same ranges as every run (engine.api.LIMITS)

@@ -164,6 +164,7 @@ def test_stored_check_reads_back_whole(check):
     (TEXT, {"samplers": "assd-ptp"}, InfillError, "ptp"),
     (TEXT, {"samplers": "nope"}, BadParameterError, "Unknown sampler"),
     (TEXT, {"temperature": 0.0}, BadParameterError, "temperature = 0.0 is outside"),
+    (TEXT, {"samples": 2.5}, BadParameterError, "N must be a whole number"),
 ])
 def test_bad_input_gets_a_clear_message(tiny, text, kw, exc, words):
     folder, _ = tiny
