@@ -1,5 +1,5 @@
 """The Gradio Blocks page: the editor on top, then tabs for the step player, the comparison, the
-statistics and the stored sessions, one module each under app.tabs. Handlers are thin: the logic
+exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are thin: the logic
 lives in app.core (runs, replay), app.render (HTML), app.plots (figures) and app.share (links)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import gradio as gr
 
 from .render import CSS
 from .slots import run_seats
-from .tabs import compare, editor, player, sessions, statistics
+from .tabs import compare, editor, exactness, player, sessions, statistics
 from .tabs.common import Page
 
 EXTRA_CSS = """
@@ -34,6 +34,8 @@ def _layout(p: Page) -> None:
             player.layout(p)
         with gr.Tab("Compare", id="compare"):
             compare.layout(p)
+        with gr.Tab("Exactness", id="exactness"):
+            exactness.layout(p)
         with gr.Tab("Statistics", id="stats") as p.stats_tab:
             statistics.layout(p)
         with gr.Tab("Sessions", id="sessions"):
@@ -110,6 +112,7 @@ def build() -> gr.Blocks:
         editor.wire(p)
         player.wire(p, sessions.remember)
         compare.wire(p, sessions.remember)
+        exactness.wire(p, sessions.remember)
         statistics.wire(p)
         sessions.wire(p)
     return demo

@@ -1,4 +1,4 @@
-"""`python -m engine ...`: infill, models, train, bench, data, eval, report.
+"""`python -m engine ...`: infill, exactness, models, train, bench, data, eval, report.
 
 User errors print one readable line and exit 2; nothing prints a stack trace for bad input.
 """
@@ -33,6 +33,39 @@ def _infill(a: argparse.Namespace) -> int:
             f"{r.tokens_per_call:.2f} tokens/call, {r.seconds:.2f} s, log p = {r.log_prob}",
             file=sys.stderr,
         )
+    return 0
+
+
+def _exactness(a: argparse.Namespace) -> int:
+    from .device import apply_device_flag
+    from .exactness import run_check
+
+    apply_device_flag(a.device)
+    r = run_check(a.text, samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain, seed=a.seed,
+                  temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner)
+    if a.json:
+        print(json.dumps(r.to_json()))
+        return 0
+    from .exactness import verdict
+
+    print(f"{r.source}  ({r.model}, {r.masked_tokens} masked tokens, N = {r.samples}, seed {r.seed}, "
+          f"temperature {r.params['temperature']:g})")
+    print(f"exact law: {r.law}")
+    top = sorted(r.exact.items(), key=lambda kv: -kv[1])[: a.top]
+    names = [s.name for s in r.samplers]
+    print(f"{'fill':<24} {'exact':>7} " + " ".join(f"{n[:16]:>16}" for n in names))
+    for fill, p in top:
+        row = " ".join(f"{s.counts.get(fill, 0) / r.samples:>16.3f}" for s in r.samplers)
+        print(f"{r.texts.get(fill, '?')[:24]!r:<24} {p:>7.3f} {row}")
+    other = [1 - sum(s.counts.get(f, 0) for f, _ in top) / r.samples for s in r.samplers]
+    print(f"{'(every other fill)':<24} {1 - sum(p for _, p in top):>7.3f} " + " ".join(f"{o:>16.3f}" for o in other))
+    print(f"\n{'sampler':<28} {'TV':>6} {'p-value':>9} {'calls':>6} {'ms':>7}  verdict "
+          f"(TV of an exact sampler at this N: about {r.tv_noise:.3f})")
+    for s in r.samplers:
+        f = s.fit
+        note = f" ({f.note})" if f.note else ""
+        print(f"{s.name:<28} {f.tv:>6.3f} {f.p_value:>9.2g} {s.calls_per_sample:>6.2f} "
+              f"{1000 * s.seconds_per_sample:>7.1f}  {verdict(f)}{note}")
     return 0
 
 
@@ -80,6 +113,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)
+
+    from .exactness import DEFAULT_SAMPLES, WRONG_SAMPLERS
+
+    p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
+                                         "the model's exact law")
+    p.add_argument("text", help="text with one short masked span, e.g. 'It was the [MASK:2] of times.'")
+    p.add_argument("--samplers", required=True,
+                   help=f"comma-separated; any of the catalogue plus the deliberately wrong {', '.join(WRONG_SAMPLERS)}")
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="N, draws per sampler")
+    p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
+    p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
+    p.add_argument("--seed", type=int, default=0, help="the check's seed (each draw gets its own seed from it)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--k", type=int, default=5, help="draft length per round")
+    p.add_argument("--steps", type=int, default=None, help="MDM steps / drafter steps per round")
+    p.add_argument("--dtau", type=float, default=0.05, help="self-spec window width (also the hybrid's exact law)")
+    p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
+    p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
+    p.add_argument("--top", type=int, default=10, help="fills listed in the table (most likely first)")
+    add_device_arg(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_exactness)
 
     p = sub.add_parser("models", help="list available models with their metrics")
     p.add_argument("--json", action="store_true")

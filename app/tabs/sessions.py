@@ -11,6 +11,7 @@ from engine.errors import BadParameterError
 from .. import core, plots, share
 from ..core import readable
 from ..render import counters_md, esc, view_html
+from . import exactness
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
 from .editor import models_for, on_domain
@@ -124,6 +125,9 @@ def restorer(p: Page):
     def restore(share_id, request: gr.Request = None):
         """Restore a stored session's inputs and trace (no model runs)."""
         try:
+            chk = exactness.stored_check(share_id)  # an exactness check has no runs: its own view
+            if chk is not None:
+                return exactness.restore_updates(p, share_id.strip(), chk, request)
             v = restore_values(share_id, request)
         except Exception as e:  # noqa: BLE001
             msg = readable(e)
@@ -162,7 +166,7 @@ def wire(p: Page) -> None:
     restore_outputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
                        p.window, p.inner, p.status, p.counters, p.player, p.detail, p.completed, p.link,
                        p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a,
-                       p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status]
+                       p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
     restore = restorer(p)
     p.open_btn.click(restore, [p.open_id], restore_outputs, api_name="load_share").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

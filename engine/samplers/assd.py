@@ -7,11 +7,11 @@ exactly distributed as sequential decoding (the paper's Theorem 2) for any propo
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import torch
 
-from ..acceptance import sample_categorical, speculative_accept, tempered_probs
+from ..acceptance import Verdict, sample_categorical, speculative_accept, tempered_probs
 from ..masking import MaskedInput
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
@@ -27,11 +27,15 @@ def verify(
     q_rows: dict[int, torch.Tensor],
     gen: torch.Generator,
     start: int = 0,
+    accept: Callable[..., Verdict] | None = None,
 ) -> Generator[Step, None, int]:
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
-    the residual. Commits as it goes. Returns the index where the round stopped (len if none)."""
+    the residual. Commits as it goes. Returns the index where the round stopped (len if none).
+    `accept` replaces the test only for the deliberately wrong samplers of the exactness check
+    (engine/exactness.py); None is speculative_accept, looked up when the round runs."""
+    test = accept or speculative_accept
     for i in range(start, len(drafts)):
-        v = speculative_accept(drafts[i], p_rows[i], q_rows[i], gen)
+        v = test(drafts[i], p_rows[i], q_rows[i], gen)
         if v.accepted:
             oracle.commit(positions[i], drafts[i])
             yield rec(StepKind.ACCEPT, rnd, [positions[i]], [drafts[i]], [v.p_draft], [v.q_draft], tested=True)
@@ -64,9 +68,10 @@ def _bonus(oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, q_row: torc
 
 def assd(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
-    bonus: bool = False,
+    bonus: bool = False, accept: Callable[..., Verdict] | None = None,
 ) -> Iterator[Step]:
-    """The paper's Algorithm 1 (with `bonus`, the density pass also answers the next position)."""
+    """The paper's Algorithm 1 (with `bonus`, the density pass also answers the next position;
+    `accept`: see verify)."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     while n < big_n:
@@ -92,7 +97,7 @@ def assd(
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions) - 1} drafts")
         # 4. accept with min(1, q_i / p_i); on the first rejection resample from the residual
         q_rows = {i: q[i - 1] for i in range(1, len(positions))}
-        j = yield from verify(oracle, rec, rnd, positions, drafts, list(p), q_rows, gen, start=1)
+        j = yield from verify(oracle, rec, rnd, positions, drafts, list(p), q_rows, gen, start=1, accept=accept)
         n += j - 1 + (1 if j < len(positions) else 0)
         if j == len(positions) and bonus and t < big_n:
             yield _bonus(oracle, rec, rnd, order[t], q[-1], gen)

@@ -1,0 +1,263 @@
+"""The Exactness tab: a visitor's own sentence with a short masked span, N fills drawn from each
+chosen sampler (engine/exactness.py), and side by side the frequency of every likely fill against
+the model's exact probability, with each sampler's TV distance, p-value, verdict, calls and time.
+
+Deliberately wrong samplers (`wrong-...`) are offered here and nowhere else. A finished check is
+stored as a session of kind "exactness" (its settings and counts, no traces), so its share link
+replays the chart and the table from the store without running anything."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import gradio as gr
+import plotly.graph_objects as go
+from scipy.stats import beta
+
+from engine import registry
+from engine.errors import BadParameterError, InfillError
+from engine.exactness import (
+    ALPHA,
+    CONSISTENT,
+    DEFAULT_SAMPLES,
+    NOT_CONSISTENT,
+    UNTESTABLE,
+    WRONG_SAMPLERS,
+    CheckBudget,
+    CheckResult,
+    ExactnessCheck,
+    check_samplers,
+    fill_key,
+    from_json,
+    pooled_cells,
+    verdict,
+)
+
+from .. import core, share
+from ..core import readable
+from ..inputs import as_float, as_int, check_sentinels, check_text
+from ..plots import _layout
+from ..render import esc
+from ..slots import Turns, slots
+from .common import Page, guarded, status_md, warn
+
+KIND = "exactness"  # the stored session's kind
+EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
+DEFAULT_SAMPLERS = ["sequential-cache", "assd-cache", "assd-pipelined", "assd-ptp", "wrong-assd-residual-from-q"]
+TOP_FILLS = 12  # fills drawn as bars (most likely first); the rest are one "other" group
+INTRO = (
+    "**Is it really lossless?** Type a sentence with one short masked span (`[MASK:2]` or `[MASK:3]`), pick "
+    "samplers and N. Each sampler fills the span N times with independent seeds; the chart sets each fill's "
+    "frequency (bars, with a 95% binomial interval) against the model's exact probability (◆). An exact "
+    f"sampler's p-value is above {ALPHA:g} about 99 times in 100; the `wrong-...` samplers are broken on purpose, "
+    "to show what a failed check looks like. AS-ARM samplers are checked against the AS-ARM's chain of "
+    "conditionals; hybrid samplers (mdm, self-spec) against the self-speculative likelihood (Proposition 3.1).")
+
+
+def model_choices() -> list[str]:
+    """The models a check can run on: every listed AS-ARM and hybrid."""
+    return sorted(set(core.list_models(kind="asarm")) | set(core.list_models(kind="hybrid")))
+
+
+def _domain_of(model: str) -> str:
+    for row in registry.available():
+        if row["name"] == model:
+            return str(row["domain"])
+    return "text"
+
+
+# ----------------------------------------------------------------------------- drawing
+
+
+def interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval of a binomial proportion k / n."""
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def figure(res: CheckResult) -> go.Figure:
+    """Bars: each sampler's frequency of the likeliest fills and of every other fill, with 95%
+    intervals; diamonds: the exact probability."""
+    top = sorted(res.exact, key=lambda f: -res.exact[f])[:TOP_FILLS]
+    labels = [repr(res.texts.get(f, "?"))[1:-1] or "(empty)" for f in top] + ["every other fill"]
+    n = res.samples
+    fig = go.Figure()
+    for rep in res.samplers:
+        ks = [rep.counts.get(f, 0) for f in top]
+        ks.append(n - sum(ks))
+        fr = [k / n for k in ks]
+        ci = [interval(k, n) for k in ks]
+        fig.add_trace(go.Bar(
+            x=labels, y=fr, name=rep.name,
+            error_y=dict(type="data", symmetric=False, array=[hi - f for f, (_, hi) in zip(fr, ci)],
+                         arrayminus=[f - lo for f, (lo, _) in zip(fr, ci)], thickness=1),
+            hovertemplate="%{x}: %{y:.3f}<extra>" + esc(rep.name) + "</extra>"))
+    exact = [res.exact[f] for f in top]
+    exact.append(max(0.0, 1.0 - sum(exact)))
+    fig.add_trace(go.Scatter(x=labels, y=exact, mode="markers", name="exact probability",
+                             marker=dict(symbol="diamond", size=11, color="black")))
+    _layout(fig, f"Fills of the span: {n} draws per sampler against the exact law", 1 + len(res.samplers) // 4,
+            xaxis_title="fill (most likely first)", yaxis_title="probability / frequency", barmode="group")
+    return fig
+
+
+def table_html(res: CheckResult) -> str:
+    """One row per sampler: verdict, p-value, TV (with what noise alone gives), calls and time."""
+    rows = []
+    for rep in res.samplers:
+        f = rep.fit
+        said = verdict(f, res.alpha)
+        mark = {CONSISTENT: "✓", NOT_CONSISTENT: "✗"}.get(said, "–")
+        wrong = " <em>(deliberately wrong)</em>" if rep.name in WRONG_SAMPLERS else ""
+        note = f"<br><small>{esc(f.note)}</small>" if f.note else ""
+        rows.append(
+            f"<tr><td><code>{esc(rep.name)}</code>{wrong}</td><td>{mark} {esc(said)}{note}</td>"
+            f"<td>{f.p_value:.3g}</td><td>{f.tv:.3f}</td><td>{rep.calls_per_sample:.2f}</td>"
+            f"<td>{1000 * rep.seconds_per_sample:.1f}</td></tr>")
+    head = ("<tr><th>sampler</th><th>verdict</th><th>p-value</th><th>TV to exact</th><th>calls / sample</th>"
+            "<th>ms / sample</th></tr>")
+    foot = (f"<p><small>{esc(res.model)}, N = {res.samples} per sampler, seed {res.seed}, "
+            f"temperature {res.params.get('temperature', 1.0):g}. Exact law: {esc(res.law)}. "
+            f"TV is measured on the test's cells (fills with 5 or more expected draws, the rest pooled); an exact "
+            f"sampler shows about {res.tv_noise:.3f} at this N from sampling noise alone. p-value: Pearson's "
+            f"chi-square on the same cells; below {res.alpha:g} reads \"not consistent\".</small></p>")
+    return f'<table class="tv-recent">{head}{"".join(rows)}</table>{foot}'
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
+    """The page's values -> a prepared check (every value checked; the first draw of each sampler
+    done, so a sampler the model cannot run is refused at once)."""
+    check_text(text or "")
+    check_sentinels(text or "")
+    allowed = model_choices()
+    if model not in allowed:
+        raise BadParameterError(f"Choose a model from the list ({', '.join(allowed) or 'none available'}).")
+    if not samplers:
+        raise BadParameterError("Choose at least one sampler to check.")
+    return ExactnessCheck(
+        text, samplers=list(samplers), samples=as_int("N", n), model=model, seed=as_int("seed", seed),
+        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
+        budget=CheckBudget.from_env())
+
+
+def store_check(res: CheckResult) -> str:
+    """Store a finished check as a session of kind "exactness"; returns its share id. Stored whole:
+    settings, every sampler's counts and test; the exact probability and decoded text only of the
+    fills the chart draws and the test's cells (a spread law at N = 400 has a thousand drawn fills,
+    whose texts and probabilities alone would pass the store's size limit; the rest is "other")."""
+    check = res.to_json()
+    keep = {fill_key(f) for f in sorted(res.exact, key=lambda f: -res.exact[f])[:TOP_FILLS]}
+    keep |= {fill_key(f) for f in pooled_cells(res.exact, res.samples)}
+    check["exact"] = {k: v for k, v in check["exact"].items() if k in keep}
+    check["exact"]["other"] = max(0.0, 1.0 - math.fsum(check["exact"].values()))
+    check["fills"] = {k: v for k, v in check["fills"].items() if k in keep}
+    payload = {"version": 1, "kind": KIND, "check": check}
+    return core.store().create_session(_domain_of(res.model), res.model, res.source, payload)
+
+
+@guarded
+def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = None):
+    """Prepare, draw on the shared compute slots (a frame about twice a second), test, store."""
+    blank = gr.update()
+    turns = Turns(slots())
+    last = 0.0
+    try:
+        with turns.turn():
+            chk = prepare(text, model, samplers, n, seed, temperature, k)
+        for name, done, total in turns.iterate(chk.stream()):
+            now = time.perf_counter()
+            if now - last >= 0.5:
+                last = now
+                yield status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), blank, blank, ""
+        with turns.turn():
+            res = chk.result()
+    except InfillError as e:
+        warn(str(e))
+        yield status_md(str(e), "error"), blank, blank, ""
+        return
+    try:
+        sid = store_check(res)
+        link, stored = share.share_link(request, sid), " Stored: the link below replays it without running anything."
+    except Exception as e:  # noqa: BLE001 - the result is shown even when it cannot be stored
+        link, stored = "", f" Not stored: {readable(e)}"
+    said = {r.name: verdict(r.fit, res.alpha) for r in res.samplers}
+    bad = [n for n, v in said.items() if v == NOT_CONSISTENT]
+    untested = [n for n, v in said.items() if v == UNTESTABLE]
+    summary = (f"Done: {sum(v == CONSISTENT for v in said.values())} of {len(said)} sampler(s) consistent with "
+               f"exact sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}" if bad else "")
+               + (f"; nothing to test at this N for {', '.join(untested)} (take a larger N)" if untested else "")
+               + ".")
+    yield status_md(summary + stored, "ok"), figure(res), table_html(res), link
+
+
+def stored_check(share_id: str) -> CheckResult | None:
+    """The check stored under `share_id`, or None when that session is not an exactness check."""
+    sess = core.store().get_session((share_id or "").strip())
+    spans = sess.spans if sess is not None else None
+    if not isinstance(spans, dict) or spans.get("kind") != KIND:
+        return None
+    try:
+        return from_json(spans["check"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadParameterError("This exactness check was stored without the data needed to replay it.") from e
+
+
+def restore_updates(p: Page, share_id: str, res: CheckResult, request=None) -> dict:
+    """A stored check into the tab: its settings, chart, table and link (no model runs)."""
+    return {
+        p.tabs: gr.Tabs(selected="exactness"),
+        p.ex_text: res.source,
+        p.ex_model: gr.update(choices=sorted(set(model_choices()) | {res.model}), value=res.model),
+        p.ex_samplers: [r.name for r in res.samplers],
+        p.ex_n: res.samples, p.ex_seed: res.seed,
+        p.ex_temperature: res.params.get("temperature", 1.0), p.ex_k: res.params.get("k", 5),
+        p.ex_status: status_md(f"Restored exactness check {share_id}: replayed from the store; no model was run.", "ok"),
+        p.ex_plot: figure(res), p.ex_table: table_html(res), p.ex_link: share.share_link(request, share_id),
+    }
+
+
+def outputs(p: Page) -> list:
+    """The components a restored check updates (app.tabs.sessions adds them to its restore outputs)."""
+    return [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k, p.ex_status,
+            p.ex_plot, p.ex_table, p.ex_link]
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def layout(p: Page) -> None:
+    """The check's inputs, its Run button, the status line, the chart, the table and the link."""
+    gr.Markdown(INTRO)
+    models = model_choices()
+    with gr.Row():
+        p.ex_text = gr.Textbox(label="Text with one short masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
+        p.ex_model = gr.Dropdown(label="Model", choices=models,
+                                 value="text-asarm" if "text-asarm" in models else (models[0] if models else None))
+    names = list(check_samplers())
+    p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
+                                     value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
+    with gr.Row():
+        p.ex_n = gr.Number(label="N (fills per sampler)", value=DEFAULT_SAMPLES, precision=0, minimum=1,
+                           elem_id="exactness-n")
+        p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
+        p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
+        p.ex_k = gr.Number(label="k (drafts per round)", value=5, precision=0, minimum=1, maximum=64)
+        p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
+    p.ex_status = gr.Markdown("", elem_id="exactness-status")
+    p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
+    p.ex_table = gr.HTML("", elem_id="exactness-table")
+    p.ex_link = gr.Textbox(label="Share link of this check", interactive=False, elem_id="exactness-link")
+
+
+def wire(p: Page, remember) -> None:
+    """Run the check, then add its link to this browser's sessions list."""
+    p.ex_run.click(run, [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
+                   [p.ex_status, p.ex_plot, p.ex_table, p.ex_link], api_name="exactness",
+                   concurrency_id="model", concurrency_limit=p.run_limit).then(
+        remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")
