@@ -39,7 +39,7 @@ from ..core import readable
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
-from ..slots import Turns, slots
+from ..slots import Turns, admission, slots
 from .common import Page, guarded, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
@@ -167,16 +167,19 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     blank = gr.update()
     turns = Turns(slots())
     last = 0.0
+    owner = getattr(request, "session_hash", None)
     try:
-        with turns.turn():
-            chk = prepare(text, model, samplers, n, seed, temperature, k)
-        for name, done, total in turns.iterate(chk.stream()):
-            now = time.perf_counter()
-            if now - last >= 0.5:
-                last = now
-                yield status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), blank, blank, ""
-        with turns.turn():
-            res = chk.result()
+        # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
+        with admission().enter(owner, True):
+            with turns.turn():
+                chk = prepare(text, model, samplers, n, seed, temperature, k)
+            for name, done, total in turns.iterate(chk.stream()):
+                now = time.perf_counter()
+                if now - last >= 0.5:
+                    last = now
+                    yield status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), blank, blank, ""
+            with turns.turn():
+                res = chk.result()
     except InfillError as e:
         warn(str(e))
         yield status_md(str(e), "error"), blank, blank, ""
