@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .errors import InfillError
 
@@ -41,6 +42,11 @@ def _exactness(a: argparse.Namespace) -> int:
     from .exactness import run_check
 
     apply_device_flag(a.device)
+    if (a.text is None) == (a.inputs is None):
+        print("error: give TEXT or --inputs FILE.jsonl (one of them)", file=sys.stderr)
+        return 2
+    if a.inputs is not None:
+        return _exactness_inputs(a)
     r = run_check(a.text, samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain, seed=a.seed,
                   temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner)
     if a.json:
@@ -66,6 +72,51 @@ def _exactness(a: argparse.Namespace) -> int:
         note = f" ({f.note})" if f.note else ""
         print(f"{s.name:<28} {f.tv:>6.3f} {f.p_value:>9.2g} {s.calls_per_sample:>6.2f} "
               f"{1000 * s.seconds_per_sample:>7.1f}  {verdict(f)}{note}")
+    return 0
+
+
+def _exactness_inputs(a: argparse.Namespace) -> int:
+    """`exactness --inputs FILE.jsonl`: the check on each line's {"text": ...} (a short [MASK:n] span),
+    one JSON result per input (or a summary line each); a bad line is reported by its number on
+    stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
+    from .errors import InfillError
+    from .exactness import run_check, verdict
+
+    try:
+        lines = Path(a.inputs).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"error: cannot read --inputs {a.inputs}: {e}", file=sys.stderr)
+        return 2
+    results, skipped = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{a.inputs}:{n}"
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                raise ValueError('expected an object with a "text" string')
+            if "mask_rate" in obj:
+                raise ValueError("mask_rate does not apply to the exactness check: mark one short [MASK:n] span")
+            r = run_check(obj["text"], samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain,
+                          seed=a.seed + n, temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau,
+                          window=a.window, inner=a.inner)
+        except json.JSONDecodeError as e:
+            skipped.append(f"{where}: not JSON ({e.msg})")
+            print(skipped[-1], file=sys.stderr)
+        except (InfillError, ValueError) as e:
+            skipped.append(f"{where}: {e}")
+            print(skipped[-1], file=sys.stderr)
+        else:
+            results.append({"line": n, **r.to_json()})
+            if not a.json:
+                said = ", ".join(f"{s.name} {verdict(s.fit)} (p = {s.fit.p_value:.2g})" for s in r.samplers)
+                print(f"line {n}: {r.source!r}: {said}")
+    if a.json:
+        print(json.dumps({"per_input": results, "skipped": skipped}))
+    if not results:
+        print(f"error: no usable line in {a.inputs}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -118,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
                                          "the model's exact law")
-    p.add_argument("text", help="text with one short masked span, e.g. 'It was the [MASK:2] of times.'")
+    p.add_argument("text", nargs="?", default=None,
+                   help="text with one short masked span, e.g. 'It was the [MASK:2] of times.'")
+    p.add_argument("--inputs", default=None, metavar="FILE.jsonl",
+                   help='one {"text": ...} object a line: the check on each (seed + line number); bad lines '
+                        "are reported by number and the rest still run")
     p.add_argument("--samplers", required=True,
                    help=f"comma-separated; any of the catalogue plus the deliberately wrong {', '.join(WRONG_SAMPLERS)}")
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="N, draws per sampler")

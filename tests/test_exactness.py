@@ -183,3 +183,23 @@ def test_cli_json_and_errors(tiny, capsys):
     assert sum(d["samplers"]["sequential"]["counts"].values()) == 40 and "other" in d["exact"]
     assert cli_main(["exactness", "abc", "--samplers", "assd", "--model", str(folder)]) == 2
     assert "error: Nothing is masked" in capsys.readouterr().err
+
+
+def test_cli_inputs_file_runs_each_line_and_names_bad_ones(tiny, tmp_path, capsys):
+    """`exactness --inputs`: each good line is checked with seed + line number; a bad line is named by
+    its number on stderr and the others still run."""
+    folder, _ = tiny
+    f = tmp_path / "in.jsonl"
+    f.write_text("\n".join([json.dumps({"text": TEXT}), "{not json", json.dumps({"text": "abc"}),
+                            json.dumps({"text": "a[MASK:2]", "mask_rate": 0.5}), "", json.dumps({"text": TEXT})]))
+    assert cli_main(["exactness", "--inputs", str(f), "--samplers", "sequential", "--samples", "20",
+                     "--model", str(folder), "--json"]) == 0
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    assert [r["line"] for r in d["per_input"]] == [1, 6]
+    assert [r["seed"] for r in d["per_input"]] == [1, 6]  # seed + line number: the two runs differ
+    assert all(sum(r["samplers"]["sequential"]["counts"].values()) == 20 for r in d["per_input"])
+    assert [s.split(": ")[0].rsplit(":", 1)[1] for s in d["skipped"]] == ["2", "3", "4"]
+    assert "Nothing is masked" in d["skipped"][1] and "mask_rate" in d["skipped"][2]
+    assert f"{f}:2: not JSON" in out.err
+    assert cli_main(["exactness", "--samplers", "sequential", "--model", str(folder)]) == 2
