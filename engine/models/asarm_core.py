@@ -117,9 +117,12 @@ class AsArmMixin:
         # both streams in one tensor: content rows then query rows (they share every weight)
         mask_c = key_rank[:, None, :] <= content_rank[:, :, None]
         mask_q = key_rank[:, None, :] < query_limit[:, :, None]
-        mask_all = torch.cat([mask_c, mask_q], 1)
         g = self.query_embed.expand(query_pos.shape[0], query_pos.shape[1], -1)
-        x = torch.cat([self.embed(content_ids), g.to(self.embed.weight.dtype)], 1)
+        x = torch.cat([self.embed(content_ids), g], 1)
+        # additive mask built once per call: attention adds it as is (a boolean mask is converted
+        # to this very tensor inside every attention call, i.e. twice per layer before)
+        bias = torch.zeros((x.shape[0], x.shape[1], key_rank.shape[1]), dtype=x.dtype, device=x.device)
+        bias.masked_fill_(~torch.cat([mask_c, mask_q], 1), float("-inf"))
         d = self.config.hidden_size // self.config.num_heads
         theta = self.config.rope_theta
         npos = self.config.max_positions
@@ -131,9 +134,9 @@ class AsArmMixin:
         last = len(self.blocks) - 1
         for i, blk in enumerate(self.blocks):
             if i < last:
-                x = blk.lean_step(x, nc, r_all, r_c, mask_all, cache, i)
+                x = blk.lean_step(x, nc, r_all, r_c, bias, cache, i)
             else:
-                x = blk.lean_step(x, nc, r_q, r_c, mask_q, cache, i, last=True)
+                x = blk.lean_step(x, nc, r_q, r_c, bias[:, nc:], cache, i, last=True)
         if cache is not None:
             cache.rank_buf[:, past : past + nc] = content_rank
             cache.n = past + nc
