@@ -53,6 +53,14 @@ def rotary(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     return rotate(x, rope(pos, x.shape[-1], theta, x.dtype))
 
 
+def _rows_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [B, L, Din] @ w.T as one 2-D matmul. F.linear on a row slice of a 3-D tensor (not
+    contiguous as 3-D) takes torch's batched-matmul path, which expands and copies the weight
+    on every call; as 2-D rows (a view for B = 1) it is a plain mm."""
+    b, l, din = x.shape
+    return F.linear(x.reshape(b * l, din), w).view(b, l, w.shape[0])
+
+
 class Block(nn.Module):
     """Pre-norm attention + MLP. `attend` lets any rows attend to any keys under a boolean mask,
     which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
@@ -118,14 +126,14 @@ class Block(nn.Module):
         float rounding may differ in the last bits (tests/test_speed_exact.py bounds it)."""
         b, n, d = x.shape
         xn = self.ln1(x)
-        kv = F.linear(xn[:, :nc], self.kv_weight())
+        kv = _rows_linear(xn[:, :nc], self.kv_weight())
         k = rotate(self.split(kv[..., :d]), r_c)
         v = self.split(kv[..., d:])
         if cache is not None:
             k, v = cache.write(layer, k, v)
         if last:
             x, xn = x[:, nc:], xn[:, nc:]
-        q = rotate(self.split(self.q(xn)), r_all)
+        q = rotate(self.split(_rows_linear(xn, self.q.weight)), r_all)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         _, h, l, hd = a.shape
         x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * hd)))
