@@ -216,3 +216,54 @@ def test_lite_loader_is_the_hugging_face_model(text_asarm):
     assert text_asarm.codec.encode(text) == full.encode(text)
     assert (text_asarm.codec.vocab_size, text_asarm.codec.special_ids) == (full.vocab_size, full.special_ids)
     assert text_asarm.codec.alphabet() == full.alphabet()
+
+
+def test_stacked_kv_weight_follows_weight_changes(tiny_asarm):
+    """The cached K|V weight is rebuilt when a weight changes in place (an optimizer step,
+    load_state_dict): the fast forward keeps matching the original code."""
+    model = tiny_asarm.model
+    ids = torch.tensor([[model.config.bos_token_id, 4, 5, 6]])
+    pos = torch.arange(4)[None]
+    rank = torch.tensor([[0, 1, 2, 3]])
+    lim = torch.tensor([[1, 2, 3, 4]])
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with torch.inference_mode():
+            before = model(ids, pos, rank, pos, lim)
+        last = before
+        for name, change in (("v", lambda w: w.mul_(1.5)), ("k", lambda w: w.mul_(1.3))):  # each one alone
+            with torch.no_grad():
+                for blk in model.blocks:
+                    change(getattr(blk, name).weight)
+            with torch.inference_mode():
+                after = model(ids, pos, rank, pos, lim)
+                assert close(after, reference_forward(model, ids, pos, rank, pos, lim)), name
+                assert not close(after, last), name
+            last = after
+    finally:
+        model.load_state_dict(saved)
+    with torch.inference_mode():  # load_state_dict copies in place: the cache follows again
+        assert close(model(ids, pos, rank, pos, lim), before)
+
+
+def test_training_gradients_reach_the_key_and_value_weights(tiny_asarm):
+    """Training goes through the stacked K|V weight too: the loss's gradient w.r.t. k and v is the
+    original code's."""
+    model = tiny_asarm.model
+    ids = torch.tensor([[model.config.bos_token_id, 4, 5, 6, 4]])
+    masked = torch.tensor([[False, True, False, True, True]])
+    b, l = ids.shape
+    pos = torch.arange(l).expand(b, l)
+    rank = torch.where(masked, torch.cumsum(masked.long(), 1), torch.zeros_like(ids))
+    limit = torch.where(masked, rank, torch.ones_like(rank))
+    blk = model.blocks[0]
+    grads = []
+    for fwd in (lambda: model(ids, pos, rank, pos, limit),
+                lambda: reference_forward.__wrapped__(model, ids, pos, rank, pos, limit)):
+        model.zero_grad()
+        with torch.enable_grad():
+            fwd()[masked].logsumexp(-1).sum().backward()
+        grads.append((blk.k.weight.grad.clone(), blk.v.weight.grad.clone()))
+    model.zero_grad()
+    for a, r in zip(grads[0], grads[1]):
+        assert r.abs().max() > 0 and close(a, r)
