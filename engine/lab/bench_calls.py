@@ -110,6 +110,7 @@ def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, in
 
 
 def _print_rows(title: str, rows: list[dict]) -> None:
+    """One checkout's table: each shape's cost, its multiple of a one-token call and of its floor."""
     print(title)
     print(f"{'content':>8}{'query':>7}{'CPU ms (median, IQR)':>26}{'wall ms':>10}{'x one-token':>13}"
           f"{'floor ms':>10}{'x floor':>9}")
