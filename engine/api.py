@@ -138,6 +138,7 @@ class RunContext:
         self.window = params.get("window", "cosine")
         self.inner = params.get("inner", 1)
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
+        self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
         self.oracle = make_oracle(lm, mi, params["cache"]) if spec.family == "asarm" else None
         self.counter = None  # hybrid samplers install their own call counter
         self.rec = Recorder(lm.codec.token_text, self.calls)
@@ -234,6 +235,7 @@ class InfillRun:
             budget.check_params(len(self.mi.masked), self.params)
         self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
+        self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
@@ -241,6 +243,7 @@ class InfillRun:
         """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
+        self.drafter_passes = ctx.drafter_passes
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):
                 install(lm.model)

@@ -91,6 +91,9 @@ def test_bench_assd_json_rows(tiny_world, capsys):
     assert rows["sequential"]["wall_ratio_vs_sequential"] == pytest.approx(1.0)
     assert rows["sequential"]["calls_mean"] == rows["sequential-cache"]["calls_mean"]
     assert rows["assd"]["calls_mean"] == rows["assd-cache"]["calls_mean"]  # same random stream, same decisions
+    for r in rows.values():  # issue 24: rounds and drafting-network passes on every row
+        assert r["rounds"] > 0 and r["tokens_per_round"] == pytest.approx(d["masked_tokens_mean"] * 2 / r["rounds"])
+        assert r["drafter_passes"] == 0 and r["drafter_passes_per_round"] == 0  # no drafting network here
 
 
 def test_bench_self_spec_json_rows_and_plot(tiny_world, capsys):

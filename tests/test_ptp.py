@@ -154,6 +154,28 @@ def test_same_seed_same_trace(tiny_asarm, heads):
     assert a == b
 
 
+@pytest.mark.parametrize("name", ["random", "window"])
+def test_drafter_passes_count_the_heads_forward_passes(tiny_asarm, heads, name, monkeypatch):
+    """bench assd's drafter_passes (issue 24): today's head makes one step per draft row, plus a
+    window pass per round when it has a window; one-pass drafting will show as <= 1 per round."""
+    from engine.models.ptp import PtpHead
+
+    mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
+    calls = collections.Counter()
+    for meth in ("start", "step"):
+        def counted(self, *a, _orig=getattr(PtpHead, meth), _m=meth, **kw):
+            calls[_m] += 1
+            return _orig(self, *a, **kw)
+        monkeypatch.setattr(PtpHead, meth, counted)
+    r = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-ptp", draft_model=str(heads[name].path),
+                  seed=1, k=3)
+    steps = list(r.stream())
+    rows = sum(len(s.positions) for s in steps if s.kind == StepKind.DRAFT)
+    rounds = sum(1 for s in steps if s.kind == StepKind.DRAFT)
+    assert calls["step"] == rows > 0 and r.drafter_passes[0] == calls["step"] + calls["start"]
+    assert calls["start"] == (rounds if name == "window" else 0)
+
+
 def test_wrong_drafter_is_a_clear_error(tiny_asarm):
     mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
     with pytest.raises(IncompatibleModelsError, match="PTP head"):

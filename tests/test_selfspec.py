@@ -183,6 +183,24 @@ def test_diffusion_drafted_assd_is_exact(tmp_path):
     assert g_test(counts, probs, n) > 1e-3
 
 
+def test_diffusion_drafted_assd_counts_the_drafters_passes(tmp_path):
+    """bench assd's drafter_passes (issue 24): one per non-causal pass of the drafting hybrid,
+    whose calls (in hybrid units) are the passes times the non-causal share."""
+    from engine.registry import load
+
+    codec = tiny_codec()
+    lm = load(str(save_tiny_asarm(tmp_path / "asarm", seed=4, length=4)))
+    hybrid = tiny_hybrid(seed=5, length=4)
+    mi = masked_input(codec, {2: "a"}, 4)
+    drafter = DiffusionDrafter(hybrid, steps=2)
+    oracle = AsArmOracle(lm.model, mi, use_cache=True)
+    extra, passes = [0.0], [0]
+    rec = Recorder(lambda t: "", lambda: oracle.calls + extra[0])
+    list(assd_drafted(oracle, mi, rec, torch.Generator().manual_seed(1), 1.0, 2, drafter, extra, passes))
+    assert passes[0] > 0 and passes[0] == drafter.passes
+    assert math.isclose(extra[0], passes[0] * hybrid.config.nc_share)
+
+
 def test_diffusion_drafter_needs_the_same_tokenizer():
     from engine.tokenization import Codec, char_tokenizer
 

@@ -53,15 +53,15 @@ def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, tempera
         cpu = time.process_time() - c0  # CPU time: far less disturbed by others' load
         res = run.result(with_log_prob=False)
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": secs, "cpu": cpu,
-                  "fills": [sp.text for sp in res.spans]}
+                  "drafter_passes": run.drafter_passes[0], "fills": [sp.text for sp in res.spans]}
     return out
 
 
 def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
     """The per-sampler rows of `bench assd` over the given inputs' measurements (all of them for
     the summary, one for a per-input row)."""
-    per = {s: {key: [m[s][key] for m in measured] for key in ("calls", "rounds", "tokens", "seconds", "cpu")}
-           for s in samplers}
+    keys = ("calls", "rounds", "tokens", "seconds", "cpu", "drafter_passes")
+    per = {s: {key: [m[s].get(key, 0) for m in measured] for key in keys} for s in samplers}
     rows = []
     for s in samplers:
         d = per[s]
@@ -71,6 +71,11 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
             "sampler": s,
             "calls_mean": cm,
             "calls_se": cse,
+            "rounds": sum(d["rounds"]),
+            # forward passes of a drafting network (PTP head, diffusion drafter; 0 for the n-gram
+            # and for the AS-ARM's own draft pass): one-pass drafting shows as <= 1 per round
+            "drafter_passes": sum(d["drafter_passes"]),
+            "drafter_passes_per_round": sum(d["drafter_passes"]) / max(1, sum(d["rounds"])),
             "tokens_per_round": tok / sum(d["rounds"]),
             "tokens_per_call": tok / sum(d["calls"]),
             "seconds_mean": statistics.fmean(d["seconds"]),
@@ -132,7 +137,7 @@ def print_table(res: dict) -> None:
     print(f"model {res['model']}  {what}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
-    print(f"{'sampler':<18}{'calls':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
+    print(f"{'sampler':<18}{'calls':>16}{'rounds':>8}{'drafter passes':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
           f"{'vs seq-cache (median [min-max])':>34}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
     for r in res["rows"]:
         vc = "n/a"
@@ -141,10 +146,13 @@ def print_table(res: dict) -> None:
                   f"[{r['wall_ratio_vs_sequential_cache_min']:.2f}-{r['wall_ratio_vs_sequential_cache_max']:.2f}])")
         vu = f"{r['wall_ratio_vs_sequential']:.2f}x" if "wall_ratio_vs_sequential" in r else "n/a"
         cc = f"{r['cpu_ratio_vs_sequential_cache']:.2f}x" if "cpu_ratio_vs_sequential_cache" in r else "n/a"
-        print(f"{r['sampler']:<18}{r['calls_mean']:>9.1f} ± {r['calls_se']:<4.1f}{r['tokens_per_round']:>11.2f}"
+        print(f"{r['sampler']:<18}{r['calls_mean']:>9.1f} ± {r['calls_se']:<4.1f}{r['rounds']:>8}"
+              f"{r['drafter_passes']:>16}{r['tokens_per_round']:>11.2f}"
               f"{r['tokens_per_call']:>10.2f}{r['seconds_median']:>9.2f}{vc:>34}{cc:>18}{vu:>17}")
     print("ratios: baseline seconds / sampler seconds, total over inputs; median, min and max of the per-input "
-          "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time.")
+          "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time. rounds, "
+          "drafter passes: totals over inputs (drafter passes: forward passes of a drafting network, PTP head or "
+          "diffusion drafter).")
     for one in res.get("per_input", []):
         cells = "  ".join(f"{r['sampler']} {r['calls_mean']:g} calls {r['tokens_per_call']:.2f} tok/call"
                           for r in one["rows"])

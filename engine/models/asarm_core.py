@@ -113,33 +113,34 @@ class AsArmMixin:
         are appended to it (the caller truncates it to roll back rejected drafts)."""
         past = len(cache) if cache is not None else 0
         key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
+        nc = content_rank.shape[1]
+        # both streams in one tensor: content rows then query rows (they share every weight)
         mask_c = key_rank[:, None, :] <= content_rank[:, :, None]
         mask_q = key_rank[:, None, :] < query_limit[:, :, None]
-        h = self.embed(content_ids)
         g = self.query_embed.expand(query_pos.shape[0], query_pos.shape[1], -1)
+        x = torch.cat([self.embed(content_ids), g], 1)
+        # additive mask built once per call: attention adds it as is (a boolean mask is converted
+        # to this very tensor inside every attention call, i.e. twice per layer before)
+        bias = torch.zeros((x.shape[0], x.shape[1], key_rank.shape[1]), dtype=x.dtype, device=x.device)
+        bias.masked_fill_(~torch.cat([mask_c, mask_q], 1), float("-inf"))
         d = self.config.hidden_size // self.config.num_heads
         theta = self.config.rope_theta
         npos = self.config.max_positions
-        rope_c = rope(content_pos, d, theta, h.dtype, npos)  # once per call, shared by every layer
-        rope_q = rope(query_pos, d, theta, g.dtype, npos)
+        r_c = rope(content_pos, d, theta, x.dtype, npos)  # once per call, shared by every layer
+        r_q = rope(query_pos, d, theta, x.dtype, npos)
+        r_all = (torch.cat([r_c[0], r_q[0]], 2), torch.cat([r_c[1], r_q[1]], 2))
+        if cache is not None:
+            cache.reserve(len(self.blocks), x.new_empty(x.shape[0], self.config.num_heads, 0, d), content_rank, nc)
         last = len(self.blocks) - 1
         for i, blk in enumerate(self.blocks):
             if i < last:
-                q, k, v = blk.qkv(h, rope_c)  # ln1 once for content rows (keys and queries)
+                x = blk.lean_step(x, nc, r_all, r_c, bias, cache, i)
             else:
-                k, v = blk.keys(h, rope_c)  # the last layer's content rows feed nothing
-            if cache is not None:
-                if i == 0:
-                    cache.reserve(len(self.blocks), k, content_rank, k.shape[2])
-                k, v = cache.write(i, k, v)
-            if i < last:
-                h = blk.attend(h, rope_c, k, v, mask_c, q=q)
-            g = blk.attend(g, rope_q, k, v, mask_q)
+                x = blk.lean_step(x, nc, r_q, r_c, bias[:, nc:], cache, i, last=True)
         if cache is not None:
-            n = content_rank.shape[1]
-            cache.rank_buf[:, past : past + n] = content_rank
-            cache.n = past + n
-        return self.head(self.norm(g))
+            cache.rank_buf[:, past : past + nc] = content_rank
+            cache.n = past + nc
+        return self.head(self.norm(x))
 
     def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """Teacher-forced joint NLL: ids [B, L] (BOS at 0), masked [B, L] bool. Masked positions

@@ -53,6 +53,14 @@ def rotary(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     return rotate(x, rope(pos, x.shape[-1], theta, x.dtype))
 
 
+def _rows_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [B, L, Din] @ w.T as one 2-D matmul. F.linear on a row slice of a 3-D tensor (not
+    contiguous as 3-D) takes torch's batched-matmul path, which expands and copies the weight
+    on every call; as 2-D rows (a view for B = 1) it is a plain mm."""
+    b, l, din = x.shape
+    return F.linear(x.reshape(b * l, din), w).view(b, l, w.shape[0])
+
+
 class Block(nn.Module):
     """Pre-norm attention + MLP. `attend` lets any rows attend to any keys under a boolean mask,
     which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
@@ -87,6 +95,49 @@ class Block(nn.Module):
         r = self.rope(pos, h)
         x = self.ln1(h)
         return rotate(self.split(self.q(x)), r), rotate(self.split(self.k(x)), r), self.split(self.v(x))
+
+    def kv_weight(self) -> torch.Tensor:
+        """[2D, D]: the K and V weights stacked, so that content rows get both from one matmul.
+
+        While training (grad enabled on the weights) it is built every call, so gradients flow
+        into k and v. Otherwise it is cached and rebuilt whenever either weight's storage or
+        version changes (load_state_dict, an optimizer step, .to(): all in-place or new storage)."""
+        wk, wv = self.k.weight, self.v.weight
+        if torch.is_grad_enabled() and (wk.requires_grad or wv.requires_grad):
+            return torch.cat([wk, wv])
+        key = (wk.data_ptr(), wk._version, wv.data_ptr(), wv._version, wk.dtype, wk.device)
+        if getattr(self, "_kv_key", None) != key:
+            with torch.no_grad():
+                self._kv = torch.cat([wk, wv]).detach()  # a plain attribute: never in the state dict
+            self._kv_key = key
+        return self._kv
+
+    def lean_step(
+        self, x: torch.Tensor, nc: int, r_all: Rope, r_c: Rope, mask: torch.Tensor, cache=None, layer: int = 0,
+        last: bool = False,
+    ) -> torch.Tensor:
+        """One layer of the two-stream forward with both streams in one tensor (issue 24): x [B, nc + nq, D]
+        holds the content rows then the query rows, which share every weight, so each weight
+        matrix is streamed from memory once per layer instead of once per stream. Content rows
+        also give K/V (one matmul with the stacked K|V weight, written to `cache` if given);
+        all rows attend to the content keys in one call under mask [B, nc + nq, Lk] (boolean, True
+        = may attend, or additive: 0 / -inf). With `last`, only the query rows are carried on (the
+        last layer's content rows feed nothing) and mask holds the query rows' part alone. Same arithmetic as `qkv`/`attend`, batched differently:
+        float rounding may differ in the last bits (tests/test_speed_exact.py bounds it)."""
+        b, n, d = x.shape
+        xn = self.ln1(x)
+        kv = _rows_linear(xn[:, :nc], self.kv_weight())
+        k = rotate(self.split(kv[..., :d]), r_c)
+        v = self.split(kv[..., d:])
+        if cache is not None:
+            k, v = cache.write(layer, k, v)
+        if last:
+            x, xn = x[:, nc:], xn[:, nc:]
+        q = rotate(self.split(_rows_linear(xn, self.q.weight)), r_all)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        _, h, l, hd = a.shape
+        x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * hd)))
+        return x + self.drop(self.mlp(self.ln2(x)))
 
     def attend(
         self, x: torch.Tensor, pos: torch.Tensor | Rope, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,

@@ -35,7 +35,8 @@ class SamplerSpec:
 def _ngram(ctx) -> Iterator[Step]:
     cfg = ctx.lm.codec
     drafter = NgramDrafter(cfg.vocab_size, cfg.special_ids)
-    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls)
+    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
+                        ctx.drafter_passes)
 
 
 def _hybrid_counter(ctx) -> CallCounter:

@@ -120,11 +120,12 @@ def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Gen
 
 def assd_drafted(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
-    drafter, extra_calls: list[float],
+    drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
     every draft (none is exact), and its extra row gives a free token when all are accepted.
-    `extra_calls[0]` accumulates the drafter's own network calls (a different network)."""
+    `extra_calls[0]` accumulates the drafter's own network calls (a different network) and
+    `drafter_passes[0]` its forward passes (the drafter's `passes` counter; 0 for an n-gram)."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     known: list[int | None] = [None] * len(mi.tokens)
@@ -133,8 +134,11 @@ def assd_drafted(
     while n < big_n:
         t = min(n + k, big_n)
         positions = order[n:t]
+        before = getattr(drafter, "passes", 0)
         drafts, p_rows, spent = drafter.propose(known, positions, gen, temperature)
         extra_calls[0] += spent
+        if drafter_passes is not None:
+            drafter_passes[0] += getattr(drafter, "passes", 0) - before
         if spent:
             yield rec(StepKind.MDM_PASS, rnd, note=f"{drafter.name} drafter: {spent:g} calls")
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],

@@ -37,6 +37,7 @@ class DiffusionDrafter:
         self.steps = steps
         self.mask = model.config.mask_token_id
         self.bos = model.config.bos_token_id
+        self.passes = 0  # forward passes of the hybrid's non-causal head so far
 
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
@@ -53,6 +54,7 @@ class DiffusionDrafter:
                 continue
             chunk = positions[len(drafts) : len(drafts) + n]
             _, logits = nc_pass(self.model, ids)
+            self.passes += 1
             spent += self.model.config.nc_share
             probs = tempered_probs(logits[[pos + 1 for pos in chunk]], temperature)
             for j, pos in enumerate(chunk):
@@ -89,4 +91,5 @@ def assd_diffusion(ctx) -> Iterator[Step]:
             f"{ctx.draft_lm.max_tokens}."
         )
     drafter = DiffusionDrafter(ctx.draft_lm.model, ctx.steps)
-    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls)
+    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
+                        ctx.drafter_passes)

@@ -18,6 +18,7 @@ class NgramDrafter:
     in a smoothed context unigram so that unseen contexts still propose something sensible."""
 
     name = "ngram"
+    passes = 0  # no network: no forward passes (bench assd's drafter_passes)
 
     def __init__(self, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1):
         self.v = vocab_size

@@ -60,10 +60,12 @@ def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
 @torch.no_grad()
 def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int, exact_first: bool,
                 gen: torch.Generator, temperature: float, special: torch.Tensor,
-                window: tuple[list[int], list[int]] | None = None) -> tuple[list[int], list[torch.Tensor]]:
+                window: tuple[list[int], list[int]] | None = None,
+                passes: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
     """Dependent drafts for `positions`: row j reads the window ((tokens, model positions) of the
     known tokens just left of the round, when the head has one), the parallel states of rows <= j and the drafts before it; its
-    token is the inverse CDF of p_j at a fresh uniform u_j."""
+    token is the inverse CDF of p_j at a fresh uniform u_j. `passes[0]` counts the head's forward
+    passes (the window pass and one step per row: k + 1 a round today)."""
     m = len(positions)
     dev = states.device
     pos = torch.tensor([[p + 1 for p in positions]], device=dev)
@@ -71,11 +73,15 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
     cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
     if window:
         head.start(torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev), cache)
+        if passes is not None:
+            passes[0] += 1
     drafts: list[int] = []
     rows: list[torch.Tensor] = []
     for j in range(m):
         before = prev if j == 0 else drafts[-1]
         resid = head.step(hid[:, j : j + 1], torch.tensor([[before]], device=dev), pos[:, j : j + 1], cache)[0, 0]
+        if passes is not None:
+            passes[0] += 1
         if j == 0 and exact_first:
             row = base[0]  # the AS-ARM's exact row (the head still reads row 1 for the rows after it)
         else:
@@ -118,7 +124,7 @@ def check_pair(lm, draft_lm) -> None:
 
 def assd_ptp(
     oracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int, head,
-    teacher_note: str = "",
+    teacher_note: str = "", passes: list[int] | None = None,
 ) -> Iterator[Step]:
     """Pipelined ASSD whose k drafts come from the PTP head (dependent, one AS-ARM call per round),
     verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7)."""
@@ -137,7 +143,7 @@ def assd_ptp(
             wpos = head.window_at(positions[0] + 1)
             window = (known_window(mi, known, wpos, oracle.bos), wpos)
         drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special,
-                                     window=window)
+                                     window=window, passes=passes)
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note="PTP head: draft j drawn by inverse CDF at u_j, conditioned on drafts 1..j-1")
         start = 0
@@ -169,4 +175,5 @@ def run_ptp(ctx) -> Iterator[Step]:
     note = f"; PTP head {ctx.draft_lm.name}" + (f" (distilled from {teacher})" if teacher else "")
     if teacher and teacher != ctx.lm.name:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
-    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, ctx.draft_lm.model, note)
+    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, ctx.draft_lm.model, note,
+                    ctx.drafter_passes)
