@@ -571,7 +571,7 @@ def speedup_line(live: Live) -> str:
     tokens or MIN_TIMED_SECONDS of cached sequential work the line says "too short to time" instead
     of a ratio. "" where it does not apply or is switched off (INFILL_SPEEDUP=0). The timing runs are
     admitted like any run (a long input needs a long-run seat), so they cannot take the seats kept
-    for small runs; refused, there is no line."""
+    for small runs, but not counted as the visitor's own; refused, there is no line."""
     if not speedup_applies(live):
         return ""
     name = live.run.spec.name
@@ -581,7 +581,9 @@ def speedup_line(live: Live) -> str:
                 + f"; below {MIN_TIMED_TOKENS} timing noise decides the ratio. Mask more tokens to compare speeds.")
     cancelled = lambda: cancels.cancelled_since(live.owner, live.created)  # noqa: E731
     try:
-        with admission().enter(live.owner, n > small_run_tokens(), cancelled):
+        # the server's own measurement: it takes a long-run seat when long, but does not count
+        # against the visitor's runs in progress (a Compare started right after Run is two runs)
+        with admission().enter(None, n > small_run_tokens(), cancelled):
             base, run = _timed_pairs(live, name)
     except (Cancelled, InfillError):  # cancelled, refused (slots.Busy) or over its budget: no line
         return ""

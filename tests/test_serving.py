@@ -293,6 +293,20 @@ def test_the_speedup_run_is_admitted_like_any_run(studio, monkeypatch):
     assert "vs cached sequential" in core.speedup_line(live) and adm.long == 0
 
 
+def test_the_speedup_timing_is_not_counted_as_the_visitors_run(studio, monkeypatch):
+    """Run, then Compare at once: the Compare's two runs must not be refused because the server is
+    still timing cached sequential for the first run (the browser test of the bundled models)."""
+    core = studio
+    monkeypatch.setenv("INFILL_SPEEDUP", "1")
+    adm = Admission(seats=4, line=0, per_visitor=2)
+    monkeypatch.setattr(sl, "_admission", adm)
+    live = core.start(_form(core, text="ab [MASK:8] c"), owner="a")
+    for _ in core.rounds(live):
+        pass
+    with adm.enter("a", long=False), adm.enter("a", long=False):  # the visitor's Compare, two runs
+        assert "vs cached sequential" in core.speedup_line(live)
+
+
 # ----------------------------------------------------------------------------- 8: stopped / disconnected runs
 
 
