@@ -122,8 +122,9 @@ class Block(nn.Module):
         also give K/V (one matmul with the stacked K|V weight, written to `cache` if given);
         all rows attend to the content keys in one call under mask [B, nc + nq, Lk] (boolean, True
         = may attend, or additive: 0 / -inf). With `last`, only the query rows are carried on (the
-        last layer's content rows feed nothing) and mask holds the query rows' part alone. Same arithmetic as `qkv`/`attend`, batched differently:
-        float rounding may differ in the last bits (tests/test_speed_exact.py bounds it)."""
+        last layer's content rows feed nothing) and mask holds the query rows' part alone. Same
+        arithmetic as `qkv`/`attend`, batched differently: float rounding may differ in the last
+        bits (tests/test_speed_exact.py bounds it)."""
         b, n, d = x.shape
         xn = self.ln1(x)
         kv = _rows_linear(xn[:, :nc], self.kv_weight())
