@@ -27,7 +27,8 @@ test-slow: $(STAMP)
 # Browser tests: Playwright's Python driver with Debian's Chromium (never `playwright install`).
 e2e: $(STAMP)
 	$(BIN)/python -m pip install -q playwright==1.65.2
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || true
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
+	  || (echo "e2e: Debian's chromium could not be installed" >&2; exit 1)
 	$(BIN)/python -m pytest -q -m e2e
 
 lint: $(STAMP)

@@ -25,7 +25,7 @@ V = CODEC.vocab_size
 SYMBOLS = [CODEC.encode(ch)[0] for ch in "abc"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def table_logits(pos: int, context: frozenset, symbols: tuple[int, ...], scale: float, salt: int) -> tuple[float, ...]:
     """The model: logits at `pos` given the known (position, token) pairs; -inf off `symbols`.
 

@@ -41,7 +41,7 @@ def test_only_one_space_is_owned(code, text, pieces, owning):
     rebuilt = "".join(p + (s.text if j < len(spans) else "") for j, (p, s) in enumerate(zip(pieces, spans + [None])))
     assert filled == rebuilt
     outside = text
-    for own, s in zip(owning, spans):
+    for own in owning:
         outside = outside.replace(" [MASK" if own else "[MASK", "\0", 1)
     literal = [part.split("]", 1)[-1] if k else part for k, part in enumerate(outside.split("\0"))]
     assert literal == pieces
