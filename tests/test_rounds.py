@@ -168,10 +168,22 @@ def test_round_shapes(name):
             rounds = collections.defaultdict(list)
             for s in steps:
                 rounds[s.round].append(s)
+            assert steps[0].round == 0 and sorted(rounds) == list(range(len(rounds)))  # rounds count 0, 1, 2, ...
+            assert [s.round for s in steps] == sorted(s.round for s in steps)
             for r in sorted(rounds):
                 group = rounds[r]
                 drafts = [s for s in group if s.kind == StepKind.DRAFT]
                 assert len(drafts) == 1
+                m = len(drafts[0].positions)
+                for s in group:  # the notes the trace view shows say what each pass did
+                    if s.kind == StepKind.DRAFT_PASS:
+                        assert s.note == f"draft {m} positions in parallel"
+                    elif s.kind == StepKind.DENSITY_PASS and name in ("assd", "assd-bonus"):
+                        assert s.note == f"verify {m - 1} drafts"
+                    elif s.kind == StepKind.DENSITY_PASS and name == "assd-ngram":
+                        assert s.note == f"verify {m} drafts"
+                    elif s.kind == StepKind.ACCEPT and not s.tested:
+                        assert s.note == ("first draft" if name in ("assd", "assd-bonus") else "exact row")
                 todo = [p for p in mi.masked if p not in decided]
                 assert drafts[0].positions == todo[: min(k, len(todo))]
                 assert drafts[0].p == [pytest.approx(x) for x in drafts[0].p] and all(0 < x <= 1 for x in drafts[0].p)
@@ -261,3 +273,31 @@ def test_drafter_calls_are_added_and_shown():
     passes = [s for s in steps if s.kind == StepKind.MDM_PASS]
     assert len(passes) == len(rounds) and extra == [1.0 + 0.25 * len(rounds)]
     assert all(s.note == "spender drafter: 0.25 calls" for s in passes)
+
+
+@pytest.mark.parametrize("name", ["sequential", "assd", "assd-bonus", "assd-pipelined", "assd-ngram"])
+def test_every_draw_comes_from_the_run_generator(name):
+    """Same seed, same trace, whatever the global random state; another seed, another trace."""
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    seen = set()
+    for seed in range(6):
+        runs = []
+        for glob in (1, 2):
+            torch.manual_seed(1000 + glob)
+            steps, _ = run_sampler(name, mi, symbols, 2, seed)
+            runs.append([(s.kind, s.round, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps])
+        assert runs[0] == runs[1]
+        seen.add(outcome(mi, steps))
+    assert len(seen) > 2
+
+
+def test_plain_assd_takes_no_bonus():
+    """assd without `bonus` never samples the density pass's extra row (the catalogue's 'assd')."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for seed in range(30):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        steps = list(assd(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2))
+        assert not any(s.kind == StepKind.BONUS for s in steps)
+        assert all(len(q) == 1 for q in oracle.queries[1::2])  # k = 2: one density row, no extra row
