@@ -280,8 +280,8 @@ def test_every_draw_comes_from_the_run_generator(name):
     """Same seed, same trace, whatever the global random state; another seed, another trace."""
     visible, length, symbols = FOUR
     mi = make_input(length, visible)
-    seen = set()
-    for seed in range(6):
+    seen, kinds = set(), set()
+    for seed in range(20):
         runs = []
         for glob in (1, 2):
             torch.manual_seed(1000 + glob)
@@ -289,7 +289,10 @@ def test_every_draw_comes_from_the_run_generator(name):
             runs.append([(s.kind, s.round, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps])
         assert runs[0] == runs[1]
         seen.add(outcome(mi, steps))
+        kinds |= {s.kind for s in steps}
     assert len(seen) > 2
+    if name == "assd-bonus":
+        assert StepKind.BONUS in kinds  # the free row's draw is covered too
 
 
 def test_plain_assd_takes_no_bonus():

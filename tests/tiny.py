@@ -86,7 +86,8 @@ def exact_distribution(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tu
             ids = [model.config.bos_token_id] + [mi.tokens[i] for i in vis] + list(combo)
             pos = [0] + [i + 1 for i in vis] + [p + 1 for p in mi.masked]
             rank = [0] * (1 + len(vis)) + list(range(1, m + 1))
-            logits = reference_forward(model, row(ids), row(pos), row(rank), row([p + 1 for p in mi.masked]), row(list(range(1, m + 1))))
+            qpos, qlim = row([p + 1 for p in mi.masked]), row(list(range(1, m + 1)))
+            logits = reference_forward(model, row(ids), row(pos), row(rank), qpos, qlim)
             logits = mi.constrain(logits[0].to(torch.float64).cpu().masked_fill(special, float("-inf")), mi.masked)
             logp = torch.log_softmax(logits / temperature, dim=-1)
             out[combo] = math.exp(sum(float(logp[r, t]) for r, t in enumerate(combo)))
