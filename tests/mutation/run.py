@@ -42,7 +42,7 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid.py"],
     "engine/masking.py": ["tests/test_masking_rules.py", "tests/test_inputs.py"],
     "engine/budget.py": ["tests/test_budget_rules.py"],
-    "app/render.py": ["tests/test_render_rules.py", "tests/test_replicas.py"],
+    "app/render.py": ["tests/test_render_rules.py", "tests/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
     "storage/recorder.py": ["tests/test_storage.py"],
     "storage/repository.py": ["tests/test_storage.py"],
 }
