@@ -304,3 +304,28 @@ def test_plain_assd_takes_no_bonus():
         steps = list(assd(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2))
         assert not any(s.kind == StepKind.BONUS for s in steps)
         assert all(len(q) == 1 for q in oracle.queries[1::2])  # k = 2: one density row, no extra row
+
+
+def test_sequential_trace_is_one_round_per_token_with_the_exact_q():
+    """Sequential decoding: round r queries one position (one call) and samples it; the q it shows is
+    the model's conditional of the kept token, read here straight from the table."""
+    import math
+
+    from tests.rounds_model import table_logits
+
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    known = frozenset((i, mi.tokens[i]) for i in mi.visible)
+    for seed in range(10):
+        steps, oracle = run_sampler("sequential", mi, symbols, 1, seed)
+        assert [(s.kind, s.round) for s in steps] == [(k, r) for r in range(len(mi.masked))
+                                                      for k in (StepKind.DENSITY_PASS, StepKind.SAMPLE)]
+        ctx = known
+        for r, pos in enumerate(mi.masked):
+            passed, sample = steps[2 * r], steps[2 * r + 1]
+            assert passed.note == "query 1 position" and passed.calls == r + 1
+            assert sample.positions == [pos] and sample.p == [None]
+            row = table_logits(pos, ctx, symbols, SCALE, SALT)
+            z = sum(math.exp(x) for x in row if x > -math.inf)
+            assert sample.q == [pytest.approx(math.exp(row[sample.tokens[0]]) / z, abs=1e-12)]
+            ctx = ctx | {(pos, sample.tokens[0])}
