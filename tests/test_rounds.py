@@ -284,7 +284,7 @@ def test_every_draw_comes_from_the_run_generator(name):
     for seed in range(20):
         runs = []
         for glob in (1, 2):
-            torch.manual_seed(1000 + glob)
+            torch.manual_seed((12345, 987654321)[glob - 1])  # far apart: adjacent seeds start alike
             steps, _ = run_sampler(name, mi, symbols, 2, seed)
             runs.append([(s.kind, s.round, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps])
         assert runs[0] == runs[1]
