@@ -329,3 +329,28 @@ def test_sequential_trace_is_one_round_per_token_with_the_exact_q():
             z = sum(math.exp(x) for x in row if x > -math.inf)
             assert sample.q == [pytest.approx(math.exp(row[sample.tokens[0]]) / z, abs=1e-12)]
             ctx = ctx | {(pos, sample.tokens[0])}
+
+
+def test_ngram_drafter_rows_by_hand():
+    """The bigram drafter's proposal rows, written out: context unigram (+0.1 smoothing, specials
+    zero) mixed 0.2 with the bigram row of the previous token (0.8), each draft conditioning on
+    the draft before it; rows in float64, no network call."""
+    a, b, c = SYMBOLS
+    drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
+    known = [a, b, a, b, None, None, c]
+    uni = torch.zeros(CODEC.vocab_size, dtype=torch.float64)
+    uni[a], uni[b], uni[c] = 2.1, 2.1, 1.1
+    uni /= uni.sum()
+    big = {a: {b: 2.0}, b: {a: 1.0}}  # pairs (a, b) twice, (b, a) once; c follows an unknown
+    for seed in range(12):
+        drafts, rows, spent = drafter.propose(known, [4, 5], torch.Generator().manual_seed(seed))
+        assert spent == 0.0 and len(drafts) == 2 and all(r.dtype == torch.float64 for r in rows)
+        for row, prev in zip(rows, [b, drafts[0]]):
+            want = uni.clone()
+            if prev in big:
+                bg = torch.zeros_like(uni)
+                for t, n in big[prev].items():
+                    bg[t] = n
+                want = 0.8 * bg / bg.sum() + 0.2 * uni
+            assert torch.allclose(row, want, atol=1e-15), (prev, row, want)
+            assert float(row[CODEC.special_ids].sum()) == 0.0
