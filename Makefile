@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu
+.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,8 +27,17 @@ test-slow: $(STAMP)
 # Browser tests: Playwright's Python driver with Debian's Chromium (never `playwright install`).
 e2e: $(STAMP)
 	$(BIN)/python -m pip install -q playwright==1.65.2
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || true
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
+	  || (echo "e2e: Debian's chromium could not be installed" >&2; exit 1)
 	$(BIN)/python -m pytest -q -m e2e
+
+# Mutation testing (mutmut, requirements-dev.txt; slow, so not part of `make test`): each module of
+# tests/mutation/run.py against its own fast tests, in a scratch copy (.mutation/). MODULES="engine/acceptance.py"
+# runs one. Prints killed / total and the survivors per module; last line: unexplained survivors: N of M mutants.
+MODULES ?=
+mutation: $(STAMP)
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	nice $(BIN)/python tests/mutation/run.py $(MODULES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -40,7 +49,7 @@ data: $(STAMP)
 	$(BIN)/python -m engine data fetch all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mutation
 
 # A CPU-only recipe (one thread each; minutes cap the wall time): the smaller checkpoints bundled
 # before 2026-11-23. The bundled ones now come from `make models-gpu` (see each model card).

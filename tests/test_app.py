@@ -146,7 +146,15 @@ def test_compare_returns_both_sides_and_charts(client):
     assert [row[1] for row in rows] == ["assd", "sequential"]
     assert rows[1][3] == "12" and rows[1][5] == "12/12"  # sequential: one call per token
     assert float(rows[0][3]) <= 12  # ASSD: calls <= masked tokens
-    assert fig1 and fig2
+    import json
+
+    curves = {t["name"]: t for t in json.loads(fig1["plot"])["data"]}
+    bars = {t["name"]: t for t in json.loads(fig2["plot"])["data"]}
+    assert set(curves) == {"A: assd", "B: sequential", "1 token per call"} and set(bars) == {"A: assd", "B: sequential"}
+    seq, spec = curves["B: sequential"], curves["A: assd"]
+    assert seq["y"][-1] == spec["y"][-1] == 12 and seq["x"] == [float(v) for v in seq["y"]]  # one call per token
+    assert spec["x"][-1] == float(rows[0][3])  # the chart ends at the run's own call count
+    assert sum(bars["A: assd"]["y"]) == sum(bars["B: sequential"]["y"]) == 12 and bars["B: sequential"]["y"] == [1] * 12
     sid = link.split("?s=")[-1]
     restored = client.predict(sid, api_name="/load_share")
     restored = [_val(x) for x in restored]
@@ -342,7 +350,10 @@ def test_text_survives_multibyte_characters_in_every_view():
              Step(StepKind.ACCEPT, 0, u, [ids[i] for i in u], ["\ufffd", "\ufffd"], [0.5, 0.5], [0.6, 0.6], calls=2)]
     half = fold(token_texts, masked, steps[:1], ids=base, bytes_of=of)
     half.apply(Step(StepKind.REJECT, 0, [u[1]], [ids[u[1]]], ["\ufffd"], [0.5], [0.1], calls=2))
-    assert "<C3>" in "".join(half.display_texts()) or "<" in view_html(half)  # a lone byte is named, not garbled
+    # each lone byte of the split 'ü' (the draft and the rejected one) is named, not garbled
+    assert "".join(half.display_texts()) == "Z<C3><BC>" + text[2:]
+    half_html = view_html(half)
+    assert "&lt;C3&gt;" in half_html and "&lt;BC&gt;" in half_html and "\ufffd" not in half_html
     st = fold(token_texts, masked, steps, ids=base, bytes_of=of)
     assert "".join(st.display_texts()) == text
     html = view_html(st)

@@ -70,9 +70,16 @@ def test_infill_bad_input_is_a_message_not_a_traceback(tiny_world, capsys):
 
 
 def test_models_json_lists_the_operator_folders(tiny_world, capsys):
+    import os
+    from pathlib import Path
+
     rows = _json_out(capsys, ["models", "--json"])
-    names = {r["name"]: r for r in rows} if isinstance(rows, list) else rows
-    assert "tiny-hybrid" in names
+    assert isinstance(rows, list)
+    names = {r["name"]: r for r in rows}
+    folder = Path(os.environ["INFILL_MODEL_DIRS"].split(os.pathsep)[0])
+    hybrid = names["tiny-hybrid"]  # the operator's folder, listed with its kind and where it lives
+    assert hybrid["kind"] == "hybrid" and Path(hybrid["path"]).resolve() == (folder / "tiny-hybrid").resolve()
+    assert names["text-asarm"]["kind"] == "asarm"
 
 
 def test_bench_assd_json_rows(tiny_world, capsys):

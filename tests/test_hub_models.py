@@ -65,6 +65,9 @@ def test_a_hub_id_loads_with_from_pretrained_and_runs(fake_hub):
     r = infill("a[MASK:2]c", model=HUB_ID, sampler="assd", k=2, seed=1)
     assert r.model == HUB_ID and len(r.text) == 4 and set(r.text) <= set("abc")
     assert r.model_path == HUB_ID and score(result=r) == pytest.approx(r.log_prob, abs=1e-9)  # reloads by id
+    from tests.tiny import trace_log_prob
+
+    assert score(result=r) == pytest.approx(trace_log_prob(r.trace), abs=1e-6)  # the sampler's own rows agree (float32 model)
 
 
 def test_cli_takes_a_hub_id(fake_hub, capsys):

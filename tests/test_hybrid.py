@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import types
 from pathlib import Path
@@ -125,6 +126,13 @@ def test_mdm_and_self_spec_through_the_api(tmp_path, monkeypatch):
     want = log_prob_given_order(lm.model, r.masked_input, r.tokens, order_from_trace(r.trace), temperature=1.0,
                                 dtau=1.0, window="linear", inner=2)
     assert lp < 0 and math.isclose(lp, want, rel_tol=1e-12)
+    # the score must be conditional on the run's own decode order: every other order gives another
+    # number here, so a score that lost the order (or averaged over orders) would fail
+    order = order_from_trace(r.trace)
+    assert sorted(order) == r.masked_input.masked
+    others = [log_prob_given_order(lm.model, r.masked_input, r.tokens, list(o), temperature=1.0, dtau=1.0,
+                                   window="linear", inner=2) for o in itertools.permutations(order) if list(o) != order]
+    assert len(others) == 5 and all(not math.isclose(lp, o, rel_tol=1e-9) for o in others), (lp, others)
     monkeypatch.setenv("INFILL_MODEL_DIRS", str(tmp_path))
     with pytest.raises(Exception, match="AS-ARM|hybrid"):
         api.infill("ab[MASK:3]c", model=str(folder), sampler="assd")

@@ -16,6 +16,7 @@ from engine.errors import (
 )
 from engine.masking import from_char_ranges, from_token_positions, parse_masked_text
 from engine.tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+from tests.tiny import trace_log_prob
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +141,11 @@ def test_result_and_score_agree(tiny_asarm):
     r = engine.infill("a[MASK:3]c", model=str(tiny_asarm.path), sampler="assd-pipelined", k=2, seed=3)
     assert r.masked_tokens == 3 and len(r.text) == 5 and r.text[0] == "a" and r.text[-1] == "c"
     assert r.log_prob < 0
+    assert abs(r.log_prob - trace_log_prob(r.trace)) < 1e-9  # the sampler's own rows, a different path
     assert abs(engine.score(result=r) - r.log_prob) < 1e-9
     assert abs(engine.score(r.text, [(1, 4)], model=str(tiny_asarm.path)) - r.log_prob) < 1e-9
+    other = engine.infill("a[MASK:3]c", model=str(tiny_asarm.path), sampler="assd-pipelined", k=2, seed=4)
+    assert other.tokens != r.tokens and abs(engine.score(result=other) - r.log_prob) > 1e-6
     j = r.to_json()
     for key in ("text", "spans", "masked_tokens", "calls", "rounds", "seconds", "log_prob", "sampler", "model",
                 "seed", "steps"):
@@ -190,6 +194,7 @@ def test_score_of_a_run_uses_the_runs_own_ids(tmp_path):
     r = run.result()
     assert r.tokens[:3] == ids[:3] and r.tokens[4:] == ids[4:]
     assert abs(engine.score(result=r) - r.log_prob) < 1e-9
+    assert abs(engine.score(result=r) - trace_log_prob(r.trace)) < 1e-9  # the q the sampler drew from
 
 
 def test_character_tokenizer_keeps_runs_of_newlines():

@@ -13,6 +13,9 @@ import threading
 import pytest
 
 URL = os.environ.get("TEST_DATABASE_URL", "").strip()
+if not URL.startswith("postgresql") and os.environ.get("INFILL_REQUIRE_SERVICES") == "1":  # CI: must not skip
+    pytest.fail("TEST_DATABASE_URL does not name a PostgreSQL server but INFILL_REQUIRE_SERVICES=1 (.ci/run)",
+                pytrace=False)
 if not URL.startswith("postgresql"):
     pytest.skip(reason="TEST_DATABASE_URL does not name a PostgreSQL server (start one with storage/ci_postgres.sh)",
                 allow_module_level=True)

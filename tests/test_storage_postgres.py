@@ -12,6 +12,9 @@ import os
 import pytest
 
 URL = os.environ.get("TEST_DATABASE_URL", "").strip()
+if not URL and os.environ.get("INFILL_REQUIRE_SERVICES") == "1":  # CI: a missing server is a failure
+    pytest.fail("TEST_DATABASE_URL is not set but INFILL_REQUIRE_SERVICES=1 (.ci/run): PostgreSQL was not set up",
+                pytrace=False)
 if not URL:
     pytest.skip(
         reason="TEST_DATABASE_URL is not set (start a server with storage/ci_postgres.sh)",

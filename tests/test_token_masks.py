@@ -33,8 +33,16 @@ def test_token_masks_keep_text_byte_identical(case):
     # filling the spans with their original ids gives the input back, byte for byte
     filled, spans = mi.fill(codec, {i: ids[i] for i in mi.masked})
     assert filled.encode("utf-8") == text.encode("utf-8")
-    # whatever fills the spans, the pieces outside them are the input's own text, in order
-    assert "".join(p + s.text for p, s in zip(mi.pieces, spans)) + mi.pieces[-1] == text
+    # the pieces are the input's own text between the spans, in order
+    ends = [0] + [s.end for s in spans]
+    starts = [s.start for s in spans] + [len(text)]
+    assert mi.pieces == [text[a:b] for a, b in zip(ends, starts)]
+    # whatever fills the spans (here: another token everywhere), the pieces outside them stay as typed
+    other = next(i for i in range(codec.vocab_size) if i not in codec.special_ids and i != mi.mask_id)
+    filled2, spans2 = mi.fill(codec, {i: other for i in mi.masked})
+    assert [s.text for s in spans2] == [codec.decode([other] * (b - a)) for a, b in mi.span_ranges]
+    assert filled2 == "".join(p + s.text for p, s in zip(mi.pieces, spans2)) + mi.pieces[-1]
+    assert all(filled2[s.start : s.end] == s.text for s in spans2)
     assert all("\ufffd" not in p for p in mi.pieces) or "\ufffd" in text
 
 

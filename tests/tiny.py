@@ -61,11 +61,44 @@ def masked_input(codec: Codec, visible: dict[int, str], length: int) -> MaskedIn
 
 def exact_distribution(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tuple[int, ...], float]:
     """Every completion of the masked positions with its probability under sequential decoding
-    (product of tempered density-mode conditionals), enumerated."""
+    (product of tempered conditionals, masked positions left to right), enumerated by brute force.
+
+    Independent of the code under test: no oracle, no sampler, no cache. Each completion is one
+    full-context forward of the model itself, the masked tokens ranked in decode order and row r
+    limited to ranks < r + 1 (the prompt and the masked tokens before it); for a native AS-ARM the
+    forward is tests/reference_forward.py (the original unoptimised one). A foreign model (the XLNet
+    adapter) has no such forward: its joint comes from the oracle's density mode."""
+    from tests.reference_forward import reference_forward
+
+    model = lm.model
+    if not (hasattr(model, "query_embed") and hasattr(model, "blocks")):
+        return exact_distribution_via_oracle(lm, mi, temperature)
+    symbols = [lm.codec.encode(ch)[0] for ch in ALPHABET]
+    special = model.special_mask().cpu()
+    vis, m = mi.visible, len(mi.masked)
+
+    def row(xs: list[int]) -> torch.Tensor:
+        return torch.tensor([xs], dtype=torch.long, device=model.device)
+
+    out = {}
+    with torch.no_grad():
+        for combo in itertools.product(symbols, repeat=m):
+            ids = [model.config.bos_token_id] + [mi.tokens[i] for i in vis] + list(combo)
+            pos = [0] + [i + 1 for i in vis] + [p + 1 for p in mi.masked]
+            rank = [0] * (1 + len(vis)) + list(range(1, m + 1))
+            qpos, qlim = row([p + 1 for p in mi.masked]), row(list(range(1, m + 1)))
+            logits = reference_forward(model, row(ids), row(pos), row(rank), qpos, qlim)
+            logits = mi.constrain(logits[0].to(torch.float64).cpu().masked_fill(special, float("-inf")), mi.masked)
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            out[combo] = math.exp(sum(float(logp[r, t]) for r, t in enumerate(combo)))
+    return out
+
+
+def exact_distribution_via_oracle(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tuple[int, ...], float]:
+    """The same joint through engine.oracle in density mode: only to cross-check exact_distribution."""
     from engine.api import make_oracle
 
-    codec = lm.codec
-    symbols = [codec.encode(ch)[0] for ch in ALPHABET]
+    symbols = [lm.codec.encode(ch)[0] for ch in ALPHABET]
     out = {}
     for combo in itertools.product(symbols, repeat=len(mi.masked)):
         oracle = make_oracle(lm, mi, use_cache=False)
@@ -136,3 +169,12 @@ def residual_from_q(draft, p, q, gen):
         return Verdict(True, draft, a, px, qx, qx)
     tok = sample_categorical(q, gen)
     return Verdict(False, tok, a, px, qx, float(q[tok]))
+
+
+def trace_log_prob(trace) -> float:
+    """log P(completion) read from a run's own trace: the sum of log q over the deciding steps (q of
+    each kept token under its exact target row, as the sampler computed it while running). A path
+    independent of engine.score, which recomputes the joint in one density pass."""
+    from engine.trace import DECIDING_KINDS
+
+    return sum(math.log(q) for s in trace if s.kind in DECIDING_KINDS for q in s.q)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, _new_page, choose_sampler
+from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, _new_page, choose_sampler, need_browser
 
 pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -22,9 +22,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def bundled_url(tmp_path_factory):
     from engine import registry
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    pytest.importorskip("playwright")
+    need_browser()
     if "text-asarm" not in {r["name"] for r in registry.available()}:
         pytest.skip("bundled text-asarm checkpoint missing")
     root = tmp_path_factory.mktemp("bundled")

@@ -1,0 +1,177 @@
+"""`make mutation`: mutation testing (mutmut 3) of the modules whose rules matter most, one module at a time.
+
+Why: a test of a rule must fail when the rule breaks (issue 29). mutmut rewrites one small thing at a
+time (an operator, a constant, a comparison, a dropped argument) and runs the tests; a mutant that
+every test survives is a rule no test checks. Each module runs only its own fast test files (MODULES
+below), in a scratch copy of the sources (.mutation/<module>/), so `make test` is untouched and a run
+finishes on a small machine. A survivor is either killed by a new test or listed, with a one-line
+reason, in tests/mutation_equivalent.txt ("<mutant name>  # why it changes nothing observable").
+
+    python tests/mutation/run.py                       # every module below
+    python tests/mutation/run.py engine/acceptance.py  # one module
+
+Prints, per module, killed / total and the survivors (with their diff), and last:
+`unexplained survivors: N of M mutants`. Exit status 1 when N > 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRATCH = ROOT / ".mutation"
+EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
+
+SAMPLER_TESTS = ["tests/test_rounds.py"]
+# module -> the fast test files that check its rules (mutmut runs, per mutant, only the tests among
+# these that reach the mutated function)
+MODULES: dict[str, list[str]] = {
+    "engine/acceptance.py": ["tests/test_acceptance_rule.py", "tests/test_acceptance_stats.py", "tests/test_nan_path.py"],
+    "engine/samplers/assd.py": SAMPLER_TESTS,
+    "engine/samplers/sequential.py": SAMPLER_TESTS,
+    "engine/samplers/drafters.py": SAMPLER_TESTS,
+    "engine/samplers/ptp.py": ["tests/test_ptp.py"],
+    "engine/samplers/selfspec.py": ["tests/test_selfspec.py"],
+    "engine/samplers/mdm.py": ["tests/test_hybrid.py"],
+    "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid.py"],
+    "engine/masking.py": ["tests/test_masking_rules.py", "tests/test_inputs.py"],
+    "engine/budget.py": ["tests/test_budget_rules.py"],
+    "app/render.py": ["tests/test_render_rules.py", "tests/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
+    "storage/recorder.py": ["tests/test_storage.py"],
+    "storage/repository.py": ["tests/test_storage.py"],
+}
+# the whole program is copied (tests import across packages); only the module under test is mutated
+COPY = ["engine", "app", "storage", "tests", "pyproject.toml"]
+LINKS = ["assets"]  # large and read-only: linked, not copied
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> the reason it is equivalent (tests/mutation_equivalent.txt)."""
+    out = {}
+    if EQUIVALENT.exists():
+        for line in EQUIVALENT.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, why = line.partition("#")
+                out[name.strip()] = why.strip()
+    return out
+
+
+def prepare(module: str, tests: list[str]) -> Path:
+    """A scratch copy of the program with a pyproject.toml whose [tool.mutmut] names this module."""
+    work = SCRATCH / module.replace("/", "_").removesuffix(".py")
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "mutation")
+    for name in COPY:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=ignore)
+        else:
+            shutil.copy2(src, work / name)
+    for name in LINKS:
+        os.symlink(ROOT / name, work / name)
+    pkg = module.split("/")[0]
+    conf = (
+        "\n[tool.mutmut]\n"
+        f"source_paths = [{json.dumps(pkg)}]\n"
+        f"only_mutate = [{json.dumps(module)}]\n"
+        f"also_copy = {json.dumps([n for n in COPY + LINKS if n != pkg])}\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=300"]\n'
+        'process_isolation = "forkserver"\n'
+        "use_git_change_detection = false\n"
+    )
+    (work / "pyproject.toml").write_text((work / "pyproject.toml").read_text() + conf)
+    return work
+
+
+def results(work: Path) -> dict[str, int | None]:
+    """Mutant name -> pytest exit code (0 survived, 1 killed, None not run) from mutmut's .meta files."""
+    out: dict[str, int | None] = {}
+    for meta in (work / "mutants").rglob("*.meta"):
+        data = json.loads(meta.read_text())
+        out.update(data.get("exit_code_by_key", {}))
+    return out
+
+
+KILLED = {1, 3}  # a test failed (3: pytest internal error)
+TIMEOUT = {-24, 24, 152, 255, 36}  # the tests hung or spun past mutmut's limit: the mutant was detected
+
+
+def changed_lines(work: Path, name: str) -> list[str]:
+    r = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True)
+    return [ln for ln in r.stdout.splitlines() if re.match(r"^[+-](?![+-])", ln)]
+
+
+STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
+
+
+def text_only(lines: list[str]) -> bool:
+    """A mutant that only rewrites the inside of a string literal ("XX...XX", upper/lower case) of a
+    message or note: wording, not a rule; counted apart (the report shows how many)."""
+    minus = [STRING.sub('""', ln[1:]) for ln in lines if ln.startswith("-")]
+    plus = [STRING.sub('""', ln[1:]) for ln in lines if ln.startswith("+")]
+    return bool(minus) and minus == plus
+
+
+def run_module(module: str, children: int) -> tuple[int, int, list[str], list[str]]:
+    tests = MODULES[module]
+    work = prepare(module, tests)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "INFILL_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=work, env=env,
+                       capture_output=True, text=True)
+    (work / "mutmut.log").write_text(r.stdout + r.stderr)
+    codes = results(work)
+    if r.returncode != 0 and not codes:
+        print(f"{module}: mutmut failed (exit {r.returncode}); see {work / 'mutmut.log'}")
+        print("\n".join((r.stdout + r.stderr).splitlines()[-15:]))
+        return 0, 0, [], ["<mutmut failed>"]
+    known = equivalents()
+    timeouts = sorted(n for n, c in codes.items() if c in TIMEOUT)
+    survivors = sorted(n for n, c in codes.items() if c not in KILLED and c not in TIMEOUT)
+    killed = len(codes) - len(survivors)
+    explained = [n for n in survivors if n in known]
+    diffs = {n: changed_lines(work, n) for n in survivors if n not in known}
+    text = [n for n in diffs if text_only(diffs[n])]
+    unexplained = [n for n in diffs if n not in text]
+    print(f"{module}: killed {killed} / {len(codes)} (of which {len(timeouts)} by timeout); survivors: "
+          f"{len(explained)} listed as equivalent, {len(text)} message text only, {len(unexplained)} unexplained"
+          f"   [tests: {' '.join(tests)}]")
+    prefix = module.removesuffix(".py").replace("/", ".") + "."
+    stale = sorted(n for n in known if n.startswith(prefix) and n in codes and n not in survivors)
+    for n in stale:  # mutant numbers shift when the module's code changes: re-check these lines
+        print(f"  STALE equivalent entry {n}: that mutant is killed now (renumbered?); fix tests/mutation_equivalent.txt")
+    for n in unexplained:
+        code = codes[n]
+        why = {0: "survived", None: "not run", 5: "no test reached it", 33: "no test reached it"}.get(code, f"exit {code}")
+        print(f"  SURVIVOR {n} ({why})")
+        print("\n".join("      " + ln for ln in diffs[n][:6]))
+    return killed, len(codes), explained, unexplained
+
+
+def main(argv: list[str]) -> int:
+    mods = [m for a in argv for m in a.split()] or list(MODULES)
+    bad = [m for m in mods if m not in MODULES]
+    if bad:
+        print(f"unknown module(s) {bad}; known: {' '.join(MODULES)}")
+        return 2
+    children = int(os.environ.get("MUTATION_CHILDREN", "2"))
+    total = unexplained = 0
+    for m in mods:
+        _, n, _, un = run_module(m, children)
+        total += n
+        unexplained += len(un)
+    print(f"unexplained survivors: {unexplained} of {total} mutants")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,356 @@
+"""Every AS-ARM sampler's round logic against a hand-built model with known conditionals.
+
+The reference joint is multiplied out from the model's table (tests/rounds_model.py), not from
+the oracle or a sampler. The fixtures have strong dependence (each conditional moves by TV >= 0.1
+with the token before it) and k below the number of masked positions, so rounds follow rounds and
+every stopping point of a round feeds the next one; one case runs k = 5 over 6 masked positions.
+The table model is a dictionary look-up, so thousands of runs take seconds; seeds are fixed, so
+each p-value is a deterministic number.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+
+import pytest
+import torch
+
+from engine.samplers.assd import assd, assd_drafted, assd_pipelined, next_first_is_exact, pipelined_queries
+from engine.samplers.drafters import NgramDrafter
+from engine.samplers.sequential import sequential
+from engine.trace import DECIDING_KINDS, PASS_KINDS, StepKind
+from tests.rounds_model import CODEC, SYMBOLS, TableOracle, dependence, exact_joint, make_input, recorder
+from tests.tiny import g_test
+
+assd_mod = importlib.import_module("engine.samplers.assd")
+
+PASS = 1e-3
+SCALE, SALT = 2.5, 7
+# 4 masked positions (0, 2, 3, 5) over 3 symbols: 81 outcomes
+FOUR = ({1: "b", 4: "a"}, 6, tuple(SYMBOLS))
+# 6 masked positions over 2 symbols (64 outcomes): room for k = 5 with rounds after it
+SIX = ({0: "c"}, 7, tuple(SYMBOLS[:2]))
+
+
+def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 1.0):
+    oracle = TableOracle(mi, symbols, SCALE, SALT)
+    rec = recorder(oracle)
+    gen = torch.Generator().manual_seed(seed)
+    extra = [0.0]
+    if name == "sequential":
+        steps = sequential(oracle, mi, rec, gen, temperature)
+    elif name in ("assd", "assd-bonus"):
+        steps = assd(oracle, mi, rec, gen, temperature, k, bonus=name == "assd-bonus")
+    elif name == "assd-pipelined":
+        steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
+    elif name == "assd-ngram":
+        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(CODEC.vocab_size, CODEC.special_ids),
+                             extra)
+    else:
+        raise AssertionError(name)
+    return list(steps), oracle
+
+
+def outcome(mi, steps) -> tuple[int, ...]:
+    decided = {p: t for s in steps if s.kind in DECIDING_KINDS for p, t in zip(s.positions, s.tokens)}
+    return tuple(decided[p] for p in mi.masked)
+
+
+def check_trace(mi, steps, oracle, k: int) -> None:
+    """Rules every run obeys whatever the random draws: each masked position decided once, in
+    lattice order, to the token the oracle was told; calls never exceed the masked tokens; the
+    calls counter of the trace follows the oracle's."""
+    decided = [(p, t) for s in steps if s.kind in DECIDING_KINDS for p, t in zip(s.positions, s.tokens)]
+    assert [p for p, _ in decided] == mi.masked
+    assert decided == oracle.committed
+    assert oracle.calls <= len(mi.masked)
+    assert steps[-1].calls == oracle.calls
+    passes = [s for s in steps if s.kind in PASS_KINDS]
+    assert [s.calls for s in passes if s.kind == StepKind.DENSITY_PASS or s.kind == StepKind.DRAFT_PASS] == \
+        list(range(1, oracle.calls + 1))
+    for s in steps:
+        assert len(s.positions) == len(s.tokens) == len(s.p) == len(s.q) == len(s.texts)
+        assert s.texts == [CODEC.hf.convert_ids_to_tokens(t) for t in s.tokens]
+        if s.kind == StepKind.DRAFT:
+            assert 1 <= len(s.positions) <= k
+
+
+SAMPLE_CASES = [
+    ("sequential", FOUR, 1, 1.0, 1500),
+    ("assd", FOUR, 2, 1.0, 1500),
+    ("assd", FOUR, 3, 0.6, 1500),
+    ("assd-bonus", FOUR, 2, 1.0, 1500),
+    ("assd-bonus", FOUR, 3, 1.0, 1500),
+    ("assd-pipelined", FOUR, 2, 1.0, 1500),
+    ("assd-pipelined", FOUR, 3, 1.6, 1500),
+    ("assd-ngram", FOUR, 2, 1.0, 1500),
+    ("assd-ngram", FOUR, 3, 0.6, 1000),
+    ("assd-pipelined", SIX, 5, 1.0, 2000),
+    ("assd-bonus", SIX, 5, 1.0, 2000),
+    ("assd-ngram", SIX, 5, 1.0, 1500),
+]
+
+
+def _id(case):
+    name, fix, k, t, _ = case
+    return f"{name}-{len(make_input(fix[1], fix[0]).masked)}masked-k{k}-T{t}"
+
+
+@pytest.mark.parametrize("case", SAMPLE_CASES, ids=[_id(c) for c in SAMPLE_CASES])
+def test_sampler_is_exact(case):
+    name, (visible, length, symbols), k, temperature, n = case
+    mi = make_input(length, visible)
+    assert k < len(mi.masked) or name == "sequential"
+    exact = exact_joint(mi, symbols, SCALE, SALT, temperature)
+    counts: collections.Counter = collections.Counter()
+    for seed in range(n):
+        steps, oracle = run_sampler(name, mi, symbols, k, seed, temperature)
+        check_trace(mi, steps, oracle, k)
+        counts[outcome(mi, steps)] += 1
+    p = g_test(counts, exact, n)
+    assert p > PASS, f"{name} k={k} T={temperature}: G-test p = {p:.2e}"
+
+
+def test_fixtures_have_strong_dependence():
+    for visible, length, symbols in (FOUR, SIX):
+        mi = make_input(length, visible)
+        assert dependence(mi, symbols, SCALE, SALT) >= 0.1
+        assert max(exact_joint(mi, symbols, SCALE, SALT).values()) <= 0.5  # no dominant outcome
+
+
+@pytest.mark.parametrize("mutant", ["pipelined: next first row exact after a last-draft rejection",
+                                    "pipelined: next first row always exact"])
+def test_pipelined_mutants_are_caught(monkeypatch, mutant):
+    """The G-test above has the power to see the pipelined sampler's realistic bugs (issue 29)."""
+    if mutant.endswith("rejection"):
+        monkeypatch.setattr(assd_mod, "next_first_is_exact", lambda stopped, drafted: stopped >= drafted - 1)
+    else:
+        monkeypatch.setattr(assd_mod, "next_first_is_exact", lambda stopped, drafted: True)
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    exact = exact_joint(mi, symbols, SCALE, SALT)
+    counts = collections.Counter(outcome(mi, run_sampler("assd-pipelined", mi, symbols, 2, s)[0]) for s in range(2000))
+    assert g_test(counts, exact, 2000) < 1e-6
+
+
+def test_next_first_is_exact_only_after_a_full_accept():
+    assert next_first_is_exact(3, 3) is True
+    for stopped, drafted in ((2, 3), (1, 3), (0, 1), (1, 2)):
+        assert next_first_is_exact(stopped, drafted) is False
+
+
+def test_pipelined_queries_layout():
+    """Density rows for drafts start..m-1 (each sees the drafts before it), then for every stopping
+    point j the next round's proposal rows, seeing the drafts before j; a rejection at j skips j."""
+    order = [0, 2, 3, 5, 6, 8]
+    queries, nxt = pipelined_queries(order, 0, [0, 2, 3], 1, 2)
+    assert queries[:2] == [(2, 0), (3, 1)]
+    assert nxt == {1: ([3, 5], 2), 2: ([5, 6], 4), 3: ([5, 6], 6)}
+    assert queries[2:] == [(3, 0), (5, 0), (5, 1), (6, 1), (5, 2), (6, 2)]
+    # from the start of a round (no exact first row) and near the end of the order
+    queries, nxt = pipelined_queries(order, 3, [5, 6, 8], 0, 3)
+    assert queries[:3] == [(5, 0), (6, 1), (8, 2)]
+    assert nxt == {0: ([6, 8], 3), 1: ([8], 5), 2: ([], 6), 3: ([], 6)}
+    assert queries[3:] == [(6, 0), (8, 0), (8, 1)]
+
+
+@pytest.mark.parametrize("name", ["assd", "assd-bonus", "assd-pipelined", "assd-ngram"])
+def test_round_shapes(name):
+    """Per round: the drafts cover the next k undecided positions; calls per round as designed."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for seed in range(40):
+        for k in (1, 2, 5, 9):
+            steps, oracle = run_sampler(name, mi, symbols, k, seed)
+            check_trace(mi, steps, oracle, k)
+            decided: list[int] = []
+            rounds = collections.defaultdict(list)
+            for s in steps:
+                rounds[s.round].append(s)
+            assert steps[0].round == 0 and sorted(rounds) == list(range(len(rounds)))  # rounds count 0, 1, 2, ...
+            assert [s.round for s in steps] == sorted(s.round for s in steps)
+            for r in sorted(rounds):
+                group = rounds[r]
+                drafts = [s for s in group if s.kind == StepKind.DRAFT]
+                assert len(drafts) == 1
+                m = len(drafts[0].positions)
+                for s in group:  # the notes the trace view shows say what each pass did
+                    if s.kind == StepKind.DRAFT_PASS:
+                        assert s.note == f"draft {m} positions in parallel"
+                    elif s.kind == StepKind.DENSITY_PASS and name in ("assd", "assd-bonus"):
+                        assert s.note == f"verify {m - 1} drafts"
+                    elif s.kind == StepKind.DENSITY_PASS and name == "assd-ngram":
+                        assert s.note == f"verify {m} drafts"
+                    elif s.kind == StepKind.ACCEPT and not s.tested:
+                        assert s.note == ("first draft" if name in ("assd", "assd-bonus") else "exact row")
+                todo = [p for p in mi.masked if p not in decided]
+                assert drafts[0].positions == todo[: min(k, len(todo))]
+                assert drafts[0].p == [pytest.approx(x) for x in drafts[0].p] and all(0 < x <= 1 for x in drafts[0].p)
+                decided += [p for s in group if s.kind in DECIDING_KINDS for p in s.positions]
+                kinds = [s.kind for s in group]
+                if name == "assd-pipelined":
+                    assert kinds.count(StepKind.DENSITY_PASS) <= 1 and kinds.count(StepKind.DRAFT_PASS) == (r == 0)
+                elif name == "assd-ngram":
+                    assert kinds.count(StepKind.DENSITY_PASS) == 1 and StepKind.DRAFT_PASS not in kinds
+                else:
+                    assert kinds.count(StepKind.DRAFT_PASS) == 1
+                    assert kinds.count(StepKind.DENSITY_PASS) == (len(drafts[0].positions) > 1)
+                # a round decides its accepted drafts, then at most one resampled or bonus token
+                dec = [s for s in group if s.kind in DECIDING_KINDS]
+                assert sum(s.kind in (StepKind.RESAMPLE, StepKind.BONUS) for s in dec) <= 1
+                assert all(s.kind == StepKind.ACCEPT for s in dec[:-1])
+                if any(s.kind == StepKind.RESAMPLE for s in dec):
+                    assert [s.kind for s in group if s.kind in (StepKind.REJECT, StepKind.RESAMPLE)] == \
+                        [StepKind.REJECT, StepKind.RESAMPLE]
+            if k == 1 and name in ("assd", "assd-bonus"):
+                assert oracle.calls == len(mi.masked)  # one draft per round: its pass is the only one
+            if k >= len(mi.masked) and name == "assd-pipelined":
+                assert oracle.calls <= len(mi.masked)
+
+
+def test_accept_steps_carry_the_verdict():
+    """ACCEPT/REJECT steps show p(draft), q(draft) and whether they were tested; the exact first
+    row is recorded untested with p = q; a resample shows q of the kept token."""
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    kinds = collections.Counter()
+    for seed in range(30):
+        for name in ("assd", "assd-pipelined", "assd-bonus"):
+            steps, _ = run_sampler(name, mi, symbols, 3, seed)
+            for s in steps:
+                kinds[(s.kind, s.tested, s.note.split(" ")[0] if s.note else "")] += 1
+                if s.kind == StepKind.ACCEPT and not s.tested:
+                    assert s.p == s.q and 0 < s.p[0] <= 1
+                elif s.kind in (StepKind.ACCEPT, StepKind.REJECT):
+                    assert s.tested and 0 < s.p[0] <= 1 and 0 <= s.q[0] <= 1
+                    if s.kind == StepKind.ACCEPT:
+                        assert s.q[0] > 0
+                    else:
+                        assert s.note.startswith("acceptance probability") and s.q[0] < s.p[0]
+                elif s.kind in (StepKind.RESAMPLE, StepKind.BONUS, StepKind.SAMPLE):
+                    assert s.p == [None] and 0 < s.q[0] <= 1
+    assert kinds[(StepKind.RESAMPLE, True, "residual")] > 0
+    assert kinds[(StepKind.BONUS, True, "free")] > 0
+    assert any(k[0] == StepKind.ACCEPT and k[1] is False for k in kinds)
+    assert any(k[0] == StepKind.ACCEPT and k[1] is True for k in kinds)
+
+
+def test_drafted_extra_calls_and_bonus():
+    """The n-gram drafter spends no network call; a fully accepted round takes the free row."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    bonus = 0
+    for seed in range(30):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        extra = [0.0]
+        steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2,
+                                  NgramDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+        assert extra == [0.0] and not any(s.kind == StepKind.MDM_PASS for s in steps)
+        bonus += sum(s.kind == StepKind.BONUS for s in steps)
+        # every density pass queries all drafts of its round plus (unless it is the last) the next position
+        for qs in oracle.queries:
+            assert [e for _, e in qs] == list(range(len(qs)))
+    assert bonus > 0
+
+
+class SpendingDrafter(NgramDrafter):
+    name = "spender"
+
+    def propose(self, known, positions, gen, temperature=1.0):
+        drafts, rows, _ = super().propose(known, positions, gen, temperature)
+        return drafts, rows, 0.25
+
+
+def test_drafter_calls_are_added_and_shown():
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    oracle = TableOracle(mi, symbols, SCALE, SALT)
+    extra = [1.0]
+    steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
+                              SpendingDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+    rounds = {s.round for s in steps}
+    passes = [s for s in steps if s.kind == StepKind.MDM_PASS]
+    assert len(passes) == len(rounds) and extra == [1.0 + 0.25 * len(rounds)]
+    assert all(s.note == "spender drafter: 0.25 calls" for s in passes)
+
+
+@pytest.mark.parametrize("name", ["sequential", "assd", "assd-bonus", "assd-pipelined", "assd-ngram"])
+def test_every_draw_comes_from_the_run_generator(name):
+    """Same seed, same trace, whatever the global random state; another seed, another trace."""
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    seen, kinds = set(), set()
+    for seed in range(20):
+        runs = []
+        for glob in (1, 2):
+            torch.manual_seed((12345, 987654321)[glob - 1])  # far apart: adjacent seeds start alike
+            steps, _ = run_sampler(name, mi, symbols, 2, seed)
+            runs.append([(s.kind, s.round, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps])
+        assert runs[0] == runs[1]
+        seen.add(outcome(mi, steps))
+        kinds |= {s.kind for s in steps}
+    assert len(seen) > 2
+    if name == "assd-bonus":
+        assert StepKind.BONUS in kinds  # the free row's draw is covered too
+
+
+def test_plain_assd_takes_no_bonus():
+    """assd without `bonus` never samples the density pass's extra row (the catalogue's 'assd')."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for seed in range(30):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        steps = list(assd(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2))
+        assert not any(s.kind == StepKind.BONUS for s in steps)
+        assert all(len(q) == 1 for q in oracle.queries[1::2])  # k = 2: one density row, no extra row
+
+
+def test_sequential_trace_is_one_round_per_token_with_the_exact_q():
+    """Sequential decoding: round r queries one position (one call) and samples it; the q it shows is
+    the model's conditional of the kept token, read here straight from the table."""
+    import math
+
+    from tests.rounds_model import table_logits
+
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    known = frozenset((i, mi.tokens[i]) for i in mi.visible)
+    for seed in range(10):
+        steps, oracle = run_sampler("sequential", mi, symbols, 1, seed)
+        assert [(s.kind, s.round) for s in steps] == [(k, r) for r in range(len(mi.masked))
+                                                      for k in (StepKind.DENSITY_PASS, StepKind.SAMPLE)]
+        ctx = known
+        for r, pos in enumerate(mi.masked):
+            passed, sample = steps[2 * r], steps[2 * r + 1]
+            assert passed.note == "query 1 position" and passed.calls == r + 1
+            assert sample.positions == [pos] and sample.p == [None]
+            row = table_logits(pos, ctx, symbols, SCALE, SALT)
+            z = sum(math.exp(x) for x in row if x > -math.inf)
+            assert sample.q == [pytest.approx(math.exp(row[sample.tokens[0]]) / z, abs=1e-12)]
+            ctx = ctx | {(pos, sample.tokens[0])}
+
+
+def test_ngram_drafter_rows_by_hand():
+    """The bigram drafter's proposal rows, written out: context unigram (+0.1 smoothing, specials
+    zero) mixed 0.2 with the bigram row of the previous token (0.8), each draft conditioning on
+    the draft before it; rows in float64, no network call."""
+    a, b, c = SYMBOLS
+    drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
+    known = [a, b, a, b, None, None, c]
+    uni = torch.zeros(CODEC.vocab_size, dtype=torch.float64)
+    uni[a], uni[b], uni[c] = 2.1, 2.1, 1.1
+    uni /= uni.sum()
+    big = {a: {b: 2.0}, b: {a: 1.0}}  # pairs (a, b) twice, (b, a) once; c follows an unknown
+    for seed in range(12):
+        drafts, rows, spent = drafter.propose(known, [4, 5], torch.Generator().manual_seed(seed))
+        assert spent == 0.0 and len(drafts) == 2 and all(r.dtype == torch.float64 for r in rows)
+        for row, prev in zip(rows, [b, drafts[0]]):
+            want = uni.clone()
+            if prev in big:
+                bg = torch.zeros_like(uni)
+                for t, n in big[prev].items():
+                    bg[t] = n
+                want = 0.8 * bg / bg.sum() + 0.2 * uni
+            assert torch.allclose(row, want, atol=1e-15), (prev, row, want)
+            assert float(row[CODEC.special_ids].sum()) == 0.0
