@@ -23,30 +23,23 @@ import ctypes
 import ctypes.util
 import datetime
 import logging
-import os
 from contextlib import asynccontextmanager
+
+from engine.envvars import env_int
 
 log = logging.getLogger("app")
 
 SWEEP_SECONDS = 10.0
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        v = int(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return v if v > 0 else default
-
-
 def sessions_max() -> int:
     """Visitor sessions kept in memory at most (INFILL_SESSIONS_MAX, default 64)."""
-    return _env_int("INFILL_SESSIONS_MAX", 64)
+    return env_int("INFILL_SESSIONS_MAX", 64)
 
 
 def session_idle_seconds() -> int:
     """Seconds after its last event that a visitor's session is dropped (INFILL_SESSION_IDLE_SECONDS, default 600)."""
-    return _env_int("INFILL_SESSION_IDLE_SECONDS", 600)
+    return env_int("INFILL_SESSION_IDLE_SECONDS", 600)
 
 
 def drop_idle_sessions(state_holder, idle_seconds: float, now: datetime.datetime | None = None) -> int:

@@ -39,7 +39,6 @@ slots, plus about one turn until a slot frees (it leaves aging out: an upper est
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 import threading
 import time
@@ -49,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from engine.envvars import env_int
 from engine.errors import InfillError
 
 T = TypeVar("T")
@@ -58,22 +58,14 @@ class Cancelled(Exception):
     """The visitor cancelled this job while it waited for a slot."""
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        v = int(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return v if v > 0 else default
-
-
 def concurrency() -> int:
     """Runs computing at once (INFILL_CONCURRENCY, default 2)."""
-    return _env_int("INFILL_CONCURRENCY", 2)
+    return env_int("INFILL_CONCURRENCY", 2)
 
 
 def active_runs() -> int:
     """Runs in progress at once, taking turns on the slots (INFILL_ACTIVE_RUNS, default 16)."""
-    return max(_env_int("INFILL_ACTIVE_RUNS", 16), concurrency())
+    return max(env_int("INFILL_ACTIVE_RUNS", 16), concurrency())
 
 
 @dataclass(eq=False)
@@ -342,23 +334,23 @@ class Busy(InfillError):
 
 def per_visitor() -> int:
     """Runs one visitor (Gradio session) may have in progress at once (INFILL_RUNS_PER_VISITOR, default 2)."""
-    return _env_int("INFILL_RUNS_PER_VISITOR", 2)
+    return env_int("INFILL_RUNS_PER_VISITOR", 2)
 
 
 def small_run_tokens() -> int:
     """A run with at most this many masked tokens is small (INFILL_SMALL_RUN_TOKENS, default 32): its
     cost is bounded by the budget's parameter caps, and it never needs a long-run seat."""
-    return _env_int("INFILL_SMALL_RUN_TOKENS", 32)
+    return env_int("INFILL_SMALL_RUN_TOKENS", 32)
 
 
 def long_run_line() -> int:
     """Long runs that may wait for a long-run seat (INFILL_LONG_RUN_LINE, default 4); more are refused."""
-    return _env_int("INFILL_LONG_RUN_LINE", 4)
+    return env_int("INFILL_LONG_RUN_LINE", 4)
 
 
 def small_run_seats() -> int:
     """Gradio seats only small runs can reach (INFILL_SMALL_RUN_SEATS, default 8)."""
-    return _env_int("INFILL_SMALL_RUN_SEATS", 8)
+    return env_int("INFILL_SMALL_RUN_SEATS", 8)
 
 
 def run_seats() -> int:

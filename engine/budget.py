@@ -15,12 +15,12 @@ INFILL_RUN_MAX_SECONDS (default 20) and INFILL_RUN_MAX_CALLS (default 1024); 0 s
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .envvars import env_limit
 from .errors import BadParameterError, InfillError
 
 DEFAULT_MAX_SECONDS = 20.0
@@ -34,17 +34,6 @@ class BudgetExceededError(InfillError):
     run_status = "stopped"
 
 
-def _env_float(name: str, default: float) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        v = float(raw)
-    except ValueError:
-        return default
-    return None if v <= 0 or v != v else v
-
-
 @dataclass(frozen=True)
 class Budget:
     """Per-run limits a public server sets (computing seconds, network calls), so one visitor's run
@@ -56,8 +45,8 @@ class Budget:
     @classmethod
     def from_env(cls) -> Budget:
         """The server's budget from INFILL_RUN_MAX_SECONDS / INFILL_RUN_MAX_CALLS (0 switches one off)."""
-        return cls(_env_float("INFILL_RUN_MAX_SECONDS", DEFAULT_MAX_SECONDS),
-                   _env_float("INFILL_RUN_MAX_CALLS", DEFAULT_MAX_CALLS))
+        return cls(env_limit("INFILL_RUN_MAX_SECONDS", DEFAULT_MAX_SECONDS),
+                   env_limit("INFILL_RUN_MAX_CALLS", DEFAULT_MAX_CALLS))
 
     def check(self, seconds: float, calls: float) -> None:
         """Raise BudgetExceededError, with what to change, once the run is over either limit."""

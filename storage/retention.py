@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, delete, func, select, text
 
+from engine.envvars import env_limit
 from storage import db
 from storage.models import RunRow, SessionRow, StepRow, utcnow
 
@@ -40,17 +40,6 @@ DEFAULT_PERIOD = 600.0
 KEEP_NEWEST_SECONDS = 3600.0
 BATCH = 200
 TABLES = ("sessions", "runs", "steps", "rank_stats", "round_stats")
-
-
-def _env_limit(name: str, default: float) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        v = float(raw)
-    except ValueError:
-        return default
-    return None if not v > 0 else v
 
 
 @dataclass(frozen=True)
@@ -65,8 +54,8 @@ class Retention:
     def from_env(cls) -> Retention:
         """The public server's policy: INFILL_RETENTION_DAYS (default 30) and INFILL_RETENTION_MB
         (default 2048); 0 switches one off."""
-        days = _env_limit("INFILL_RETENTION_DAYS", DEFAULT_DAYS)
-        mb = _env_limit("INFILL_RETENTION_MB", DEFAULT_MB)
+        days = env_limit("INFILL_RETENTION_DAYS", DEFAULT_DAYS)
+        mb = env_limit("INFILL_RETENTION_MB", DEFAULT_MB)
         return cls(days, None if mb is None else int(mb * 2**20))
 
     @property
@@ -192,7 +181,7 @@ class Pruner:
 
 def period() -> float:
     """Seconds between two retention passes of the public server (INFILL_RETENTION_PERIOD, default 600)."""
-    return _env_limit("INFILL_RETENTION_PERIOD", DEFAULT_PERIOD) or DEFAULT_PERIOD
+    return env_limit("INFILL_RETENTION_PERIOD", DEFAULT_PERIOD) or DEFAULT_PERIOD
 
 
 def main(argv: list[str] | None = None) -> int:
