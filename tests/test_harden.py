@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -18,38 +17,17 @@ import pytest
 
 from engine.budget import Budget, BudgetExceededError
 from engine.errors import BadParameterError, UnrepresentableTextError
-
-TEXT = "The cat sat on the [MASK:12] mat."
+from tests.studio import TEXT, form, tiny_studio
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     """app.core on tiny random models (every printable character is a token) and a temp store."""
-    root = tmp_path_factory.mktemp("harden")
-    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
-    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
-    os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
-    from app import core
-    from app.testing import make_tiny_models
-    from engine import registry
-    from storage import open_store
-
-    saved_assets, saved_store = registry.ASSETS, core._store
-    registry.ASSETS = root / "no-bundled-models"
-    make_tiny_models(root / "models")
-    core._store = open_store(f"sqlite:///{root / 'studio.db'}")
-    yield core
-    core._store.close()
-    core._store, registry.ASSETS = saved_store, saved_assets
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with tiny_studio(tmp_path_factory.mktemp("harden")) as core:
+        yield core
 
 
-def _form(core, text=TEXT, sampler="assd", seed=3, **kw):
-    return core.Form(domain="text", model="text-asarm", text=text, sampler=sampler, k=kw.pop("k", 4), seed=seed, **kw)
+_form = form
 
 
 def _run_all(core, live):

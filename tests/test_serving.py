@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -20,38 +19,17 @@ import pytest
 
 from app import slots as sl
 from app.slots import AGE_RATE, Admission, AgingClock, Busy, Cancelled, Slots, aged_priority, level
-
-TEXT = "The cat sat on the [MASK:12] mat."
+from tests.studio import TEXT, form, tiny_studio
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    """app.core on tiny random models and a temp store (as tests/test_harden.py)."""
-    root = tmp_path_factory.mktemp("serving")
-    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
-    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
-    os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
-    from app import core
-    from app.testing import make_tiny_models
-    from engine import registry
-    from storage import open_store
-
-    saved_assets, saved_store = registry.ASSETS, core._store
-    registry.ASSETS = root / "no-bundled-models"
-    make_tiny_models(root / "models")
-    core._store = open_store(f"sqlite:///{root / 'studio.db'}")
-    yield core
-    core._store.close()
-    core._store, registry.ASSETS = saved_store, saved_assets
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    """app.core on tiny random models and a temp store (tests/studio.py)."""
+    with tiny_studio(tmp_path_factory.mktemp("serving")) as core:
+        yield core
 
 
-def _form(core, text=TEXT, sampler="assd", seed=3, **kw):
-    return core.Form(domain="text", model="text-asarm", text=text, sampler=sampler, k=kw.pop("k", 4), seed=seed, **kw)
+_form = form
 
 
 # ----------------------------------------------------------------------------- 2: aging priorities
