@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .errors import InfillError
 
@@ -81,37 +80,32 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
     stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
     from .errors import InfillError
     from .exactness import run_check, verdict
+    from .inputs_file import text_objects
 
     try:
-        lines = Path(a.inputs).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"error: cannot read --inputs {a.inputs}: {e}", file=sys.stderr)
+        objects, skipped = text_objects(a.inputs)
+    except InfillError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    results, skipped = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{a.inputs}:{n}"
+    for e in skipped:
+        print(e, file=sys.stderr)
+    results = []
+    for n, obj in objects:
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise ValueError('expected an object with a "text" string')
             if "mask_rate" in obj:
                 raise ValueError("mask_rate does not apply to the exactness check: mark one short [MASK:n] span")
             r = run_check(obj["text"], samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain,
                           seed=a.seed + n, temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau,
                           window=a.window, inner=a.inner)
-        except json.JSONDecodeError as e:
-            skipped.append(f"{where}: not JSON ({e.msg})")
-            print(skipped[-1], file=sys.stderr)
         except (InfillError, ValueError) as e:
-            skipped.append(f"{where}: {e}")
+            skipped.append(f"{a.inputs}:{n}: {e}")
             print(skipped[-1], file=sys.stderr)
-        else:
-            results.append({"line": n, **r.to_json()})
-            if not a.json:
-                said = ", ".join(f"{s.name} {verdict(s.fit)} (p = {s.fit.p_value:.2g})" for s in r.samplers)
-                print(f"line {n}: {r.source!r}: {said}")
+            continue
+        results.append({"line": n, **r.to_json()})
+        if not a.json:
+            said = ", ".join(f"{s.name} {verdict(s.fit)} (p = {s.fit.p_value:.2g})" for s in r.samplers)
+            print(f"line {n}: {r.source!r}: {said}")
+    skipped.sort(key=lambda e: int(e[len(a.inputs) + 1 :].split(":", 1)[0]))  # in line order
     if a.json:
         print(json.dumps({"per_input": results, "skipped": skipped}))
     if not results:

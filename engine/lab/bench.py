@@ -9,7 +9,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 
 import torch
@@ -17,11 +16,10 @@ import torch
 from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
-from ..errors import BadParameterError
 from ..registry import default_model, load, set_threads
 from .progress import add_quiet_arg, set_quiet
 from .shard import is_main, shard_map, world
-from .workloads import masked_windows, read_inputs
+from .workloads import bench_inputs
 
 ASSD_SAMPLERS = ["sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"]
 BASELINE = "sequential-cache"  # the strongest non-speculative baseline: every headline ratio is against it
@@ -105,16 +103,7 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
     span texts it wrote) and the lines left out."""
     lm = load(model)
-    src = None
-    if inputs_file:
-        src = read_inputs(inputs_file, lm.codec, lm.max_tokens, seed)
-        for e in src.errors if is_main() else []:
-            print(f"skipped {e}", file=sys.stderr)
-        inputs = src.inputs
-        if not inputs:
-            raise BadParameterError(f"--inputs {inputs_file}: no usable input ({len(src.errors)} line(s) left out)")
-    else:
-        inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
+    inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
     measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature), inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {

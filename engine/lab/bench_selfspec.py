@@ -17,18 +17,16 @@ import json
 import math
 import random
 import statistics
-import sys
 from pathlib import Path
 
 from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
-from ..errors import BadParameterError
 from ..registry import available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
 from .shard import is_main, shard_map, world
-from .workloads import masked_windows, read_inputs
+from .workloads import bench_inputs
 
 MDM_STEPS = [8, 16, 32, 64, 128]
 SELF_SPEC = [(0.2, 1), (0.1, 1), (0.05, 1), (0.1, 2), (0.05, 2), (0.02, 2)]
@@ -169,16 +167,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     quality per setting. Input i runs every setting with seed + i, in whichever process
     (engine.lab.shard) takes it. From a file: also every row per input and the lines left out."""
     lm = load(model)
-    src = None
-    if inputs_file:
-        src = read_inputs(inputs_file, lm.codec, lm.max_tokens, seed)
-        for e in src.errors if is_main() else []:
-            print(f"skipped {e}", file=sys.stderr)
-        inputs = src.inputs
-        if not inputs:
-            raise BadParameterError(f"--inputs {inputs_file}: no usable input ({len(src.errors)} line(s) left out)")
-    else:
-        inputs = masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed, max_tokens=lm.max_tokens)
+    inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
     settings = [("mdm", f"T={t}", {"steps": t}) for t in (mdm_steps or MDM_STEPS)]
     settings += [("self-spec", f"dtau={d:g},N={n}", {"dtau": d, "inner": n, "window": window})
                  for d, n in (self_spec or SELF_SPEC)]

@@ -69,28 +69,14 @@ def read_inputs(path: str | Path, codec: Codec, max_tokens: int, seed: int = 0) 
     """One JSON object a line: {"text": "... [MASK:4] ..."} (the spans as `infill` takes them) or
     {"text": "...", "mask_rate": 0.5} (that share of the tokens masked at random, seeded by seed +
     line number). Blank lines are skipped; a bad line is reported by its number, the rest still run."""
-    import json
-
-    from ..errors import BadParameterError, InfillError
+    from ..errors import InfillError
+    from ..inputs_file import text_objects
     from ..masking import parse_masked_text
 
-    out = InputFile([], [], [])
-    try:
-        raw = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadParameterError(f"cannot read --inputs {path}: {e}") from None
-    for n, line in enumerate(raw, 1):
-        if not line.strip():
-            continue
+    objects, errors = text_objects(path)
+    out = InputFile([], [], errors)
+    for n, obj in objects:
         where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            out.errors.append(f"{where}: not JSON ({e.msg})")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-            out.errors.append(f'{where}: expected an object with a "text" string')
-            continue
         text, rate = obj["text"], obj.get("mask_rate")
         try:
             if rate is None:
@@ -110,4 +96,26 @@ def read_inputs(path: str | Path, codec: Codec, max_tokens: int, seed: int = 0) 
             continue
         out.inputs.append(mi)
         out.lines.append(n)
+    out.errors.sort(key=lambda e: int(e[len(str(path)) + 1 :].split(":", 1)[0]))  # in line order
     return out
+
+
+def bench_inputs(lm, inputs_file: str | None, length: int, mask_rate: float, samples: int,
+                 seed: int) -> tuple[list[MaskedInput], InputFile | None]:
+    """What a benchmark measures: the inputs of `inputs_file` (its bad lines reported on stderr by
+    the main process) or, without one, `samples` masked test windows. Refused when a file holds no
+    usable line."""
+    import sys
+
+    from ..errors import BadParameterError
+    from .shard import is_main
+
+    if not inputs_file:
+        return masked_windows(lm.domain, lm.codec, length, mask_rate, samples, seed=seed,
+                              max_tokens=lm.max_tokens), None
+    src = read_inputs(inputs_file, lm.codec, lm.max_tokens, seed)
+    for e in src.errors if is_main() else []:
+        print(f"skipped {e}", file=sys.stderr)
+    if not src.inputs:
+        raise BadParameterError(f"--inputs {inputs_file}: no usable input ({len(src.errors)} line(s) left out)")
+    return src.inputs, src
