@@ -354,3 +354,58 @@ def test_ngram_drafter_rows_by_hand():
                 want = 0.8 * bg / bg.sum() + 0.2 * uni
             assert torch.allclose(row, want, atol=1e-15), (prev, row, want)
             assert float(row[CODEC.special_ids].sum()) == 0.0
+
+
+
+class WatchingDrafter(NgramDrafter):
+    """An n-gram drafter that writes down what the sampler hands it; with `counter`, its `passes`
+    starts at 7 and moves by 2 a proposal, without, it has no `passes` attribute at all."""
+
+    name = "watcher"
+
+    def __init__(self, counter: bool):
+        self.counter = counter
+        super().__init__(CODEC.vocab_size, CODEC.special_ids)
+        self.seen: list[tuple[list[int | None], list[int], float]] = []
+        if counter:
+            self.passes = 7
+
+    def __getattribute__(self, name):
+        if name == "passes" and not object.__getattribute__(self, "counter"):
+            raise AttributeError(name)  # hides NgramDrafter's class attribute
+        return object.__getattribute__(self, name)
+
+    def propose(self, known, positions, gen, temperature=1.0):
+        self.seen.append((list(known), list(positions), temperature))
+        if self.counter:
+            self.passes += 2
+        return super().propose(known, positions, gen, temperature)
+
+
+@pytest.mark.parametrize("counter", [True, False])
+def test_drafter_sees_every_decided_token_and_the_temperature(counter):
+    """assd_drafted hands its drafter, each round, the visible tokens and every token decided so far
+    (None elsewhere) and the run's temperature; drafter_passes adds what the drafter's own `passes`
+    counter moved by (0 for a drafter without one)."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for seed in range(6):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        drafter = WatchingDrafter(counter)
+        assert hasattr(drafter, "passes") == counter
+        passes = [0]
+        steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 0.6, 2,
+                                  drafter, [0.0], passes))
+        rounds = sorted({s.round for s in steps})
+        assert len(drafter.seen) == len(rounds) > 1
+        assert passes == [2 * len(rounds) if counter else 0]
+        known: list[int | None] = [mi.tokens[i] if i in mi.visible else None for i in range(len(mi.tokens))]
+        assert any(t is not None for t in known)
+        for r, (seen, positions, temperature) in zip(rounds, drafter.seen):
+            assert temperature == 0.6
+            assert seen == known, (r, seen, known)
+            assert positions == [p for p in mi.masked if known[p] is None][:2]
+            for s in steps:
+                if s.round == r and s.kind in DECIDING_KINDS:
+                    for p, t in zip(s.positions, s.tokens):
+                        known[p] = t
