@@ -182,6 +182,8 @@ def test_round_shapes(name):
                         assert s.note == f"verify {m - 1} drafts"
                     elif s.kind == StepKind.DENSITY_PASS and name == "assd-ngram":
                         assert s.note == f"verify {m} drafts"
+                    elif s.kind == StepKind.DRAFT and name == "assd-ngram":
+                        assert s.note == "ngram drafts"  # whose drafts they are
                     elif s.kind == StepKind.ACCEPT and not s.tested:
                         assert s.note == ("first draft" if name in ("assd", "assd-bonus") else "exact row")
                 todo = [p for p in mi.masked if p not in decided]
