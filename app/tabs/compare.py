@@ -52,7 +52,8 @@ def _prepare(form_values: tuple, sampler_b, model_b, request) -> tuple[str, list
     lives = []
     for run in (ra, rb):
         view = token_views.token_view(run)
-        lives.append(Live(run, view, token_views.new_state(view), sid, owner=getattr(request, "session_hash", None)))
+        lives.append(Live(run, view, token_views.run_state(run, view), sid,
+                          owner=getattr(request, "session_hash", None)))
     return sid, lives
 
 

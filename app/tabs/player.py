@@ -131,7 +131,7 @@ def _watched(live: Live, note: str):
     took = fmt_seconds(live.run.compute_seconds)
     title = _title(live.run.spec.name, live.run.lm.name)
     skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
-    for _, st in paced(live.view, live.steps, 0, rate, skip):
+    for _, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
         msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
                         f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
                         f"Skip to end shows the result now.{note}")
@@ -337,12 +337,13 @@ def _delay(steps, j: int, speed) -> float:
     return len(s.positions) / rate if s.kind in DECIDING_KINDS else 0.0
 
 
-def paced(view: dict, steps: list, start: int, speed, stop=lambda: False):
+def paced(view: dict, steps: list, start: int, speed, stop=lambda: False, bytes_of=None):
     """(i, state) after each group of steps from `start`, each group shown when it is due at `speed`:
     a frame goes out before every wait (so drafts stay on screen until the decision after them),
-    except that states less than FRAME_GAP apart are merged. `stop()` ends it early."""
+    except that states less than FRAME_GAP apart are merged. `stop()` ends it early. `bytes_of`:
+    the tokenizer's token id -> bytes when the caller holds the model (app.token_views.new_state)."""
     n = len(steps)
-    st = token_views.new_state(view, steps, start)
+    st = token_views.new_state(view, steps, start, bytes_of=bytes_of)
     due = shown = time.perf_counter()
     for j in range(start, n):
         due += _delay(steps, j, speed)
