@@ -19,7 +19,7 @@ from .render import TraceState
 from .slots import Cancelled, Turns, admission, slots, small_run_tokens
 from .stops import stop_requested
 from .store import store
-from .token_views import new_state, token_view
+from .token_views import run_state, token_view
 
 
 def min_interval() -> float:
@@ -142,4 +142,4 @@ def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, new_state(view), share_id, owner=owner)
+    return Live(run, view, run_state(run, view), share_id, owner=owner)

@@ -291,7 +291,8 @@ def test_a_budget_stopped_run_gets_its_link_and_replay(studio, monkeypatch):
 
     monkeypatch.setenv("INFILL_RUN_MAX_CALLS", "3")
     frames = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 3, 32, 0.05, "cosine", 1))
-    status, *_, completed, link, _scrub, trace, _sid = frames[-1]
+    last = frames[-1]
+    status, link, trace = last["status"], last["link"], last["trace_state"]
     sid = link.split("?s=")[-1]
     assert "budget" in status and sid
     stored = app_store.store().get_session(sid)
@@ -336,14 +337,14 @@ def test_the_player_state_holds_the_run_id_not_the_trace(studio):
     from app.tabs import player
 
     frames = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 5, 32, 0.05, "cosine", 1))
-    *_, link, _scrub, trace, _sid = frames[-1]
+    link, trace = frames[-1]["link"], frames[-1]["trace_state"]
     assert isinstance(trace, replay.StoredTrace)  # a visitor's session keeps an id and the input's view
     assert not hasattr(trace, "__dict__") and set(trace.__slots__) == {"run_id", "view", "title"}
     stored = app_store.store().get_session(link.split("?s=")[-1]).runs[0]
     assert trace.run_id == stored.id and list(trace["steps"]) == stored.steps
     # the player reads it like the dict it used to hold
-    html, _detail, counters, i = player.frame(trace, 2)
-    assert i == 2 and "step 2/" in counters
+    shown = player.frame(trace, 2)
+    assert shown["scrub_sl"] == 2 and "step 2/" in shown["counters"]
 
 
 # ----------------------------------------------------------------------------- 1: memory
@@ -589,7 +590,7 @@ def test_one_csv_file_per_filter_a_minute(studio, tmp_path, monkeypatch):
     paths = set()
     for i in range(3):
         store.record_run(sid, "assd", {"k": i, "model": "text-asarm"}, 0, [])  # new statistics every call
-        paths.add(statistics.stats("all", "all", "all")[-1]["value"])
+        paths.add(statistics.stats("all", "all", "all")["csv_btn"]["value"])
     assert len(paths) == 1
     # Gradio's cache (where each served file is copied) is pruned every few minutes, not hourly
     freq, age = limits.DELETE_CACHE
