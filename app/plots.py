@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 
 from engine.trace import DECIDING_KINDS, Step, StepKind
 
+from .choices import shown_params
+
 # the legend sits under the plot, below the x-axis title (never over the data or the axis labels)
 LAYOUT = dict(template="plotly_white", height=400, margin=dict(l=60, r=20, t=50, b=40),
               legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0, font=dict(size=11)),
@@ -89,8 +91,6 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
 def _label(g) -> str:
     """A group's name in a legend: sampler, model and only the knobs its sampler reads, minus
     temperature at its default (so "mdm" never shows a k it ignores)."""
-    from .core import shown_params
-
     knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == 1.0)}
     return " · ".join([g.sampler, g.model, *(f"{k}={v}" for k, v in sorted(knobs.items()))])
 

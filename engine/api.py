@@ -235,6 +235,7 @@ class InfillRun:
         self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
+        self.call_shapes: list[tuple[int, int]] = []
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
@@ -243,6 +244,7 @@ class InfillRun:
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
         self.drafter_passes = ctx.drafter_passes
+        self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):
                 install(lm.model)

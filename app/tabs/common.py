@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..core import Form, readable
+from ..errors import readable
+from ..form import Form
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters, in the order of the form's inputs after domain, model, text, sampler
@@ -74,7 +75,7 @@ def empty_table(headers: list[str]) -> dict:
 
 
 def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
-    """The editor's values as an app.core.Form (None and blanks read as the defaults)."""
+    """The editor's values as an app.form.Form (None and blanks read as the defaults)."""
     return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
                 k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau, window=window or "cosine",
                 inner=inner)

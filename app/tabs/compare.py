@@ -9,9 +9,10 @@ import gradio as gr
 
 from engine.samplers import SAMPLERS
 
-from .. import core, plots, share
-from ..core import Live, readable
+from .. import form, pending_sessions, plots, share, stops, streaming, token_views
+from ..errors import readable
 from ..render import counters_md, esc, view_html
+from ..streaming import Live
 from .common import Page, busy, empty_table, idle, make_form, status_md, warn
 
 SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
@@ -43,12 +44,12 @@ def _prepare(form_values: tuple, sampler_b, model_b, request) -> tuple[str, list
     fa = make_form(*form_values)
     domain, _, text, _, *params = form_values
     fb = make_form(domain, model_b, text, sampler_b, *params)
-    ra, rb = core.prepare(fa), core.prepare(fb)
-    sid = core.create_session("compare", [ra, rb], fa.text, domain)
+    ra, rb = form.prepare(fa), form.prepare(fb)
+    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, domain)
     lives = []
     for run in (ra, rb):
-        view = core.token_view(run)
-        lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
+        view = token_views.token_view(run)
+        lives.append(Live(run, view, token_views.new_state(view), sid, owner=getattr(request, "session_hash", None)))
     return sid, lives
 
 
@@ -56,8 +57,8 @@ def _alternate(a: Live, b: Live, sid: str):
     """One round of each side in turn; a frame at most every min_interval(), the charts about once
     a second; then both recorders are let finish (the runs are stored)."""
     blank = gr.update()
-    its = [core.rounds(a), core.rounds(b)]
-    gap, last, last_fig = core.min_interval(), 0.0, 0.0
+    its = [streaming.rounds(a), streaming.rounds(b)]
+    gap, last, last_fig = streaming.min_interval(), 0.0, 0.0
     f1 = f2 = blank
     while not (a.done and b.done):
         for lv, it in zip((a, b), its):
@@ -92,7 +93,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         empty = view_html(None, message=msg)
         yield (status_md(msg, "error"), empty, empty, "", "", empty_table(SUMMARY_HEADERS), blank, blank, "", "")
         return
-    wait = core.slots().estimate()
+    wait = streaming.slots().estimate()
     if wait.busy:
         yield (status_md(wait.message()), blank, blank, blank, blank, blank, blank, blank, "", sid)
     try:
@@ -104,7 +105,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         warn(msg)
         yield (status_md(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "", "")
         return
-    core.clear_stop(sid)
+    stops.clear_stop(sid)
     link = share.share_link(request, sid)  # both recorders have stored their runs
     f1, f2 = _figures(a, b)
     stopped = a.stopped or b.stopped
@@ -118,7 +119,7 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
 def stop_compare(sid):
     """Stop both sides after their current round (they are stored as cancelled)."""
     if sid:
-        core.request_stop(sid)
+        stops.request_stop(sid)
         return status_md("Stopping after this round…"), *idle()
     return status_md("Nothing is running."), *idle()
 
@@ -167,7 +168,7 @@ def wire(p: Page, remember) -> None:
         run_compare, [*p.form_inputs, p.sampler_b, p.model_b],
         [p.cmp_status, p.html_a, p.html_b, p.cnt_a, p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_sid],
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private")

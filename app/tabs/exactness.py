@@ -34,12 +34,13 @@ from engine.exactness import (
     verdict,
 )
 
-from .. import core, share
-from ..core import readable
+from .. import choices, share
+from ..errors import readable
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
 from ..slots import Turns, admission, slots
+from ..store import store
 from .common import Page, guarded, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
@@ -57,7 +58,7 @@ INTRO = (
 
 def model_choices() -> list[str]:
     """The models a check can run on: every listed AS-ARM and hybrid."""
-    return sorted(set(core.list_models(kind="asarm")) | set(core.list_models(kind="hybrid")))
+    return sorted(set(choices.list_models(kind="asarm")) | set(choices.list_models(kind="hybrid")))
 
 
 def _domain_of(model: str) -> str:
@@ -158,7 +159,7 @@ def store_check(res: CheckResult) -> str:
     check["exact"]["other"] = max(0.0, 1.0 - math.fsum(check["exact"].values()))
     check["fills"] = {k: v for k, v in check["fills"].items() if k in keep}
     payload = {"version": 1, "kind": KIND, "check": check}
-    return core.store().create_session(_domain_of(res.model), res.model, res.source, payload)
+    return store().create_session(_domain_of(res.model), res.model, res.source, payload)
 
 
 @guarded
@@ -201,7 +202,7 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
 
 def stored_check(share_id: str) -> CheckResult | None:
     """The check stored under `share_id`, or None when that session is not an exactness check."""
-    sess = core.store().get_session((share_id or "").strip())
+    sess = store().get_session((share_id or "").strip())
     spans = sess.spans if sess is not None else None
     if not isinstance(spans, dict) or spans.get("kind") != KIND:
         return None

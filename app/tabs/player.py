@@ -12,9 +12,13 @@ import gradio as gr
 
 from engine.trace import DECIDING_KINDS, PASS_KINDS
 
-from .. import core, inputs, share
-from ..core import Live, readable
+from .. import inputs, share, stops, streaming, token_views
+from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
+from ..replay import load_session, trace_ref
+from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
+from ..store import store
+from ..streaming import Live
 from .common import Page, busy, detail_table, empty_table, guarded, idle, make_form, status_md, warn
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
@@ -61,7 +65,7 @@ def _streamed(live: Live, note: str):
     a second: nobody reads it faster, and each one costs the run time)."""
     blank = gr.update()
     first, table_at = True, 0.0
-    for lv in core.throttled(core.rounds(live)):
+    for lv in streaming.throttled(streaming.rounds(live)):
         if lv.done:
             break
         frame = list(_player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")))
@@ -80,9 +84,9 @@ def _finished(live: Live, note: str, request):
     res = live.result
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
     if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
-        trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+        trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
         return (*_player(live, _stopped_msg(live.state)), "", link, _scrub_to_end(len(live.steps)), trace, "")
-    trace = core.trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
+    trace = trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
@@ -100,10 +104,10 @@ def _watched(live: Live, note: str):
     its last frame (no model involved: the steps are already computed). Skip to end ends it."""
     st0 = live.state
     rate = watch_rate(st0.decided)
-    took = core.fmt_seconds(live.run.compute_seconds)
+    took = fmt_seconds(live.run.compute_seconds)
     blank = gr.update()
     title = _title(live.run.spec.name, live.run.lm.name)
-    skip = lambda: core.skip_requested(live.share_id)  # noqa: E731
+    skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
     for _, st in paced(live.view, live.steps, 0, rate, skip):
         msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
                         f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
@@ -121,7 +125,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
     blank = gr.update()
     form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
     try:
-        prep = _PREPARE.submit(core.start, form, owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, form, owner=getattr(request, "session_hash", None))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
@@ -136,7 +140,7 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         return
     note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
-    wait = core.slots().estimate()  # every slot busy: say so, and for how long, before the first round
+    wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     if wait.busy:
         yield (status_md(wait.message()), blank, blank, blank, "", "", gr.update(interactive=False), None,
                live.share_id)
@@ -146,26 +150,26 @@ def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, 
         msg = readable(e)
         warn(msg)
         if live.run_id is not None:  # stored all the same (a budget stop): link, list and replay it
-            trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+            trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
             yield (*_player(live, status_md(msg, "error")), "", share.share_link(request, live.share_id),
                    _scrub_to_end(len(live.steps)), trace, "")
             return
         yield (*_player(live, status_md(msg, "error")), "", "", blank, None, "")
         return
-    core.clear_stop(live.share_id)
+    stops.clear_stop(live.share_id)
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
         yield from _watched(live, note)
-    core.clear_skip(live.share_id)
-    core.remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
+    stops.clear_skip(live.share_id)
+    remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
     yield _finished(live, note, request)
 
 
 def skip_to_end(sid):
     """Skip to end pressed: the Watch pace stops and the run's last frame shows at once."""
     if sid:
-        core.request_skip(sid)
+        stops.request_skip(sid)
 
 
 def speedup(link):
@@ -173,7 +177,7 @@ def speedup(link):
     unstored run on a compute slot), in its own line under the figures, so stepping through the
     trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link,
     which appears only once the run is stored."""
-    _, line = core.speedup_for(share.share_id_from_link(link))
+    _, line = speedup_for(share.share_id_from_link(link))
     return line
 
 
@@ -181,7 +185,7 @@ def _last_stored_run(sid: str, seconds: float = 10.0):
     """The newest run of session `sid` once the store holds one (None after `seconds`)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        sess = core.store().get_session(sid)
+        sess = store().get_session(sid)
         if sess is not None and sess.runs:
             return sorted(sess.runs, key=lambda r: r.id)[-1]
         time.sleep(0.05)
@@ -195,17 +199,17 @@ def stop_run(sid, request: gr.Request = None):
     keep = gr.update()
     if not sid:
         return (status_md("Nothing is running."), keep, keep, keep, *idle())
-    core.request_stop(sid)
+    stops.request_stop(sid)
     run = _last_stored_run(sid)
     if run is None:
         return (status_md("Stopped before the first round was stored; nothing to replay."), keep, keep, keep, *idle())
-    view = core.load_session(sid).view_for(run)
-    trace = core.trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
-    core.clear_stop(sid)
+    view = load_session(sid).view_for(run)
+    trace = trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
+    stops.clear_stop(sid)
     if run.status == "ok":
         msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
     else:
-        msg = _stopped_msg(core.new_state(view, run.steps))
+        msg = _stopped_msg(token_views.new_state(view, run.steps))
     return (msg, share.share_link(request, sid), trace, _scrub_to_end(len(run.steps)), *idle())
 
 
@@ -214,7 +218,7 @@ def remembering_run(remember):
     arrived; when it did not (the stream broke off, the run was stopped by its budget or a
     disconnect) the session the run announced is listed once the store holds it."""
     def remember_run(link, sid, ids):
-        if not share.share_id_from_link(link) and sid and core.store().get_session(sid) is not None:
+        if not share.share_id_from_link(link) and sid and store().get_session(sid) is not None:
             link = f"?{share.QUERY_KEY}={sid}"
         return remember(link, ids)
     return remember_run
@@ -235,7 +239,7 @@ def frame(trace, i: int, st=None):
     steps = trace["steps"]
     i = max(0, min(int(i or 0), len(steps)))
     if st is None:
-        st = core.new_state(trace["view"], steps, i)
+        st = token_views.new_state(trace["view"], steps, i)
     where = f"step {i}/{len(steps)}" + (f" · {_event(steps[i - 1])}" if i else "")
     return view_html(st, trace.get("title", "")), detail_table(st.detail), counters_md(st, where), i
 
@@ -307,7 +311,7 @@ def paced(view: dict, steps: list, start: int, speed, stop=lambda: False):
     a frame goes out before every wait (so drafts stay on screen until the decision after them),
     except that states less than FRAME_GAP apart are merged. `stop()` ends it early."""
     n = len(steps)
-    st = core.new_state(view, steps, start)
+    st = token_views.new_state(view, steps, start)
     due = shown = time.perf_counter()
     for j in range(start, n):
         due += _delay(steps, j, speed)
@@ -420,7 +424,7 @@ def wire(p: Page, remember) -> None:
                               api_visibility="private").then(
         run_page, [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)

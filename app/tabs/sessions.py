@@ -8,9 +8,10 @@ import gradio as gr
 
 from engine.errors import BadParameterError
 
-from .. import core, plots, share
-from ..core import readable
+from .. import choices, plots, replay, share, token_views
+from ..errors import readable
 from ..render import counters_md, esc, view_html
+from ..store import store
 from . import exactness
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
@@ -28,7 +29,7 @@ def _own_ids(ids) -> list[str]:
 def recent(ids):
     """The sessions this browser ran or opened (ids kept in its localStorage), newest first. The store
     is never listed wholesale: a share id is the only key to a session."""
-    return share.recent_html(core.store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
+    return share.recent_html(store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
 
 
 def remember(link, ids):
@@ -45,7 +46,7 @@ def _compare_values(rp) -> dict:
     sides = []
     for run in rp.runs[:2]:
         v = rp.view_for(run)
-        sides.append((run, core.new_state(v, run.steps)))
+        sides.append((run, token_views.new_state(v, run.steps)))
     (ra, sa), (rb, sb) = sides
     f1, f2 = plots.compare_figures([(f"A: {ra.sampler}", ra.steps), (f"B: {rb.sampler}", rb.steps)])
     rows = []
@@ -63,14 +64,14 @@ def _compare_values(rp) -> dict:
 
 def restore_values(share_id: str, request=None) -> dict:
     """Everything the page shows for a stored session, from the store only (no model run)."""
-    rp = core.load_session(share_id)
+    rp = replay.load_session(share_id)
     if not rp.runs:
         raise BadParameterError("This session has no stored run to replay.")
     sess = rp.session
     main = rp.runs[0]
     view = rp.view_for(main)
     prm = main.params
-    st = core.new_state(view, main.steps)
+    st = token_views.new_state(view, main.steps)
     title = f"{main.sampler} on {prm.get('model', sess.model)}"
     note = "" if main.status == "ok" else f" (this run was {main.status}; the partial trace is shown)"
     return {
@@ -93,14 +94,14 @@ def restore_values(share_id: str, request=None) -> dict:
         "completed": main.completed_text,
         "link": share.share_link(request, sess.share_id),
         "nsteps": len(main.steps),
-        "trace": core.trace_ref(main.id, view, main.steps, title),  # the player's state holds the run's id
+        "trace": replay.trace_ref(main.id, view, main.steps, title),  # the player's state holds the run's id
         "compare": _compare_values(rp) if rp.kind == "compare" and len(rp.runs) >= 2 else None,
     }
 
 
 def _updates(p: Page, v: dict) -> dict:
     """The restored values as updates of the page's components."""
-    names = core.list_models(v["domain"], core.sampler_kind(v["sampler"]))
+    names = choices.list_models(v["domain"], choices.sampler_kind(v["sampler"]))
     upd = {
         p.domain: v["domain"], p.model: gr.update(choices=sorted(set(names) | {v["model"]}), value=v["model"]),
         p.text: v["text"], p.sampler: v["sampler"], p.k: v["k"], p.temperature: v["temperature"], p.seed: v["seed"],

@@ -8,9 +8,10 @@ import gradio as gr
 from engine.samplers import SAMPLERS
 from storage import stats_to_csv
 
-from .. import core, plots
-from ..core import DOMAINS
+from .. import choices, plots
+from ..examples import DOMAINS
 from ..exports import cached_export
+from ..store import store
 from .common import Page, empty_table, guarded
 
 STATS_HEADERS = ["model", "sampler", "params", "runs", "masked tokens", "calls", "tokens/call", "tokens/round"]
@@ -22,7 +23,7 @@ def _opt(v):
 
 def _row(g) -> list[str]:
     tpc, tpr = g.mean_tokens_per_call, g.mean_tokens_per_round
-    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(core.shown_params(g.sampler, g.params).items())),
+    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(choices.shown_params(g.sampler, g.params).items())),
             str(g.runs), str(g.masked_tokens), f"{g.calls:g}",
             "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"]
 
@@ -30,7 +31,7 @@ def _row(g) -> list[str]:
 @guarded
 def stats(domain, model, sampler):
     """The filtered groups: three figures, the table and the CSV file behind the download button."""
-    groups = core.store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
+    groups = store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
     f1, f2, f3 = plots.stats_figures(groups)
     rows = [_row(g) for g in groups]
     path = cached_export(("stats", _opt(domain), _opt(model), _opt(sampler)), "infill-stats",
@@ -42,7 +43,7 @@ def stats(domain, model, sampler):
 @guarded
 def stats_filters():
     """The filters' choices: every listed model and every model a stored session used."""
-    ms = sorted(set(core.list_models()) | {s.model for s in core.store().list_sessions(200)})
+    ms = sorted(set(choices.list_models()) | {s.model for s in store().list_sessions(200)})
     return gr.update(choices=["all", *ms]), gr.update(choices=["all", *SAMPLERS])
 
 
