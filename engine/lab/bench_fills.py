@@ -223,6 +223,10 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
             "recovery_unigram_expected": expected_uni / n_tot, "seeds": seeds, "rows": rows}
 
 
+#: the domains this benchmark has a hand-made fill set for (engine/lab/benchdata/fills_*.json)
+FILL_SETS = ("text", "code", "protein")
+
+
 def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | None = None,
               modes: list[bool] | None = None, sampler: str = "assd", k: int = 5, limit: int | None = None,
               models: dict[str, str] | None = None, progress=None,
@@ -242,7 +246,7 @@ def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | No
         elif d == "protein":
             out["protein"] = bench_protein(model, seeds, temperatures, sampler, k, limit)
         else:
-            raise ValueError(f"no fill set for domain {d!r} (fill sets: text, code, protein)")
+            raise ValueError(f"no fill set for domain {d!r} (fill sets: {', '.join(FILL_SETS)})")
         if progress:
             progress(d, out[d])
     return out
@@ -293,7 +297,8 @@ def run(argv: list[str]) -> int:
     """`python -m engine bench fills`: the command line of the fill benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench fills", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--domains", default=",".join(studio_domains()))
+    ap.add_argument("--domains", default=",".join(d for d in studio_domains() if d in FILL_SETS),
+                    help=f"comma-separated; the domains with a fill set: {', '.join(FILL_SETS)}")
     ap.add_argument("--seeds", type=int, default=5, help="samples per item and setting")
     ap.add_argument("--temperatures", default="1,0.4")
     ap.add_argument("--modes", default="before,after", help="before: space in the context; after: the mask owns it")
