@@ -13,6 +13,7 @@ from collections import OrderedDict
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import InfillError
+from engine.params import KNOBS
 
 from . import cancels
 from .slots import Cancelled, Turns, admission, slots, small_run_tokens
@@ -72,10 +73,11 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
     run = live.run
     p = run.params
     same = sampler == run.spec.name
-    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed,
-                     temperature=p.get("temperature", 1.0), k=p.get("k", 5) if same else 5,
-                     steps=p.get("steps") if same else None, dtau=p.get("dtau", 0.05), window=p.get("window", "cosine"),
-                     inner=p.get("inner", 1), draft_model=run.draft_lm.name if same and run.draft_lm else None,
+    knobs = {name: p.get(name, k.default) for name, k in KNOBS.items()}  # the run's, else the table's default
+    if not same:  # another sampler: its own draft length and step count
+        knobs.update(k=KNOBS["k"].default, steps=KNOBS["steps"].default)
+    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed, **knobs,
+                     draft_model=run.draft_lm.name if same and run.draft_lm else None,
                      allow_paths=False, budget=Budget.from_env())
 
 

@@ -1,4 +1,5 @@
-"""The sampler catalogue: each name maps to a generator of Steps and the knobs it reads.
+"""The sampler catalogue: each name maps to a generator of Steps and the knobs it reads (each knob
+is described once, in engine.params.KNOBS; `readers` turns the catalogue around).
 
 DRAFTER_KIND: samplers that also load a second network, and the model kind it must be."""
 
@@ -26,7 +27,7 @@ class SamplerSpec:
     name: str
     family: str  # "asarm": drives an AS-ARM oracle; "hybrid": drives a hybrid model
     cache: bool  # KV cache on by default (AS-ARM family)
-    params: tuple[str, ...]
+    params: tuple[str, ...]  # the knobs it reads: names of engine.params.KNOBS
     help: str
     run: Callable[..., Iterator[Step]]
     default_steps: int = 32  # T when the caller gives none
@@ -151,3 +152,8 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     run_ptp),
     ]
 }
+
+
+def readers(knob: str) -> list[str]:
+    """The samplers that read a knob (from their catalogue entries), in catalogue order."""
+    return [s.name for s in SAMPLERS.values() if knob in s.params]
