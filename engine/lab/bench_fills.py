@@ -31,9 +31,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..api import InfillRun, joint_log_prob
+from ..api import joint_log_prob
 from ..masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
 from ..registry import LoadedModel, default_model, load
+from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"
 WORD_FILL = re.compile(r" ([A-Za-z]+(?:['-][A-Za-z]+)*)")  # one word, owning the space before it
@@ -77,11 +78,8 @@ def mask_word(text: str, start: int, end: int, lm: LoadedModel, word_boundary: b
                              default_span=DEFAULT_SPAN.get(lm.domain, 8), word_boundary=word_boundary)
 
 
-def _sample(mi: MaskedInput, model: str, sampler: str, k: int, seed: int, temperature: float) -> str:
-    run = InfillRun(masked_input=mi, model=model, sampler=sampler, k=k, seed=seed, temperature=temperature)
-    for _ in run.stream():
-        pass
-    return run.result(with_log_prob=False).text
+def _sample(mi: MaskedInput, lm: LoadedModel, sampler: str, k: int, seed: int, temperature: float) -> str:
+    return drain(lm, mi, sampler, seed, k=k, temperature=temperature).result.text
 
 
 def judge_word(completed: str, prefix: str, suffix: str, accept: set[str], vocab: frozenset[str] | None) -> dict:
@@ -112,7 +110,7 @@ def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bo
             ref = before + it["accept"][0] + after
             mi = mask_word(ref, len(before), len(before) + len(it["accept"][0]), lm, wb, length)
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 j = judge_word(out, before[:-1], after, set(it["accept"]), vocab)
                 acc += j["accepted"]
                 whole += j["whole_word"]
@@ -150,7 +148,7 @@ def bench_code(model: str, seeds: int, temperatures: list[float], modes: list[bo
                 end = start + len(it["masked"])
                 mi = mask_word(src, start, end, lm, wb)
                 for s in range(seeds):
-                    out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                    out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                     passed += run_program(out + "\n" + it["tests"])
                     exact += out == src
                     runs += 1
@@ -210,7 +208,7 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
                "nll_model": -lp / len(pos), "nll_unigram": u / len(pos)}
         for t in temperatures:
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 hit = sum(out[p] == seq[p] for p in pos)
                 rec[t][0] += hit
                 rec[t][1] += len(pos)
