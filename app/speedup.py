@@ -28,7 +28,7 @@ def speedup_applies(live: Live) -> bool:
     """A finished AS-ARM run of a sampler other than the baseline, with the line switched on."""
     run = live.run
     return (live.result is not None and os.environ.get("INFILL_SPEEDUP", "1") != "0"
-            and run.spec.family != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
+            and run.spec.kind != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
 
 
 _SPEEDUP_PENDING: OrderedDict[str, Live] = OrderedDict()  # share id -> finished run, newest last

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from ..api import InfillRun
 from ..domains import CORPUS_DATA, DOMAINS, studio_domains
 from ..masking import parse_masked_text
 from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
 from .progress import add_quiet_arg, set_quiet
+from .runs import drain
 from .shard import is_main, shard_map
 from .workloads import masked_windows, separator_ids
 
@@ -95,10 +95,7 @@ def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
 
     def spans(i: int, mi) -> list[str]:
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i)
-        for _ in run.stream():
-            pass
-        return [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
+        return [sp.text for sp in drain(lm, mi, sampler, i).result.spans]  # generated words only
 
     texts = [t for one in shard_map(spans, inputs, desc=f"eval {name}: spelling") for t in one]
     return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(inputs),
@@ -140,10 +137,7 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         keep_suf = min(len(suf), room - keep_pre)
         text = lm.codec.decode(pre[len(pre) - keep_pre :]) + f"[MASK:{n}]" + lm.codec.decode(suf[:keep_suf])
         mi = parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens + 8)
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i, draft_model=draft_model)
-        for _ in run.stream():
-            pass
-        res = run.result(with_log_prob=False)
+        res = drain(lm, mi, sampler, i, draft_model=draft_model).result
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
         return run_tests_in_subprocess(program), float(res.calls), int(res.masked_tokens)
 
