@@ -28,8 +28,27 @@ def drafter_for_training(a, ap) -> tuple:
     head = PtpHead(PtpConfig.for_teacher(lm.model.config, a))
     with torch.no_grad():  # start from the teacher's token embeddings
         head.tok_embed.weight.copy_(lm.model.embed.weight.float())
+    if getattr(a, "init", None):  # warm start (e.g. a one-pass head from a draft-mode one): shared weights copied
+        warm_start(head, a.init)
     head.attach_teacher(lm.model)
     return lm.codec, head
+
+
+@torch.no_grad()
+def warm_start(head: PtpHead, folder: str) -> list[str]:
+    """Copy every weight of the PTP head in `folder` whose name and shape match into `head`; the
+    rest (a one-pass head's u_embed and low-rank term) keeps its initialisation (zero output:
+    the warm-started head starts as the old head reading e_{j-1} where it read d_{j-1}).
+    Returns the names copied; refuses a folder that shares none."""
+    from ..registry import load
+
+    old = load(folder).model.state_dict()
+    mine = head.state_dict()
+    copied = [n for n, t in old.items() if n in mine and mine[n].shape == t.shape]
+    if not copied:
+        raise SystemExit(f"error: --init {folder}: no weight of that PTP head fits this one (sizes differ)")
+    head.load_state_dict({**mine, **{n: old[n].float() for n in copied}})
+    return copied
 
 
 @torch.no_grad()
