@@ -254,11 +254,13 @@ def test_wrong_drafter_is_a_clear_error(tiny_asarm):
         run(tiny_asarm, mi, tiny_asarm, 0)  # an AS-ARM is not a PTP head
 
 
-def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path):
+@pytest.mark.parametrize("mode,rank", [("draft", 0), ("onepass", 4)])
+def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path, mode, rank):
     """The training loss is finite, trains only the head, and a few steps reduce it."""
     a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
-                           window=0)
+                           window=0, ptp_mode=mode, prev_rank=rank)
     codec, head = drafter_for_training(a, None)
+    assert head.config.mode == mode
     head = head.to(torch.float64)
     teacher_before = [p.clone() for p in tiny_asarm.model.parameters()]
     gen = torch.Generator().manual_seed(0)
@@ -275,6 +277,27 @@ def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_p
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < 0.7 * losses[0]
     assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
+
+
+def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asarm):
+    """--init copies the draft-mode head's shared weights (the one-pass extras start at zero, so the
+    warm head is the old head reading e_{j-1}); --prev-init bigram sets the low-rank term to the
+    corpus's bigram PMI: a token that always follows another gets a large term."""
+    from engine.lab.train_ptp import bigram_init, warm_start
+
+    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
+                           window=0, ptp_mode="onepass", prev_rank=3)
+    _, head = drafter_for_training(a, None)
+    copied = warm_start(head, str(heads["random"].path))
+    old = heads["random"].model.state_dict()
+    assert {"in_proj.weight", "tok_embed.weight", "out.weight"} <= set(copied)
+    assert all(torch.equal(head.state_dict()[n], old[n].float()) for n in copied)
+    assert float(head.u_embed.weight.detach().abs().sum()) == 0
+    stream = torch.tensor([4, 5, 6] * 50 + [5, 4] * 5)
+    bigram_init(head, stream)
+    with torch.no_grad():
+        term = head.prev_out(head.prev_in.weight[4])
+    assert int(term.argmax()) == 5 and float(head.prev_gate.weight.detach().abs().sum()) == 0
 
 
 def test_head_step_with_its_cache_gives_the_full_causal_pass(heads):

@@ -36,14 +36,16 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, temperature: float) -> dict:
+def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, temperature: float,
+                 draft_model: str | None = None) -> dict:
     """Every sampler on one input, one right after the other (drift in machine load hits every
     sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds."""
     out = {}
     for s in samplers:
         name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
         run = InfillRun(masked_input=mi, model=model, sampler=name, k=k, seed=seed, temperature=temperature,
-                        cache=True if opt == "cache" else None)
+                        cache=True if opt == "cache" else None,
+                        draft_model=draft_model if name == "assd-ptp" else None)
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in run.stream():
             pass
@@ -96,7 +98,8 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
 
 
 def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
-                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None) -> dict:
+                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
+                   draft_model: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
@@ -104,7 +107,8 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     span texts it wrote) and the lines left out."""
     lm = load(model)
     inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
-    measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature), inputs,
+    measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature, draft_model),
+                         inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
@@ -179,6 +183,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--draft-model", default=None,
+                    help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
@@ -188,7 +194,7 @@ def cli(argv: list[str]) -> int:
     if a.threads:
         set_threads(a.threads)
     res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,
-                         a.samplers.split(","), a.seed, inputs_file=a.inputs)
+                         a.samplers.split(","), a.seed, inputs_file=a.inputs, draft_model=a.draft_model)
     if not is_main():
         return 0  # the main process prints what every process measured
     if a.json:

@@ -19,6 +19,19 @@ Our realisation is categorical PTP with a small autoregressive head:
 * drafts are drawn left to right, d_j = F^-1_{p_j}(u_j) (inverse CDF, `sample_categorical`),
   so d_j is a deterministic function of the context and u_1..u_j, which is PTP's functional form.
 
+Two modes (config.mode; old checkpoints have no field and load as "draft"):
+
+* "draft" (above): row j reads d_{j-1}, so a round takes k sequential head steps (`step`, with a
+  K/V cache) plus a window pass: about k + 1 head passes a round;
+* "onepass": row j reads u_{j-1} instead, as the paper has it: its 32 float bits through a linear
+  layer (`u_embed`, PTP §3.1 eq. 14) plus the embedding of e_{j-1} = F^-1_{softmax(asarm_{j-1})}(u_{j-1}),
+  the token the AS-ARM's parallel row would draw at that uniform (a distribution fixed before the
+  round, so e_{j-1} is a function of the context and u_{j-1} only). Every row of a round then
+  comes out of ONE pass of the head (`draft_pass`). Optionally (config.prev_rank = r > 0) each row
+  adds a low-rank logit term on the real previous draft, prev_out(prev_in[d_{j-1}] * (1 +
+  prev_gate(h_j))): a table lookup and a [V, r] matvec per row, not a pass of the head, and d_{j-1}
+  is itself a function of u_<j, so p_j is still fixed before u_j.
+
 Why categorical and not one-hot: the part of the u -> token map that is hard to learn, the
 inverse CDF over a 4096-token vocabulary, is computed exactly instead of being learned; the head
 only learns the conditional distribution, by distillation against the teacher's full rows (a
@@ -33,7 +46,9 @@ Training (`python -m engine train --kind ptp --teacher DIR`) distils from the fr
 the training corpus: the data tokens play the drafts d_<j (the paper's teacher-forced
 auxiliaries: a data token is what the teacher's inverse CDF returns for a u drawn uniformly
 within that token's CDF interval, so conditioning on u_<j there is conditioning on the data
-prefix), and the target for row j is the teacher's row at r_j given the data prefix.
+prefix), and the target for row j is the teacher's row at r_j given the data prefix. A one-pass
+head gets u_{j-1} uniform within the data token's CDF interval under the teacher's exact row j-1
+(the paper's teacher-forced auxiliaries, its appendix on training) and e_{j-1} from that u.
 """
 
 from __future__ import annotations

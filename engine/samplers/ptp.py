@@ -4,7 +4,9 @@ Shape of a round (the pipelined sampler's, docs/DESIGN.md §3.4): the previous c
 k masked positions in lattice order, the AS-ARM's parallel rows (logits + normed query states).
 The PTP head (engine/models/ptp.py) turns them into dependent drafts left to right:
 p_j = softmax(asarm_j + head_j(states, d_<j)) and d_j = F^-1_{p_j}(u_j), so each draft is a
-function of the context and u_1..u_j only. One AS-ARM call then gives the exact rows
+function of the context and u_1..u_j only. A one-pass head (config.mode "onepass") draws
+u_1..u_m first and computes every p_j in one pass from u_<j (`row_inputs` says what row j reads),
+plus, with prev_rank, a low-rank logit term on d_{j-1}; then d_j = F^-1_{p_j}(u_j) row by row. One AS-ARM call then gives the exact rows
 q_j = p(. | decided, d_<j) for every draft, plus the parallel rows of every possible next round.
 The drafts are verified left to right by the shared speculative rule (engine.acceptance), as
 every speculative sampler here is.
@@ -19,8 +21,10 @@ row of a round that follows a fully accepted round is the AS-ARM's exact row (no
 from its context), so its draft is kept without a test, as in pipelined ASSD. A head that let
 row j see u_j' for j' > j (or later drafts) would break this, which is why its attention is causal.
 
-Calls: one AS-ARM call per round (the head's k tiny steps run on the host after the call and are
-not counted as AS-ARM calls; wall-clock ratios in `python -m engine bench assd` include them).
+Calls: one AS-ARM call per round (the head's passes run on the host after the call and are not
+counted as AS-ARM calls: k steps plus a window pass for a draft-mode head, one pass for a one-pass
+head; `drafter_passes` counts them, and wall-clock ratios in `python -m engine bench assd` include them).
+The AS-ARM's states come from the oracle (`call(..., states=True)`), not from a forward hook.
 """
 
 from __future__ import annotations
