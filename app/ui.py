@@ -1,6 +1,7 @@
 """The Gradio Blocks page: the editor on top, then tabs for the step player, the comparison, the
-exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are thin: the logic
-lives in app.core (runs, replay), app.render (HTML), app.plots (figures) and app.share (links)."""
+exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are
+thin: the logic lives in app.form (checks), app.streaming (runs), app.speedup, app.replay, app.render
+(HTML), app.plots (figures) and app.share (links)."""
 
 from __future__ import annotations
 

@@ -14,24 +14,25 @@ from dataclasses import dataclass, field
 import torch
 
 from .budget import Budget, Meter, install
+from .domains import default_span, line_masks
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
+from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
-from .params import real_number, whole_number
+from .params import KNOBS, LIMITS, read_knob, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
 
-LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau": (1e-4, 1.0), "inner": (1, 64)}
+# LIMITS (imported above, read by the app and engine.exactness): the knobs' accepted ranges, engine.params.KNOBS
 
 
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
     """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
     domain's default span)."""
-    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=DEFAULT_SPAN.get(lm.domain, 8),
-                             line_masks=lm.domain == "code")
+    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=default_span(lm.domain),
+                             line_masks=line_masks(lm.domain))
 
 
 @dataclass
@@ -131,12 +132,11 @@ class RunContext:
                  draft_lm: LoadedModel | None = None):
         self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
         self.gen = generator_for(seed)
+        # every knob of engine.params.KNOBS as an attribute (ctx.k, ctx.dtau ...): the run's value, else
+        # the table's default (steps: the sampler's own)
+        for name, knob in KNOBS.items():
+            setattr(self, name, params.get(name, spec.default_steps if name == "steps" else knob.default))
         self.temperature = params["temperature"]
-        self.k = params.get("k", 5)
-        self.steps = params.get("steps", 32)
-        self.dtau = params.get("dtau", 0.05)
-        self.window = params.get("window", "cosine")
-        self.inner = params.get("inner", 1)
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
         self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
         self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
@@ -203,13 +203,13 @@ class InfillRun:
         sampler: str = DOMAIN_DEFAULT,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = 1.0,
-        k: int = 5,
+        temperature: float = KNOBS["temperature"].default,
+        k: int = KNOBS["k"].default,
         cache: bool | None = None,
-        steps: int | None = None,
-        dtau: float = 0.05,
-        window: str = "cosine",
-        inner: int = 1,
+        steps: int | None = KNOBS["steps"].default,
+        dtau: float = KNOBS["dtau"].default,
+        window: str = KNOBS["window"].default,
+        inner: int = KNOBS["inner"].default,
         draft_model: str | LoadedModel | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
@@ -227,13 +227,12 @@ class InfillRun:
         seed = whole_number("seed", seed)
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
-        k, inner = whole_number("k", k), whole_number("inner", inner)
-        steps = spec.default_steps if steps is None else whole_number("steps", steps)
-        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
+        k, inner, temperature, dtau = (read_knob(n, v) for n, v in
+                                       (("k", k), ("inner", inner), ("temperature", temperature), ("dtau", dtau)))
+        steps = spec.default_steps if steps is None else read_knob("steps", steps)
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
-        if window not in ("cosine", "linear"):
-            raise BadParameterError(f"window must be 'cosine' or 'linear', got {window[:40]!r}.")
+        read_knob("window", window)
         # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
         # a torch.device; None reads INFILL_DEVICE (engine/device.py)
         self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
@@ -261,6 +260,7 @@ class InfillRun:
         self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
+        self.call_shapes: list[tuple[int, int]] = []
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
@@ -269,6 +269,7 @@ class InfillRun:
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
         self.drafter_passes = ctx.drafter_passes
+        self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):
                 install(lm.model)

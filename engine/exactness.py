@@ -43,7 +43,7 @@ from scipy.stats import chi2
 from .acceptance import Verdict, sample_categorical, tempered_probs, uniform
 from .api import InfillRun, _check, make_oracle, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from .params import real_number, whole_number
+from .params import KNOBS, real_number, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
 from .samplers.assd import assd
@@ -150,8 +150,8 @@ def hybrid_prob(lm: LoadedModel, mi, fill: Fill, params: dict) -> float:
     for pos, tok in zip(mi.masked, fill):
         tokens[pos] = tok
     return math.exp(log_prob_marginal(
-        lm.model, mi, tokens, temperature=params["temperature"], dtau=params.get("dtau", 0.05),
-        window=params.get("window", "cosine"), inner=params.get("inner", 1)))
+        lm.model, mi, tokens, temperature=params["temperature"], dtau=params.get("dtau", KNOBS["dtau"].default),
+        window=params.get("window", KNOBS["window"].default), inner=params.get("inner", KNOBS["inner"].default)))
 
 
 # ----------------------------------------------------------------------------- the test
@@ -365,12 +365,12 @@ class ExactnessCheck:
         model: str | None = None,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = 1.0,
-        k: int = 5,
-        steps: int | None = None,
-        dtau: float = 0.05,
-        window: str = "cosine",
-        inner: int = 1,
+        temperature: float = KNOBS["temperature"].default,
+        k: int = KNOBS["k"].default,
+        steps: int | None = KNOBS["steps"].default,
+        dtau: float = KNOBS["dtau"].default,
+        window: str = KNOBS["window"].default,
+        inner: int = KNOBS["inner"].default,
         allow_paths: bool = True,
         budget: CheckBudget | None = None,
         device: str | torch.device | None = None,

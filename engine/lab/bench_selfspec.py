@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..cli import add_device_arg
 from ..device import apply_device_flag
+from ..domains import DOMAINS
 from ..registry import LoadedModel, available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
@@ -214,7 +215,7 @@ def run(argv: list[str]) -> int:
     """`python -m engine bench self-spec`: the command line of the self-spec against MDM benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench self-spec")
     ap.add_argument("--model", default=None, help="hybrid model (default: <domain>-hybrid)")
-    ap.add_argument("--domain", default="text", choices=["text", "code", "protein", "chars"],
+    ap.add_argument("--domain", default="text", choices=list(DOMAINS),
                     help="chars: the text8-style character-level experiment (assets/models/chars-hybrid)")
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--length", type=int, default=128, help="tokens per input window")

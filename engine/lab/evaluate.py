@@ -20,10 +20,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from ..domains import DOMAINS, studio_domains
 from ..masking import parse_masked_text
 from ..registry import available, load
 from .cards import DATA_TEXT, KIND_TEXT, stored_dtype, train_command, write_card  # noqa: F401 (their old home)
@@ -71,7 +73,7 @@ def heldout_nll(name: str, n: int = 32, corpus: str | None = None) -> dict:
     elif lm.kind == "hybrid":
         nll = _noncausal_nll(model, x, 0.95, gen)
         out.update(nll_95_masked_noncausal=nll, ppl_95_masked_noncausal=math.exp(nll))
-        if lm.domain == "chars":  # how much the model gains from context: the character experiment's question
+        if quality_of(lm.domain) == BITS_PER_CHAR:  # how much the model gains from context (the character experiment)
             out["bits_per_char_noncausal_by_mask_rate"] = {
                 f"{r:g}": _noncausal_nll(model, x, r, gen) / math.log(2) for r in (0.95, 0.5, 0.05)}
     out["test_tokens"] = int(x.numel() - x.shape[0])
@@ -175,15 +177,32 @@ def evaluate_model(name: str, kind: str, domain: str, samples: int, humaneval_li
 
         return evaluate_ptp(path or name)
     m = heldout_nll(name)
-    if kind == "asarm":
-        if domain == "text":
-            m.update(text_spelling(name, samples))
-        elif domain == "code":
-            m.update(humaneval_pass1(name, humaneval_limit))
-        elif domain == "protein":
-            m.update(protein_unigram(name))
-            m["ppl_vs_unigram"] = m["ppl_left_to_right"] / m["unigram_ppl"]
+    measure = QUALITY.get(quality_of(domain))
+    if kind == "asarm" and measure is not None:
+        m.update(measure(name, m, samples, humaneval_limit))
     return m
+
+
+def _protein_quality(name: str, m: dict) -> dict:
+    out = protein_unigram(name)
+    out["ppl_vs_unigram"] = m["ppl_left_to_right"] / out["unigram_ppl"]
+    return out
+
+
+BITS_PER_CHAR = "bits_per_char_noncausal_by_mask_rate"
+#: how each quality measure named in the domain registry (engine/domains.py, `quality`) is taken
+#: on an AS-ARM: (name, held-out metrics so far, samples, HumanEval limit) -> metrics to add
+QUALITY: dict[str, Callable[[str, dict, int, int | None], dict]] = {
+    "spelling_accuracy_95": lambda name, m, samples, limit: text_spelling(name, samples),
+    "humaneval_single_line_pass1": lambda name, m, samples, limit: humaneval_pass1(name, limit),
+    "ppl_vs_unigram": lambda name, m, samples, limit: _protein_quality(name, m),
+}
+
+
+def quality_of(domain: str) -> str:
+    """The domain's quality measure in the registry ('' for a corpus or an unknown domain)."""
+    d = DOMAINS.get(domain)
+    return d.quality if d is not None else ""
 
 
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
@@ -196,8 +215,9 @@ def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> d
 def cli(argv: list[str]) -> int:
     """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
-    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], action="append",
-                    help="default: text, code and protein (chars: the character-level experiment's hybrid)")
+    ap.add_argument("--domain", choices=list(DOMAINS), action="append",
+                    help=f"default: {', '.join(studio_domains())} (the others: lab experiments, e.g. chars: the "
+                         "character-level experiment's hybrid)")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--model", action="append", default=[],
@@ -225,7 +245,7 @@ def cli(argv: list[str]) -> int:
         lm = load(folder)
         out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path),
                                      corpus=a.corpus)
-    for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
+    for d in [] if a.model and not a.domain else a.domain or studio_domains():
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if not is_main():
         return 0  # every process measured its share; the main one writes and prints

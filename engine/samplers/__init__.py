@@ -1,6 +1,7 @@
 """The sampler catalogue: each name maps to a generator of Steps, the model kind it drives, the
-knobs it reads and, for samplers that draft with a second network, that network's kind and fit
-check (`SecondModel`, engine/samplers/drafting.py).
+knobs it reads (each knob is described once, in engine.params.KNOBS; `readers` turns the
+catalogue around) and, for samplers that draft with a second network, that network's kind and
+fit check (`SecondModel`, engine/samplers/drafting.py).
 
 DRAFTER_KIND: samplers that also load a second network, and the model kind it must be (read from
 the catalogue, kept for callers that only need the kind)."""
@@ -32,17 +33,12 @@ class SamplerSpec:
     name: str
     kind: str  # the model kind it drives: "asarm" (an AS-ARM oracle) or "hybrid"
     cache: bool  # KV cache on by default (AS-ARM samplers)
-    params: tuple[str, ...]
+    params: tuple[str, ...]  # the knobs it reads: names of engine.params.KNOBS
     help: str
     run: Callable[..., Iterator[Step]]
     default_steps: int = 32  # T when the caller gives none
     second: SecondModel | None = None  # the drafting network it also loads, and whether one fits
     calls_bounded: bool = True  # promises calls <= masked tokens (every round: <= 1 call per decided token)
-
-    @property
-    def family(self) -> str:
-        """Old name of `kind`, kept while app/core.py still reads it (issue 23: remove after the app split)."""
-        return self.kind
 
 
 def _hybrid_counter(ctx) -> CallCounter:
@@ -156,6 +152,12 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     run_ptp, second=SecondModel("ptp", ptp_fits)),
     ]
 }
+
+
+def readers(knob: str) -> list[str]:
+    """The samplers that read a knob (from their catalogue entries), in catalogue order."""
+    return [s.name for s in SAMPLERS.values() if knob in s.params]
+
 
 #: Samplers that also load a second network -> the model kind it must be (from the catalogue above)
 DRAFTER_KIND: dict[str, str] = {s.name: s.second.kind for s in SAMPLERS.values() if s.second is not None}
