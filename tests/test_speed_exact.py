@@ -163,7 +163,7 @@ def test_seeded_trace_replays_with_the_original_forward(text_asarm, monkeypatch)
     model = text_asarm.model
     monkeypatch.setattr(oracle_mod, "KVCache", RefCache)
     monkeypatch.setattr(type(model), "forward",
-                        lambda self, *a, cache=None: reference_forward(self, *a, cache=cache))
+                        lambda self, *a, **kw: reference_forward(self, *a, **kw))
     for s, trace in fast.items():
         ref = run(s)
         assert [d for d, _ in ref] == [d for d, _ in trace], s
