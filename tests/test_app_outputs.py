@@ -94,7 +94,7 @@ def studio(tmp_path_factory):
 def test_every_run_update_names_only_run_outputs(studio):
     """Run's frames, a refusal's and Stop's name only components their event lists (Gradio would
     refuse any other), and the last frame carries the text, the link and the trace."""
-    from app.tabs import compare, player
+    from app.tabs import compare, playback, player
 
     frames = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 3, 32, 0.05, "cosine", 1))
     refused = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, -1, 32, 0.05, "cosine", 1))
@@ -105,7 +105,7 @@ def test_every_run_update_names_only_run_outputs(studio):
     assert refused[0]["link"] == "" and "seed" in refused[0]["status"]
     sid = last["link"].split("?s=")[-1]
     assert set(player.stop_run(sid)) <= set(player.STOP_OUTPUTS)
-    assert set(player.frame(last["trace_state"], 1)) == set(player.FRAME_OUTPUTS)
+    assert set(playback.frame(last["trace_state"], 1)) == set(playback.FRAME_OUTPUTS)
     cmp = list(compare.run_compare("text", "text-asarm", TEXT, "sequential", 4, 1.0, 3, 32, 0.05, "cosine", 1,
                                    "assd", "text-asarm"))
     for f in cmp:

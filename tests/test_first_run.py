@@ -140,22 +140,22 @@ def _tiny_trace(tiny, text="ab[MASK:20]cd", sampler="assd-cache"):
 def test_play_speed_counts_decided_tokens(tiny):
     """At "N tokens/s" a trace takes (decided tokens) / N seconds: drafts, rejections and passes
     add no time (the old pace counted every drafted position and ran 3-4x slow)."""
-    from app.tabs import player
+    from app.tabs import playback, player
 
     live = _tiny_trace(tiny)
-    total = sum(player._delay(live.steps, j, "10 tokens/s") for j in range(len(live.steps)))
+    total = sum(playback._delay(live.steps, j, "10 tokens/s") for j in range(len(live.steps)))
     assert total == pytest.approx(20 / 10)
     assert player.watch_rate(12) == player.WATCH_RATE and player.watch_rate(243) == pytest.approx(24.3)
 
 
 def test_paced_frames_show_drafts_before_their_decisions(tiny):
-    from app.tabs import player
+    from app.tabs import playback
 
     live = _tiny_trace(tiny)
-    roles = [set(st.roles) for _, st in player.paced(live.view, live.steps, 0, 20.0)]
+    roles = [set(st.roles) for _, st in playback.paced(live.view, live.steps, 0, 20.0)]
     assert any("drafted" in r for r in roles[:-1]), "a frame with the round's drafts on screen"
     assert "masked" not in roles[-1]
-    stopped = list(player.paced(live.view, live.steps, 0, 1.0, stop=lambda: True))
+    stopped = list(playback.paced(live.view, live.steps, 0, 1.0, stop=lambda: True))
     assert stopped == [], "skip to end stops the pace at once"
 
 

@@ -35,11 +35,12 @@ from engine.exactness import (
 )
 
 from .. import choices, share
+from ..admission import admission
 from ..errors import readable
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
-from ..slots import Turns, admission, slots
+from ..slots import Turns, slots
 from ..store import store
 from .common import Page, components, guarded, named, status_md, warn
 

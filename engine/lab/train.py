@@ -154,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp: training mask rate ~ U(rate-min, 1) per sequence (the benchmark masks 0.95)")
     ap.add_argument("--window", type=int, default=0,
                     help="ptp: the head also reads this many known tokens just left of each round")
+    ap.add_argument("--ptp-mode", choices=["draft", "onepass"], default="draft",
+                    help="ptp: draft = row j reads the previous draft (k head steps a round); onepass = row j "
+                         "reads u_{j-1} (one head pass a round)")
+    ap.add_argument("--prev-rank", type=int, default=0,
+                    help="ptp onepass: rank of the per-row low-rank logit term on the real previous draft (0: none)")
+    ap.add_argument("--prev-init", choices=["zero", "bigram"], default="zero",
+                    help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
     add_quiet_arg(ap)
     return ap
 
