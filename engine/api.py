@@ -157,7 +157,7 @@ def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
     try:
         return default_model(lm.domain, kind)
     except ModelNotFoundError:
-        how = f" (python -m engine train --kind ptp --teacher {lm.name} ...)" if kind == "ptp" else ""
+        how = f" ({spec.second.how.format(model=lm.name)})" if spec.second.how else ""
         raise ModelNotFoundError(
             f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
             f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None

@@ -442,8 +442,7 @@ class ExactnessCheck:
         spec = check_samplers()[name]
         base = name if name in SAMPLERS else "assd-cache"  # a wrong sampler borrows its base's checks
         o = self.opts
-        run = InfillRun(masked_input=self.mi, model=str(self.lm.path) if self.lm.hub_id is None else self.lm.hub_id,
-                        sampler=base, seed=seed, **o, device=self.lm.device)
+        run = InfillRun(masked_input=self.mi, model=self.lm, sampler=base, seed=seed, **o, device=self.lm.device)
         if name not in SAMPLERS:
             run.spec = spec
         return run

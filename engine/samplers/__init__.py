@@ -149,7 +149,7 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
                     "parallel rows into k dependent drafts (each sees the drafts before it); the next call "
                     "verifies them and proposes the next round. Exact. Needs a PTP drafter (text-ptp).",
-                    run_ptp, second=SecondModel("ptp", ptp_fits)),
+                    run_ptp, second=SecondModel("ptp", ptp_fits, "python -m engine train --kind ptp --teacher {model} ...")),
     ]
 }
 
