@@ -87,7 +87,7 @@ def local_ways(sampler: str, model: str) -> dict[str, Callable[[], None]]:
 
     def handler() -> None:
         frames = list(run_infill(*form))
-        assert frames and "Done" in frames[-1][0], frames[-1][0] if frames else "no update"
+        assert frames and "Done" in frames[-1]["status"], frames[-1]["status"] if frames else "no update"
 
     return {"cli": cli, "handler": handler}
 

@@ -16,7 +16,8 @@ from engine.errors import InfillError
 from engine.params import KNOBS
 
 from . import cancels
-from .slots import Cancelled, Turns, admission, slots, small_run_tokens
+from .admission import admission, small_run_tokens
+from .slots import Cancelled, Turns, slots
 from .streaming import Live
 
 log = logging.getLogger("app")
@@ -28,7 +29,7 @@ def speedup_applies(live: Live) -> bool:
     """A finished AS-ARM run of a sampler other than the baseline, with the line switched on."""
     run = live.run
     return (live.result is not None and os.environ.get("INFILL_SPEEDUP", "1") != "0"
-            and run.spec.family != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
+            and run.spec.kind != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
 
 
 _SPEEDUP_PENDING: OrderedDict[str, Live] = OrderedDict()  # share id -> finished run, newest last
@@ -122,7 +123,7 @@ def speedup_line(live: Live) -> str:
         # against the visitor's runs in progress (a Compare started right after Run is two runs)
         with admission().enter(None, n > small_run_tokens(), cancelled):
             base, run = _timed_pairs(live, name)
-    except (Cancelled, InfillError):  # cancelled, refused (slots.Busy) or over its budget: no line
+    except (Cancelled, InfillError):  # cancelled, refused (admission.Busy) or over its budget: no line
         return ""
     except Exception:  # noqa: BLE001 - the extra timing must never spoil a finished, stored run
         log.exception("timing cached sequential decoding failed")

@@ -13,13 +13,14 @@ from engine.api import InfillRun
 from engine.trace import Step
 
 from . import cancels
+from .admission import admission, small_run_tokens
 from .form import Form, prepare
 from .pending_sessions import create_session, mark_stored, pending_session
 from .render import TraceState
-from .slots import Cancelled, Turns, admission, slots, small_run_tokens
+from .slots import Cancelled, Turns, slots
 from .stops import stop_requested
 from .store import store
-from .token_views import new_state, token_view
+from .token_views import run_state, token_view
 
 
 def min_interval() -> float:
@@ -62,8 +63,8 @@ def rounds(live: Live) -> Iterator[Live]:
     computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
     consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
     visitor cancelled it while it waited for its first slot ends at once and stores nothing.
-    The run is first admitted (app.slots.Admission: a few runs per visitor, long runs bounded); a
-    refusal raises slots.Busy, an InfillError with the message, and stores nothing."""
+    The run is first admitted (app.admission: a few runs per visitor, long runs bounded); a
+    refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
     try:
         with admission().enter(live.owner, long, lambda: cancels.cancelled_since(live.owner, live.created)):
@@ -142,4 +143,4 @@ def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, new_state(view), share_id, owner=owner)
+    return Live(run, view, run_state(run, view), share_id, owner=owner)

@@ -5,6 +5,7 @@ the masked positions blank, token ids, spans) stored with each session, and the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from engine import registry
 from engine.api import InfillRun
@@ -48,7 +49,16 @@ def bytes_for(view: dict):
         return None
 
 
-def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = None) -> TraceState:
-    """The display state of a view after `upto` of `steps` (all of them by default)."""
+def new_state(view: dict, steps: list[Step] | None = None, upto: int | None = None,
+              bytes_of: Callable[[int], bytes] | None = None) -> TraceState:
+    """The display state of a view after `upto` of `steps` (all of them by default). `bytes_of`
+    is the model's token id -> bytes when the caller holds it; else it is looked up by the view's
+    model name (a replay, with no model loaded)."""
     return fold(list(view["token_texts"]), list(view["masked"]), steps or [], upto,
-                ids=view.get("token_ids"), bytes_of=bytes_for(view))
+                ids=view.get("token_ids"), bytes_of=bytes_of if bytes_of is not None else bytes_for(view))
+
+
+def run_state(run: InfillRun, view: dict) -> TraceState:
+    """The empty display state of a run about to stream, drawn with the tokenizer the run already
+    holds (never loaded again from the model's folder)."""
+    return new_state(view, bytes_of=bytes_fn(run.lm.codec))

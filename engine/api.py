@@ -20,7 +20,7 @@ from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .oracle import AsArmOracle
 from .params import KNOBS, LIMITS, read_knob, whole_number
 from .registry import LoadedModel, default_model, load
-from .samplers import DOMAIN_DEFAULT, DRAFTER_KIND, SAMPLERS, SamplerSpec, default_sampler
+from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
@@ -95,10 +95,10 @@ class InfillResult:
 #: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
 _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "text": ((str,), "a string"),
-    "model": ((str,), "a model name, folder or Hub id (a string)"),
+    "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model (engine.registry.LoadedModel)"),
     "sampler": ((str,), "a sampler name (a string)"),
     "domain": ((str,), "a domain name (a string)"),
-    "draft_model": ((str,), "a model name, folder or Hub id (a string)"),
+    "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
     "cache": ((bool,), "True or False"),
     "window": ((str,), "'cosine' or 'linear'"),
     "masked_input": ((MaskedInput,), "an engine.masking.MaskedInput"),
@@ -139,7 +139,7 @@ class RunContext:
         self.temperature = params["temperature"]
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
         self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
-        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.family == "asarm" else None
+        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
         self.counter = None  # hybrid samplers install their own call counter
         self.rec = Recorder(lm.codec.token_text, self.calls)
 
@@ -150,9 +150,10 @@ class RunContext:
         return base + self.extra_calls[0]
 
 
-def _default_drafter(lm: LoadedModel, sampler: str) -> str:
-    """The bundled drafter of the model's domain, or a message saying what is missing."""
-    kind = DRAFTER_KIND[sampler]
+def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
+    """The bundled drafter of the model's domain (the catalogue's SecondModel kind), or a message saying
+    what is missing."""
+    kind, sampler = spec.second.kind, spec.name
     try:
         return default_model(lm.domain, kind)
     except ModelNotFoundError:
@@ -160,6 +161,23 @@ def _default_drafter(lm: LoadedModel, sampler: str) -> str:
         raise ModelNotFoundError(
             f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
             f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None
+
+
+#: what each model kind is, in the words of a refusal
+_KIND_WORDS = {"asarm": "an AS-ARM", "hybrid": "a hybrid (self-speculative masked diffusion) model"}
+
+
+def _require_kind(lm: LoadedModel, spec: SamplerSpec) -> None:
+    """IncompatibleModelsError, before anything runs, for a model of another kind than the sampler drives."""
+    if lm.kind != spec.kind:
+        raise IncompatibleModelsError(
+            f"{lm.name} is a {lm.kind} model; {spec.name} needs {_KIND_WORDS.get(spec.kind, 'a ' + spec.kind)}.")
+
+
+def _loaded(model: str | LoadedModel, allow_paths: bool, device) -> LoadedModel:
+    """A model as the run takes it: one the caller already holds is used as it is (no second trip
+    through the registry), a name, folder or Hub id is loaded."""
+    return model if isinstance(model, LoadedModel) else load(model, allow_paths, device)
 
 
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
@@ -181,7 +199,7 @@ class InfillRun:
         self,
         text: str | None = None,
         *,
-        model: str | None = None,
+        model: str | LoadedModel | None = None,
         sampler: str = DOMAIN_DEFAULT,
         domain: str | None = None,
         seed: int = 0,
@@ -192,7 +210,7 @@ class InfillRun:
         dtau: float = KNOBS["dtau"].default,
         window: str = KNOBS["window"].default,
         inner: int = KNOBS["inner"].default,
-        draft_model: str | None = None,
+        draft_model: str | LoadedModel | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
         budget: Budget | None = None,
@@ -202,7 +220,7 @@ class InfillRun:
                      cache=cache, window=window, masked_input=masked_input, allow_paths=allow_paths,
                      budget=budget, device=device)
         if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
-            sampler = default_sampler(domain or (load(model, allow_paths, device).domain if model else "text"))
+            sampler = default_sampler(domain or (_loaded(model, allow_paths, device).domain if model else "text"))
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]
@@ -215,19 +233,26 @@ class InfillRun:
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
         read_knob("window", window)
-        kind = "hybrid" if spec.family == "hybrid" else "asarm"
-        # device: "auto" | "cpu" | "cuda[:N]" | a torch.device; None reads INFILL_DEVICE (engine/device.py)
-        self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
-        self.draft_lm = load(draft_model or _default_drafter(self.lm, sampler), allow_paths, device) \
-            if sampler in DRAFTER_KIND else None
+        # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
+        # a torch.device; None reads INFILL_DEVICE (engine/device.py)
+        self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
+        _require_kind(self.lm, spec)
+        self.draft_lm = None
+        if spec.second is not None:  # the drafting network (engine.samplers.drafting.SecondModel) and its fit
+            self.draft_lm = _loaded(draft_model or _default_drafter(self.lm, spec), allow_paths, device)
+            spec.second.check(self.lm, self.draft_lm)
         if masked_input is None:
             if text is None:
                 raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")
             masked_input = parse_for(text, self.lm)
+        elif masked_input.mask_id != self.lm.codec.mask_id:  # prepared for another tokenizer
+            raise BadParameterError(
+                f"masked_input was prepared with mask id {masked_input.mask_id}; {self.lm.name}'s is "
+                f"{self.lm.codec.mask_id}: prepare it with this model's tokenizer (engine.api.parse_for).")
         self.mi = masked_input
         self.seed = seed
         self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
-        if spec.family == "hybrid" or sampler == "assd-diffusion":
+        if spec.kind == "hybrid" or "steps" in spec.params:  # a drafter that takes diffusion steps too
             self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
         self.budget = budget
         if budget is not None:

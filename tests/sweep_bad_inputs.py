@@ -127,7 +127,8 @@ def handler_message(values: list) -> str:
         first = next(gen)
     finally:
         gen.close()
-    return first[0] if isinstance(first[0], str) else repr(first[0])
+    status = first["status"]
+    return status if isinstance(status, str) else repr(status)
 
 
 def http_message(demo, api_name: str, values: list) -> str:

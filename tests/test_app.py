@@ -90,17 +90,17 @@ def test_speedup_event_times_cached_sequential_once(app_url, monkeypatch):
     from app import speedup
     from app.tabs import player
 
-    link = list(player.run_infill(*_form()))[-1][5]
+    link = list(player.run_infill(*_form()))[-1]["link"]
     monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 1e9)
     assert "too short to time" in player.speedup(link)
     monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 0.0)
-    link = list(player.run_infill(*_form()))[-1][5]
+    link = list(player.run_infill(*_form()))[-1]["link"]
     line = player.speedup(link)
     assert re.search(r"vs cached sequential\*\* \d+\.\d\dx, median of [2-7] alternating pairs \(range "
                      r"\d+\.\d\d-\d+\.\d\dx; cached sequential \d+(\.\d\d s| ms) against assd's \d+(\.\d\d s| ms);",
                      line), line
     assert player.speedup(link) == ""  # timed once; nothing to redo
-    base_link = list(player.run_infill(*_form(sampler="sequential-cache")))[-1][5]
+    base_link = list(player.run_infill(*_form(sampler="sequential-cache")))[-1]["link"]
     assert player.speedup(base_link) == ""
     assert player.speedup("http://x/?s=no-such-run") == "" and player.speedup("") == ""
 

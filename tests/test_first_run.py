@@ -140,22 +140,22 @@ def _tiny_trace(tiny, text="ab[MASK:20]cd", sampler="assd-cache"):
 def test_play_speed_counts_decided_tokens(tiny):
     """At "N tokens/s" a trace takes (decided tokens) / N seconds: drafts, rejections and passes
     add no time (the old pace counted every drafted position and ran 3-4x slow)."""
-    from app.tabs import player
+    from app.tabs import playback, player
 
     live = _tiny_trace(tiny)
-    total = sum(player._delay(live.steps, j, "10 tokens/s") for j in range(len(live.steps)))
+    total = sum(playback._delay(live.steps, j, "10 tokens/s") for j in range(len(live.steps)))
     assert total == pytest.approx(20 / 10)
     assert player.watch_rate(12) == player.WATCH_RATE and player.watch_rate(243) == pytest.approx(24.3)
 
 
 def test_paced_frames_show_drafts_before_their_decisions(tiny):
-    from app.tabs import player
+    from app.tabs import playback
 
     live = _tiny_trace(tiny)
-    roles = [set(st.roles) for _, st in player.paced(live.view, live.steps, 0, 20.0)]
+    roles = [set(st.roles) for _, st in playback.paced(live.view, live.steps, 0, 20.0)]
     assert any("drafted" in r for r in roles[:-1]), "a frame with the round's drafts on screen"
     assert "masked" not in roles[-1]
-    stopped = list(player.paced(live.view, live.steps, 0, 1.0, stop=lambda: True))
+    stopped = list(playback.paced(live.view, live.steps, 0, 1.0, stop=lambda: True))
     assert stopped == [], "skip to end stops the pace at once"
 
 
@@ -198,12 +198,12 @@ def test_the_sampler_switch_names_the_new_model_and_hides_ignored_knobs(monkeypa
 
     monkeypatch.setattr(choices, "list_models", lambda domain=None, kind=None:
                         ["text-hybrid"] if kind == "hybrid" else ["text-asarm"])
-    upd, help_line, msg, *vis = editor.on_sampler("self-spec", "text", "text-asarm")
-    assert upd["value"] == "text-hybrid"
-    assert "text-asarm to text-hybrid" in msg and "because" in msg
-    shown = {p for p, v in zip(PARAMS, vis) if v["visible"]}
+    upd = editor.on_sampler("self-spec", "text", "text-asarm")
+    assert upd["model"]["value"] == "text-hybrid"
+    assert "text-asarm to text-hybrid" in upd["status"] and "because" in upd["status"]
+    shown = {p for p in PARAMS if upd[p]["visible"]}
     assert shown == {"temperature", "dtau", "window", "inner"}
-    _, _, msg, *_ = editor.on_sampler("assd", "text", "text-asarm")
+    msg = editor.on_sampler("assd", "text", "text-asarm")["status"]
     assert not isinstance(msg, str), "no word (and the status kept) when the model stays"
 
 
@@ -218,8 +218,8 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
     fast = streaming.start
     monkeypatch.setattr(streaming, "start", lambda *a, **kw: (_time.sleep(player.PREPARE_NOTICE + 0.4), fast(*a, **kw))[1])
     frames = player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "0", 32, 0.05, "cosine", 1)
-    assert "loading the model" in next(frames)[0]
-    assert any("Done" in f[0] for f in frames)
+    assert "loading the model" in next(frames)["status"]
+    assert any("Done" in f["status"] for f in frames)
     monkeypatch.setattr(streaming, "start", fast)
     first = next(player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "-1", 32, 0.05, "cosine", 1))
-    assert "seed" in first[0]
+    assert "seed" in first["status"]

@@ -238,7 +238,7 @@ def test_stats_exports_do_not_pile_up(studio, tmp_path, monkeypatch):
     for i in range(3 * exports.KEEP):
         store.record_run(sid, "assd", {"k": i, "model": "text-asarm"}, 0, [])  # new statistics every call
         out = statistics.stats("all", "all", "all")
-        path = out[-1]["value"]
+        path = out["csv_btn"]["value"]
         assert Path(path).is_file() and Path(path).read_text().count("\n") >= 2
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) <= exports.KEEP, len(files)
@@ -315,7 +315,7 @@ def test_lone_surrogate_gets_the_documented_message(studio):
     with pytest.raises(UnrepresentableTextError):
         prepare(_form(text="a \ud800 b [MASK:3]"))
     first = next(run_infill("text", "text-asarm", "a \ud800 b [MASK:3]", "assd", 4, 1.0, 0, 32, 0.05, "cosine", 1))
-    assert "cannot represent" in first[0] and "TypeError" not in first[0]
+    assert "cannot represent" in first["status"] and "TypeError" not in first["status"]
 
 
 # ----------------------------------------------------------------------------- 8: transactions, cancels

@@ -63,6 +63,34 @@ def guarded(fn):
     return plain
 
 
+def named(p: Page, fn):
+    """`fn` as Gradio calls it: fn's updates are dicts keyed by the name of each component they set
+    (its attribute on `p`, e.g. {"status": ..., "link": ...}); this turns each into Gradio's
+    {component: value} form. A component an update leaves out keeps its value, so no handler pads a
+    positional tuple with blank updates, and reading `frame["link"]` in a test says what it checks.
+    List the event's `outputs` with `components(p, names)`: the order of that list is what API
+    clients receive, so it stays fixed while handlers set any subset of it."""
+    def by_component(update: dict):
+        return {getattr(p, name): value for name, value in update.items()} or gr.skip()
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            for update in fn(*args, **kwargs):
+                yield by_component(update)
+        return gen
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        return by_component(fn(*args, **kwargs))
+    return plain
+
+
+def components(p: Page, names) -> list:
+    """The page's components with these names, in this order (an event's outputs)."""
+    return [getattr(p, name) for name in names]
+
+
 def status_md(msg: str, kind: str = "info") -> str:
     """A status line (escaped) with an icon for errors and successes."""
     icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
@@ -94,3 +122,8 @@ def busy():
 def idle():
     """(Run, Stop) when nothing runs: Run enabled, Stop disabled."""
     return gr.update(interactive=True), gr.update(interactive=False)
+
+
+def idle_named(run: str, stop: str) -> dict:
+    """idle() as a named update of the buttons called `run` and `stop` on the page."""
+    return dict(zip((run, stop), idle()))

@@ -17,7 +17,7 @@ from engine.samplers import SAMPLERS, default_sampler
 from .. import cards, choices, form, inputs
 from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
-from .common import FORM_FIELDS, PARAMS, Page, guarded, status_md
+from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
 (text, a, b, model, domain) => {
@@ -102,7 +102,8 @@ CODE_LINE_HELP = "A [MASK] alone on a line fills that one line, after its indent
 
 def on_sampler(sampler, domain, model):
     """A sampler change: the models that fit it, its help line, only its own parameters shown, and
-    a sentence saying so when the sampler needs another model (the model never changes silently)."""
+    a sentence saying so when the sampler needs another model (the model never changes silently).
+    Updated by name: the model, the help line, the status and each knob in PARAMS."""
     upd, msg = models_for(domain, sampler, model)
     new = upd.get("value") if isinstance(upd, dict) else None
     note = choices.switch_note(sampler, model, new)
@@ -110,8 +111,8 @@ def on_sampler(sampler, domain, model):
         msg = status_md(note, "info")
     spec = SAMPLERS.get(sampler)
     listed = set(spec.params) if spec else set()
-    vis = [gr.update(visible=p in listed) for p in PARAMS]
-    return (upd, choices.sampler_help(sampler, domain), msg, *vis)
+    return {"model": upd, "sampler_help": choices.sampler_help(sampler, domain), "status": msg,
+            **{p: gr.update(visible=p in listed) for p in PARAMS}}
 
 
 def codec_for(model: str | None, domain: str):
@@ -307,9 +308,8 @@ def wire(p: Page) -> None:
     for src in (p.text, p.model, p.domain):
         src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",
                    trigger_mode="always_last", show_progress="hidden")
-    p.sampler.change(on_sampler, [p.sampler, p.domain, p.model],
-                     [p.model, p.sampler_help, p.status, *(getattr(p, name) for name in PARAMS)],
-                     api_visibility="private")
+    p.sampler.change(named(p, on_sampler), [p.sampler, p.domain, p.model],
+                     components(p, ("model", "sampler_help", "status", *PARAMS)), api_visibility="private")
     p.domain.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
                     api_visibility="private")
     p.sampler_b.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],

@@ -31,10 +31,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..api import InfillRun, joint_log_prob
+from ..api import joint_log_prob
 from ..domains import default_span, studio_domains
 from ..masking import MaskedInput, from_char_ranges, parse_masked_text
 from ..registry import LoadedModel, default_model, load
+from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"
 WORD_FILL = re.compile(r" ([A-Za-z]+(?:['-][A-Za-z]+)*)")  # one word, owning the space before it
@@ -78,11 +79,8 @@ def mask_word(text: str, start: int, end: int, lm: LoadedModel, word_boundary: b
                              default_span=default_span(lm.domain), word_boundary=word_boundary)
 
 
-def _sample(mi: MaskedInput, model: str, sampler: str, k: int, seed: int, temperature: float) -> str:
-    run = InfillRun(masked_input=mi, model=model, sampler=sampler, k=k, seed=seed, temperature=temperature)
-    for _ in run.stream():
-        pass
-    return run.result(with_log_prob=False).text
+def _sample(mi: MaskedInput, lm: LoadedModel, sampler: str, k: int, seed: int, temperature: float) -> str:
+    return drain(lm, mi, sampler, seed, k=k, temperature=temperature).result.text
 
 
 def judge_word(completed: str, prefix: str, suffix: str, accept: set[str], vocab: frozenset[str] | None) -> dict:
@@ -113,7 +111,7 @@ def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bo
             ref = before + it["accept"][0] + after
             mi = mask_word(ref, len(before), len(before) + len(it["accept"][0]), lm, wb, length)
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 j = judge_word(out, before[:-1], after, set(it["accept"]), vocab)
                 acc += j["accepted"]
                 whole += j["whole_word"]
@@ -151,7 +149,7 @@ def bench_code(model: str, seeds: int, temperatures: list[float], modes: list[bo
                 end = start + len(it["masked"])
                 mi = mask_word(src, start, end, lm, wb)
                 for s in range(seeds):
-                    out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                    out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                     passed += run_program(out + "\n" + it["tests"])
                     exact += out == src
                     runs += 1
@@ -211,7 +209,7 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
                "nll_model": -lp / len(pos), "nll_unigram": u / len(pos)}
         for t in temperatures:
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 hit = sum(out[p] == seq[p] for p in pos)
                 rec[t][0] += hit
                 rec[t][1] += len(pos)
