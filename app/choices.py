@@ -31,7 +31,7 @@ KIND_WHY = {
 def sampler_kind(sampler: str) -> str:
     """Which kind of model a sampler needs: 'hybrid' for the self-speculative family, else 'asarm'."""
     spec = SAMPLERS.get(sampler)
-    return "hybrid" if spec is not None and spec.family == "hybrid" else "asarm"
+    return "hybrid" if spec is not None and spec.kind == "hybrid" else "asarm"
 
 
 def list_models(domain: str | None = None, kind: str | None = None) -> list[str]:
@@ -61,7 +61,7 @@ def sampler_help(sampler: str, domain: str | None = None) -> str:
     spec = SAMPLERS.get(sampler)
     if spec is None:
         return ""
-    needs = "a hybrid (self-speculative) model" if spec.family == "hybrid" else "an AS-ARM model"
+    needs = "a hybrid (self-speculative) model" if spec.kind == "hybrid" else "an AS-ARM model"
     out = f"{spec.help} Needs {needs}."
     if sampler in CALLS_NOTE:
         out += " " + CALLS_NOTE[sampler]

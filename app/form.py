@@ -1,7 +1,8 @@
 """The editor's form checked into a run: `Form` holds the values as they arrive from the page,
 `prepare()` checks every one (domain, sampler, model, text, seed, the knobs the sampler reads
 against the page's ranges) and builds the InfillRun, or raises an InfillError whose message
-says what to type instead. PARAM_HELP and PAGE_RANGES are the knobs' texts and slider ranges."""
+says what to type instead. PARAM_HELP and PAGE_RANGES are the knobs' texts and slider ranges, read
+from the one knob table (engine.params.KNOBS)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
+from engine.params import KNOBS, SEED
 from engine.samplers import SAMPLERS
 from engine.seeding import SEED_MAX
 
@@ -18,22 +20,13 @@ from .choices import list_models, no_model_message, sampler_kind
 from .examples import DOMAINS
 from .inputs import as_float, as_int, check_sentinels, check_text, normalize
 
-#: one plain sentence per knob, shown at the control (its range follows it there)
-PARAM_HELP = {
-    "k": "How many tokens are guessed (drafted) per round before one network call checks them all.",
-    "temperature": "Below 1 the model picks its likeliest tokens more often; above 1 it picks more freely.",
-    "seed": "The random numbers: the same seed, input and settings give the same run again",
-    "steps": "How many denoising steps the diffusion model takes (more steps, more network calls).",
-    "dtau": "How far the drafting window grows each outer step: larger drafts more tokens at once.",
-    "window": "How the drafting window grows over the run: along a cosine curve or in equal steps.",
-    "inner": "How many times each outer step drafts and checks again before the window grows.",
-}
+#: one plain sentence per knob, shown at the control (its range follows it there): the table's
+PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 
 #: what a visitor may type into each knob on the page (the sliders show these ranges; prepare()
-#: refuses anything outside with a message that names the knob and its range)
-PAGE_RANGES: dict[str, tuple[float, float]] = {
-    "k": (1, 64), "temperature": (0.05, 3.0), "steps": (1, 512), "dtau": (0.001, 1.0), "inner": (1, 64),
-}
+#: refuses anything outside with a message that names the knob and its range): the table's page
+#: range, which is narrower than the engine's only where the table says why (steps, dtau)
+PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
 SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
 
 
@@ -61,13 +54,13 @@ class Form:
     model: str | None
     text: str
     sampler: str
-    k: float = 5
-    temperature: float = 1.0
-    seed: float = 0
-    steps: float = 32
-    dtau: float = 0.05
-    window: str = "cosine"
-    inner: float = 1
+    k: float = KNOBS["k"].page_default
+    temperature: float = KNOBS["temperature"].page_default
+    seed: float = SEED.default
+    steps: float = KNOBS["steps"].page_default
+    dtau: float = KNOBS["dtau"].page_default
+    window: str = KNOBS["window"].page_default
+    inner: float = KNOBS["inner"].page_default
 
 
 def prepare(form: Form) -> InfillRun:
@@ -104,9 +97,8 @@ def prepare(form: Form) -> InfillRun:
     seed = as_int("seed", seed_text)
     if not 0 <= seed <= SEED_MAX:
         raise BadParameterError(f"seed = {seed} is outside the range: type {SEED_HELP_RANGE}.")
-    values = {"k": as_int("k", form.k), "temperature": as_float("temperature", form.temperature),
-              "steps": as_int("steps", form.steps), "dtau": as_float("dtau", form.dtau),
-              "inner": as_int("inner", form.inner)}
+    values = {name: (as_int if k.type is int else as_float)(name, getattr(form, name))
+              for name, k in KNOBS.items() if k.range}
     reads = SAMPLERS[form.sampler].params
     for name in list(values):  # the knobs this sampler reads are checked; the hidden, ignored ones reset
         if name in reads:
@@ -114,11 +106,10 @@ def prepare(form: Form) -> InfillRun:
         else:
             values[name] = IGNORED_DEFAULTS[name]
     return InfillRun(
-        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed,
-        temperature=values["temperature"], k=values["k"], steps=values["steps"], dtau=values["dtau"],
-        window=str(form.window), inner=values["inner"], allow_paths=False, budget=Budget.from_env(),
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed, **values,
+        window=str(form.window), allow_paths=False, budget=Budget.from_env(),
     )
 
 
-#: what a knob the sampler ignores is sent as (the engine's defaults; steps None: the sampler's own)
-IGNORED_DEFAULTS = {"k": 5, "temperature": 1.0, "steps": None, "dtau": 0.05, "inner": 1}
+#: what a knob the sampler ignores is sent as (the table's defaults; steps None: the sampler's own)
+IGNORED_DEFAULTS = {name: k.default for name, k in KNOBS.items() if k.range}

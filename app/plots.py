@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from engine.params import KNOBS
 from engine.trace import DECIDING_KINDS, Step, StepKind
 
 from .choices import shown_params
@@ -91,7 +92,8 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
 def _label(g) -> str:
     """A group's name in a legend: sampler, model and only the knobs its sampler reads, minus
     temperature at its default (so "mdm" never shows a k it ignores)."""
-    knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == 1.0)}
+    t1 = KNOBS["temperature"].default
+    knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == t1)}
     return " · ".join([g.sampler, g.model, *(f"{k}={v}" for k, v in sorted(knobs.items()))])
 
 

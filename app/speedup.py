@@ -13,6 +13,7 @@ from collections import OrderedDict
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import InfillError
+from engine.params import KNOBS
 
 from . import cancels
 from .admission import admission, small_run_tokens
@@ -28,7 +29,7 @@ def speedup_applies(live: Live) -> bool:
     """A finished AS-ARM run of a sampler other than the baseline, with the line switched on."""
     run = live.run
     return (live.result is not None and os.environ.get("INFILL_SPEEDUP", "1") != "0"
-            and run.spec.family != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
+            and run.spec.kind != "hybrid" and run.lm.kind == "asarm" and run.spec.name != BASELINE_SAMPLER)
 
 
 _SPEEDUP_PENDING: OrderedDict[str, Live] = OrderedDict()  # share id -> finished run, newest last
@@ -73,10 +74,11 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
     run = live.run
     p = run.params
     same = sampler == run.spec.name
-    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed,
-                     temperature=p.get("temperature", 1.0), k=p.get("k", 5) if same else 5,
-                     steps=p.get("steps") if same else None, dtau=p.get("dtau", 0.05), window=p.get("window", "cosine"),
-                     inner=p.get("inner", 1), draft_model=run.draft_lm.name if same and run.draft_lm else None,
+    knobs = {name: p.get(name, k.default) for name, k in KNOBS.items()}  # the run's, else the table's default
+    if not same:  # another sampler: its own draft length and step count
+        knobs.update(k=KNOBS["k"].default, steps=KNOBS["steps"].default)
+    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed, **knobs,
+                     draft_model=run.draft_lm.name if same and run.draft_lm else None,
                      allow_paths=False, budget=Budget.from_env())
 
 

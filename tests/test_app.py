@@ -170,7 +170,7 @@ def test_compare_returns_both_sides_and_charts(client):
         (_form(text="[MASK:0] hi"), "at least 1 token"),
         (_form(domain="protein", model="protein-asarm", text="MKV 123 [MASK:5]"), "cannot represent"),
         (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.form)
-        (_form(temperature=0), "range 0.05 to 3"),
+        (_form(temperature=0), "range 0.05 to 10"),
         (_form(seed=-1), "outside the range"),
         (_form(k=2.5), "whole number"),
         (_form(k=100), "range 1 to 64"),

@@ -115,8 +115,8 @@ def _form(**kw):
 def test_refused_values_say_what_and_the_seed_range_is_what_is_accepted(tiny):
     from app import form
 
-    with pytest.raises(BadParameterError, match="0.05 to 3"):
-        form.prepare(_form(temperature=5))
+    with pytest.raises(BadParameterError, match="0.05 to 10"):  # the engine's range (issue 23: one range)
+        form.prepare(_form(temperature=11))
     with pytest.raises(BadParameterError, match="1 to 64"):
         form.prepare(_form(k=100))
     with pytest.raises(BadParameterError, match="18446744073709551615"):

@@ -10,12 +10,17 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from engine.params import KNOBS
+
 from ..errors import readable
 from ..form import Form
 from ..render import DETAIL_HEADERS
 
-#: the sampler parameters, in the order of the form's inputs after domain, model, text, sampler
-PARAMS = ("k", "temperature", "steps", "dtau", "window", "inner")
+#: the sampler parameters (engine.params.KNOBS), in the table's order
+PARAMS = tuple(KNOBS)
+#: the form's inputs in order: the parameter names of the /infill endpoint and of the run handlers,
+#: which HTTP clients rely on (a new knob of the table is added here, and to make_form and the handlers)
+FORM_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
 
 
 class Page(SimpleNamespace):
@@ -105,8 +110,8 @@ def empty_table(headers: list[str]) -> dict:
 def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
     """The editor's values as an app.form.Form (None and blanks read as the defaults)."""
     return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
-                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau, window=window or "cosine",
-                inner=inner)
+                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau,
+                window=window or KNOBS["window"].default, inner=inner)
 
 
 def busy():

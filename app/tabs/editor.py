@@ -7,15 +7,17 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.api import parse_for
+from engine.domains import line_masks
 from engine.errors import InfillError
 from engine.masking import from_token_positions
+from engine.params import KNOBS, SEED
 from engine.registry import load
 from engine.samplers import SAMPLERS, default_sampler
 
 from .. import cards, choices, form, inputs
 from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
-from .common import PARAMS, Page, components, guarded, named, status_md
+from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
 (text, a, b, model, domain) => {
@@ -85,7 +87,7 @@ def input_info(text, model, domain):
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
         return status_md(str(e), "error")
-    if domain == "code":
+    if line_masks(domain):  # a bare [MASK] alone on a line is the whole line (engine/domains.py)
         line += " " + CODE_LINE_HELP
     return line + (f" {note}" if note else "")
 
@@ -230,8 +232,7 @@ def layout(p: Page) -> None:
     p.sel_b = gr.Number(0, visible=False, precision=0)
     p.tok_state = gr.State(None)
     _parameters(p)
-    p.form_inputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
-                     p.window, p.inner]
+    p.form_inputs = [getattr(p, name) for name in FORM_FIELDS]
 
 
 #: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's
@@ -260,30 +261,38 @@ KNOB_NOTE_JS = """() => {
 }"""
 
 
+#: the knobs on the first row, beside the seed; every other knob of the table goes on the second row
+FIRST_ROW = ("k", "temperature")
+
+
+def knob_control(name: str, visible: bool):
+    """A knob's control, all from its table row (engine.params.KNOBS): a slider over the page's range
+    with the table's step and start value, or a radio of a choice knob's values; its sentence and
+    range as the info line."""
+    k = KNOBS[name]
+    if k.choices:
+        return gr.Radio(list(k.choices), value=k.page_default, label=name, info=form.PARAM_HELP[name],
+                        visible=visible, elem_id=f"knob-{name}")
+    lo, hi = form.PAGE_RANGES[name]
+    return gr.Slider(lo, hi, value=k.page_default, step=k.ui_step, label=name,
+                     info=f"{form.PARAM_HELP[name]} ({lo:g} to {hi:g})", visible=visible, elem_id=f"knob-{name}")
+
+
 def _parameters(p: Page) -> None:
     """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
     listed = set(SAMPLERS[p.first_sampler].params)
-    rng = form.PAGE_RANGES
-
-    def slider(name: str, value, step, **kw):
-        lo, hi = rng[name]
-        return gr.Slider(lo, hi, value=value, step=step, label=name, info=f"{form.PARAM_HELP[name]} ({lo:g} to {hi:g})",
-                         visible=name in listed, elem_id=f"knob-{name}", **kw)
-
     with gr.Accordion("Sampler parameters", open=True):
         p.sampler_help = gr.Markdown(choices.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
         with gr.Row():
-            p.k = slider("k", 5, 1)
-            p.temperature = slider("temperature", 1.0, 0.05)
+            for name in FIRST_ROW:
+                setattr(p, name, knob_control(name, name in listed))
             # a text box: every seed 0 .. 2^64 - 1 is exact (a browser number box is exact only below 2^53)
-            p.seed = gr.Textbox("0", label="seed", max_lines=1, elem_id="seed",
+            p.seed = gr.Textbox(str(SEED.default), label="seed", max_lines=1, elem_id="seed",
                                 info=f"{form.PARAM_HELP['seed']}: {form.SEED_HELP_RANGE}.")
         with gr.Row():
-            p.steps = slider("steps", 32, 1)
-            p.dtau = slider("dtau", 0.05, 0.001)
-            p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window", info=form.PARAM_HELP["window"],
-                                visible="window" in listed, elem_id="knob-window")
-            p.inner = slider("inner", 1, 1)
+            for name in KNOBS:
+                if name not in FIRST_ROW:
+                    setattr(p, name, knob_control(name, name in listed))
         # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
         p.knob_note = gr.HTML("", elem_id="knob-note")
 

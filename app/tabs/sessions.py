@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.errors import BadParameterError
+from engine.params import KNOBS
 
 from .. import choices, plots, replay, share, token_views
 from ..errors import readable
@@ -79,9 +80,8 @@ def restore_values(share_id: str, request=None) -> dict:
         "model": prm.get("model", sess.model.split(" | ")[0]),
         "text": sess.text,
         "sampler": main.sampler,
-        "k": prm.get("k", 5), "temperature": prm.get("temperature", 1.0), "seed": str(main.seed or 0),
-        "steps": prm.get("steps", 32), "dtau": prm.get("dtau", 0.05), "window": prm.get("window", "cosine"),
-        "inner": prm.get("inner", 1),
+        **{name: prm.get(name, k.page_default) for name, k in KNOBS.items()},  # the run's, else the page's start
+        "seed": str(main.seed or 0),
         "status": status_md(
             f"Restored shared session {sess.share_id}: {main.sampler} on {prm.get('model', sess.model)}, seed "
             f"{main.seed or 0}, {len(view['masked'])} masked tokens in {st.round + 1} rounds{note}. Read from the "
@@ -104,8 +104,7 @@ def _updates(p: Page, v: dict) -> dict:
     names = choices.list_models(v["domain"], choices.sampler_kind(v["sampler"]))
     upd = {
         p.domain: v["domain"], p.model: gr.update(choices=sorted(set(names) | {v["model"]}), value=v["model"]),
-        p.text: v["text"], p.sampler: v["sampler"], p.k: v["k"], p.temperature: v["temperature"], p.seed: v["seed"],
-        p.steps: v["steps"], p.dtau: v["dtau"], p.window: v["window"], p.inner: v["inner"],
+        p.text: v["text"], p.sampler: v["sampler"], p.seed: v["seed"], **{getattr(p, name): v[name] for name in KNOBS},
         p.status: v["status"], p.counters: v["counters"], p.player: v["player"], p.detail: v["detail"],
         p.completed: v["completed"], p.link: v["link"],
         p.scrub_sl: gr.update(minimum=0, maximum=v["nsteps"], value=v["nsteps"], interactive=True),
@@ -164,8 +163,7 @@ def layout(p: Page) -> None:
 def wire(p: Page) -> None:
     """Refresh list, Open, and the page load (restoring the session of a share link)."""
     p.recent_btn.click(recent, [p.history], [p.recent_html], api_name="recent")
-    restore_outputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
-                       p.window, p.inner, p.status, p.counters, p.player, p.detail, p.completed, p.link,
+    restore_outputs = [*p.form_inputs, p.status, p.counters, p.player, p.detail, p.completed, p.link,
                        p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a,
                        p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
     restore = restorer(p)

@@ -36,6 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..domains import CORPORA
+from ..domains import DOMAINS as REGISTRY
+
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
     LEAK_KMER,
@@ -82,8 +85,12 @@ from .corpus_files import (  # noqa: F401
 )
 from .package_fetch import SourceUnavailable, fetch_package  # noqa: F401
 
-DOMAINS = ("text", "code", "protein", "humaneval", "modern", "chars")  # modern and chars derive from text
-TRAIN_DOMAINS = ("text", "code", "protein", "modern", "chars")
+_STUDIO = [d.name for d in REGISTRY.values() if d.studio]
+_EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
+#: what `data fetch` knows (engine/domains.py): the studio's domains, the HumanEval evaluation set, then
+#: the corpora and experiment domains derived from them (fetched after their sources)
+DOMAINS = (*_STUDIO, "humaneval", *CORPORA, *_EXPERIMENTS)
+TRAIN_DOMAINS = (*_STUDIO, *CORPORA, *_EXPERIMENTS)
 SPLITS = ("train", "valid", "test")
 SEED = 1234
 # Joins code files in the .txt view; the .jsonl files (what training reads) need no separator.

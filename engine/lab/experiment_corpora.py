@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..domains import DOMAINS
 from .data import (
     PROSE_SEPARATOR,
     SPLITS,
@@ -37,7 +38,7 @@ from .data import (
     write_domain,
 )
 
-CHARS_ALPHABET = " abcdefghijklmnopqrstuvwxyz"
+CHARS_ALPHABET = DOMAINS["chars"].alphabet  # the registry's (engine/domains.py)
 #: text-domain training documents that are modern enough to join the `modern` fine-tuning mix
 MODERN_FROM_TEXT = ("bbc", "brown/")
 
