@@ -252,7 +252,7 @@ class InfillRun:
         self.mi = masked_input
         self.seed = seed
         self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
-        if spec.kind == "hybrid" or sampler == "assd-diffusion":
+        if spec.kind == "hybrid" or "steps" in spec.params:  # a drafter that takes diffusion steps too
             self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
         self.budget = budget
         if budget is not None:

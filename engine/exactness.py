@@ -43,7 +43,7 @@ from scipy.stats import chi2
 from .acceptance import Verdict, sample_categorical, tempered_probs, uniform
 from .api import InfillRun, _check, make_oracle, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from .params import KNOBS, real_number, whole_number
+from .params import KNOBS, LIMITS, read_knob, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
 from .samplers.assd import assd
@@ -354,7 +354,9 @@ def _kind(names: list[str]) -> str:
 
 class ExactnessCheck:
     """One check, prepared (inputs checked, model loaded) and then streamed draw by draw, like an
-    InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts."""
+    InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts.
+    The sampler knobs (k, temperature, steps, dtau, window, inner: engine.params.KNOBS) are keyword
+    arguments by name, each read and range-checked by the table; one not given takes its default."""
 
     def __init__(
         self,
@@ -365,16 +367,15 @@ class ExactnessCheck:
         model: str | None = None,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = KNOBS["temperature"].default,
-        k: int = KNOBS["k"].default,
-        steps: int | None = KNOBS["steps"].default,
-        dtau: float = KNOBS["dtau"].default,
-        window: str = KNOBS["window"].default,
-        inner: int = KNOBS["inner"].default,
         allow_paths: bool = True,
         budget: CheckBudget | None = None,
         device: str | torch.device | None = None,
+        **knobs: object,
     ):
+        unknown = sorted(set(knobs) - set(KNOBS))
+        if unknown:
+            raise BadParameterError(f"The exactness check got unknown argument(s) {', '.join(unknown)}; its "
+                                    f"sampler knobs are {', '.join(KNOBS)}.")
         names = [s.strip() for s in samplers.split(",")] if isinstance(samplers, str) else list(samplers)
         names = list(dict.fromkeys(n for n in names if n))
         specs = check_samplers()
@@ -383,10 +384,9 @@ class ExactnessCheck:
         unknown = [n for n in names if n not in specs]
         if unknown:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
-        samples, seed, k, inner = (whole_number(n, v) for n, v in (("N", samples), ("seed", seed), ("k", k),
-                                                                   ("inner", inner)))
-        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
-        steps = None if steps is None else whole_number("steps", steps)
+        samples, seed = whole_number("N", samples), whole_number("seed", seed)
+        given = {name: knobs.get(name, k.default) for name, k in KNOBS.items()}
+        opts = {name: None if v is None else read_knob(name, v) for name, v in given.items()}  # steps None: the sampler's
         if samples < 1:
             raise BadParameterError("The number of samples N must be a whole number of at least 1.")
         if samples > MAX_SAMPLES:
@@ -399,8 +399,9 @@ class ExactnessCheck:
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
-        for name, val in (("k", k), ("temperature", temperature), ("dtau", dtau), ("inner", inner)):
-            _check(name, val)  # the same ranges as every run (engine.api.LIMITS)
+        for name in LIMITS:
+            if opts[name] is not None:
+                _check(name, opts[name])  # the same ranges as every run (engine.params.KNOBS)
         self.kind = kind = _kind(names)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
         if self.lm.kind != kind:
@@ -419,12 +420,12 @@ class ExactnessCheck:
                 f"The masked span is {m} tokens; the check enumerates fills of at most {MAX_MASKED} tokens "
                 f"(write [MASK:2] or [MASK:3] for a short span).")
         self.names, self.samples, self.seed = names, samples, seed
-        self.opts = dict(temperature=temperature, k=k, steps=steps, dtau=dtau, window=window, inner=inner)
-        self.params = {"temperature": temperature}
+        self.opts = opts
+        self.params = {"temperature": opts["temperature"]}
         if any("k" in specs[n].params for n in names):
-            self.params["k"] = k
+            self.params["k"] = opts["k"]
         if self.kind == "hybrid" or any("steps" in specs[n].params for n in names):
-            self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
+            self.params.update({n: opts[n] for n in ("steps", "dtau", "window", "inner")})
         self.counts: dict[str, Counter] = {n: Counter() for n in names}
         self.calls: dict[str, float] = {n: 0.0 for n in names}
         self.seconds: dict[str, float] = {n: 0.0 for n in names}
@@ -442,8 +443,7 @@ class ExactnessCheck:
         base = name if name in SAMPLERS else "assd-cache"  # a wrong sampler borrows its base's checks
         o = self.opts
         run = InfillRun(masked_input=self.mi, model=str(self.lm.path) if self.lm.hub_id is None else self.lm.hub_id,
-                        sampler=base, seed=seed, temperature=o["temperature"], k=o["k"], steps=o["steps"],
-                        dtau=o["dtau"], window=o["window"], inner=o["inner"], device=self.lm.device)
+                        sampler=base, seed=seed, **o, device=self.lm.device)
         if name not in SAMPLERS:
             run.spec = spec
         return run

@@ -53,8 +53,11 @@ class AsArmOracle:
             self.tentative = []
 
     @torch.inference_mode()
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
-        """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V]."""
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V].
+        With `states`, (logits, states [len(queries), d]): the AS-ARM's normed query states (the
+        output head's input, in the model's dtype), which the PTP head reads."""
         self.calls += 1
         n = len(self.committed)
         rows: list[tuple[int, int, int]] = []  # (pos, tok, rank)
@@ -75,8 +78,11 @@ class AsArmOracle:
         self.shapes.append((len(rows), len(queries)))
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
-        logits = host64(self.model(ids, pos, rank, qpos, qlim, cache=self.cache)[0])
+        out = self.model(ids, pos, rank, qpos, qlim, cache=self.cache, states=states)
+        logits, hidden = out if states else (out, None)
+        logits = host64(logits[0])
         if self.cache is not None:
             self.valid = n
             self.tentative = list(drafts)
-        return self.mi.constrain(logits.masked_fill(self.special, float("-inf")), [p for p, _ in queries])
+        logits = self.mi.constrain(logits.masked_fill(self.special, float("-inf")), [p for p, _ in queries])
+        return (logits, hidden[0]) if states else logits

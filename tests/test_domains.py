@@ -58,7 +58,7 @@ def test_studio_domains_have_examples_with_masks():
 @pytest.fixture
 def dna(monkeypatch):
     """A DNA domain added the way a contributor adds one: a registry entry (nothing else)."""
-    entry = Domain("dna", "DNA", True, (6, ""), "chars", None, "", "test data", (), alphabet="ACGT",
+    entry = Domain("dna", "DNA", True, (6, ""), "chars", None, "", "test data", (), alphabet="ACGT", fluent_ppl=3,
                    normalise=lambda t: (t.upper(), "upper-cased" if t != t.upper() else ""),
                    examples=("ACGT[MASK]ACGT[MASK:2]",))
     monkeypatch.setitem(DOMAINS, "dna", entry)
@@ -77,6 +77,10 @@ def test_a_new_entry_reaches_masking_cli_app_and_lab(dna):
 
     assert normalize("dna", "acg[MASK]") == ("ACG[MASK]", "upper-cased")
     assert mask_units("dna", lm.codec).startswith("[MASK] = 6 tokens")
+    from app.cards import quality_verdict
+
+    assert "perplexity is 4" in quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 4.0}})
+    assert quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 2.5}}) == ""
     from engine.lab.workloads import separator_ids
 
     assert separator_ids("dna", lm.codec) == []  # no separator: each sequence is a window of its own

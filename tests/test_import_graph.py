@@ -20,9 +20,9 @@ PACKAGES = ("app", "engine", "storage")
 
 #: circles present on 2026-11-25 (issue 23), each as its sorted module set; to be emptied
 KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"engine.lab.data", "engine.lab.experiment_corpora"}),
+    # left until engine/lab/train_ptp.py reads its shared pieces from the leaves made for it:
+    # `from .token_windows import batches, token_stream` and `from .cards import write_card`
     frozenset({"engine.lab.evaluate", "engine.lab.train", "engine.lab.train_ptp"}),
-    frozenset({"storage.recorder", "storage.repository"}),
 }
 
 

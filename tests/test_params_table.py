@@ -66,11 +66,19 @@ def test_window_choice_is_the_tables():
         InfillRun("a [MASK] b", sampler="self-spec", window="sine")
 
 
-@pytest.mark.parametrize("fn", [InfillRun.__init__, ExactnessCheck.__init__])
-def test_python_defaults_are_the_tables(fn):
-    sig = inspect.signature(fn).parameters
+def test_python_defaults_are_the_tables():
+    sig = inspect.signature(InfillRun.__init__).parameters
     for name, k in KNOBS.items():
-        assert sig[name].default == k.default, (fn.__qualname__, name)
+        assert sig[name].default == k.default, name
+
+
+def test_the_exactness_check_takes_the_tables_knobs_by_name():
+    with pytest.raises(BadParameterError, match="unknown argument.*beta.*k, temperature"):
+        ExactnessCheck("a [MASK:1] b", samplers="assd", beta=1)
+    for name in LIMITS:  # read and range-checked by the table before any model loads
+        lo, _ = KNOBS[name].range
+        with pytest.raises(BadParameterError, match=name):
+            ExactnessCheck("a [MASK:1] b", samplers="assd", **{name: lo - 1})
 
 
 def _subparser(cmd: str) -> argparse.ArgumentParser:

@@ -198,3 +198,11 @@ def test_the_trace_checker_catches_a_broken_trace(models, what, edit):
     trace, mi, special = _good(models)
     assert not trace_problems(trace, mi, special)
     assert any(what in p for p in trace_problems(_broken(trace, edit), mi, special))
+
+
+def test_the_page_warns_of_extra_calls_exactly_where_the_catalogue_makes_no_promise():
+    """app/choices.py's CALLS_NOTE (said next to a sampler's help) and the catalogue's calls_bounded
+    are one fact: a sampler either promises calls <= masked tokens or the page says why not."""
+    from app.choices import CALLS_NOTE
+
+    assert set(CALLS_NOTE) == {n for n, s in SAMPLERS.items() if not s.calls_bounded}

@@ -36,13 +36,15 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float) -> dict:
+def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float,
+                 draft_model: str | None = None) -> dict:
     """Every sampler on one input, one right after the other (drift in machine load hits every
     sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds."""
     out = {}
     for s in samplers:
         name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
-        d = drain(lm, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None)
+        d = drain(lm, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None,
+                  draft_model=draft_model if name == "assd-ptp" else None)
         res = d.result
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
                   "cpu": d.cpu, "drafter_passes": d.run.drafter_passes[0], "fills": [sp.text for sp in res.spans],
@@ -142,7 +144,7 @@ def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) 
 
 def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
                    seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
-                   cost_model: bool = True) -> dict:
+                   cost_model: bool = True, draft_model: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
@@ -151,7 +153,8 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
     machine is measured after the samplers and each row gets its `limit` (add_limits)."""
     lm = load(model)
     inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
-    measured = shard_map(lambda i, mi: _measure_one(lm, mi, samplers, k, seed + i, temperature), inputs,
+    measured = shard_map(lambda i, mi: _measure_one(lm, mi, samplers, k, seed + i, temperature, draft_model),
+                         inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
@@ -238,6 +241,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--draft-model", default=None,
+                    help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
@@ -254,7 +259,7 @@ def cli(argv: list[str]) -> int:
         ap.error("--k: each draft length must be between 1 and 64")
     model = a.model or default_model(a.domain, "asarm")
     results = [run_assd_bench(model, a.length, a.mask_rate, k, a.samples, a.samplers.split(","), a.seed,
-                              inputs_file=a.inputs) for k in ks]
+                              inputs_file=a.inputs, draft_model=a.draft_model) for k in ks]
     if not is_main():
         return 0  # the main process prints what every process measured
     res = results[0] if len(results) == 1 else {"sweep": results, "best_k": best_k(results)}

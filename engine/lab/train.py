@@ -22,7 +22,7 @@ from ..domains import DOMAINS
 from ..models import MODEL_KINDS
 from ..tokenization import Codec, char_tokenizer, train_bpe
 from .progress import add_quiet_arg, bar, set_quiet
-from .workloads import separator_ids
+from .token_windows import batches, token_stream  # noqa: F401 (also read from here: engine/lab/train_ptp.py)
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 
@@ -50,32 +50,6 @@ def domain_tokenizer(domain: str) -> Codec:
     folder.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(folder)
     return Codec(hf)
-
-
-def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None = None) -> torch.Tensor:
-    """All documents of a split, tokenized and concatenated (a blank line between prose or code
-    documents; proteins are simply abutted). Special tokens never appear as targets."""
-    from .data import load_split
-
-    sep = separator_ids(domain, codec)
-    ids: list[int] = []
-    total = 0
-    for doc in load_split(domain, split):
-        ids.extend(codec.encode(doc))
-        ids.extend(sep)
-        total += len(doc)
-        if limit_chars and total > limit_chars:
-            break
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator, bos_id: int = 1):
-    """Random windows of seq_len tokens, with BOS prepended at model position 0."""
-    while True:
-        starts = torch.randint(0, len(stream) - seq_len - 1, (batch,), generator=gen)
-        x = torch.stack([stream[s : s + seq_len] for s in starts])
-        bos = torch.full((batch, 1), bos_id, dtype=torch.long)
-        yield torch.cat([bos, x], 1)
 
 
 class Schedule:
@@ -180,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp: training mask rate ~ U(rate-min, 1) per sequence (the benchmark masks 0.95)")
     ap.add_argument("--window", type=int, default=0,
                     help="ptp: the head also reads this many known tokens just left of each round")
+    ap.add_argument("--ptp-mode", choices=["draft", "onepass"], default="draft",
+                    help="ptp: draft = row j reads the previous draft (k head steps a round); onepass = row j "
+                         "reads u_{j-1} (one head pass a round)")
+    ap.add_argument("--prev-rank", type=int, default=0,
+                    help="ptp onepass: rank of the per-row low-rank logit term on the real previous draft (0: none)")
+    ap.add_argument("--prev-init", choices=["zero", "bigram"], default="zero",
+                    help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
     add_quiet_arg(ap)
     return ap
 

@@ -108,9 +108,12 @@ class AsArmMixin:
         query_pos: torch.Tensor,  # [B, Lq]
         query_limit: torch.Tensor,  # [B, Lq] attend to keys of rank < limit
         cache: KVCache | None = None,
-    ) -> torch.Tensor:
+        states: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Logits [B, Lq, V] for the query rows. If `cache` is given, the new content rows' K/V
-        are appended to it (the caller truncates it to roll back rejected drafts)."""
+        are appended to it (the caller truncates it to roll back rejected drafts). With `states`,
+        (logits, normed query states [B, Lq, d]): the input of the output head, which a drafter
+        such as the PTP head reads (no forward hook needed)."""
         past = len(cache) if cache is not None else 0
         key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
         nc = content_rank.shape[1]
@@ -140,7 +143,8 @@ class AsArmMixin:
         if cache is not None:
             cache.rank_buf[:, past : past + nc] = content_rank
             cache.n = past + nc
-        return self.head(self.norm(x))
+        h = self.norm(x)
+        return (self.head(h), h) if states else self.head(h)
 
     def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """Teacher-forced joint NLL: ids [B, L] (BOS at 0), masked [B, L] bool. Masked positions

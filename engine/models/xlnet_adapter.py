@@ -37,9 +37,13 @@ class XLNetOracle:
         self.committed.append((pos, tok))
 
     @torch.no_grad()
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False) -> torch.Tensor:
         """One XLNet pass: logits of the query rows given the decided tokens and the drafts before each
-        query (see DensityOracle.call)."""
+        query (see DensityOracle.call; it offers no states)."""
+        if states:
+            raise IncompatibleModelsError("This sampler reads the AS-ARM's query states; an XLNet adapter "
+                                          "does not offer them: use a native AS-ARM.")
         self.calls += 1
         size = len(self.mi.tokens) + self.offset
         inf = 1 << 30

@@ -51,10 +51,12 @@ def verify(
     return len(drafts)
 
 
-def _commit_exact(
+def commit_exact(
     oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, tok: int, prob: float, why: str
 ) -> Step:
-    """A draft whose proposal row already saw every decided token *is* a target sample."""
+    """Commit a draft whose proposal row already saw every decided token: it *is* a target sample,
+    so it is kept without a test (recorded as an untested ACCEPT, p = q). A round helper that every
+    ASSD variant and assd-ptp share."""
     oracle.commit(pos, tok)
     return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why, tested=False)
 
@@ -84,7 +86,7 @@ def assd(
         drafts = [sample_categorical(p[i], gen) for i in range(len(positions))]
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p[i][d]) for i, d in enumerate(drafts)])
         # the first draft saw the same context in both passes: always accepted
-        yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")
+        yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")
         n += 1
         if len(positions) == 1:  # 2. only one token in this round: its draft is final
             rnd += 1
@@ -106,8 +108,9 @@ def assd(
         rnd += 1
 
 
-def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Generator[Step, None, int]:
-    """Pass steps through, writing every decided token into `known` (the drafter's context)."""
+def remember_decided(steps: Generator[Step, None, int], known: list[int | None]) -> Generator[Step, None, int]:
+    """Pass a round's steps through, writing every decided token into `known` (a drafter's context:
+    position -> token or None). A round helper shared by assd_drafted and assd-ptp."""
     while True:
         try:
             s = next(steps)
@@ -149,7 +152,7 @@ def assd_drafted(
             queries.append((order[t], len(positions)))
         q = tempered_probs(oracle.call(list(zip(positions, drafts)), queries), temperature)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions)} drafts")
-        j = yield from _remember(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
+        j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
         n += j + 1 if j < len(positions) else len(positions)
         if j == len(positions) and t < big_n:
             step = _bonus(oracle, rec, rnd, order[t], q[-1], gen)
@@ -203,7 +206,7 @@ def assd_pipelined(
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)])
         start = 0
         if exact_first:
-            yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
             start = 1
             if n + 1 == big_n:
                 break

@@ -16,9 +16,13 @@ class DensityOracle(Protocol):
 
     calls: int
 
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False) -> torch.Tensor:
         """Logits [len(queries), V]: drafts (position, token) are placed after the decided tokens in
-        that order; query (position, j) sees the decided tokens and the first j drafts."""
+        that order; query (position, j) sees the decided tokens and the first j drafts. With
+        `states=True`, (logits, states [len(queries), d]): the model's normed query states, what a
+        drafter reading the oracle's rows (the PTP head) needs; an oracle without them raises
+        IncompatibleModelsError."""
         ...
 
     def commit(self, pos: int, tok: int) -> None:
