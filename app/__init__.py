@@ -33,8 +33,8 @@ def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
     from engine.registry import warm_imports
     from storage.retention import Pruner, Retention, period
 
-    from .core import store
     from .limits import launch_limits
+    from .store import store
     from .ui import launch_kwargs
 
     warm_imports()  # before the first request: concurrent first loads must not race transformers' imports

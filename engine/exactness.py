@@ -43,7 +43,7 @@ from scipy.stats import chi2
 from .acceptance import Verdict, sample_categorical, tempered_probs, uniform
 from .api import InfillRun, _check, make_oracle, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from .params import real_number, whole_number
+from .params import KNOBS, LIMITS, read_knob, whole_number
 from .registry import LoadedModel, default_model, load
 from .samplers import SAMPLERS, SamplerSpec
 from .samplers.assd import assd
@@ -150,8 +150,8 @@ def hybrid_prob(lm: LoadedModel, mi, fill: Fill, params: dict) -> float:
     for pos, tok in zip(mi.masked, fill):
         tokens[pos] = tok
     return math.exp(log_prob_marginal(
-        lm.model, mi, tokens, temperature=params["temperature"], dtau=params.get("dtau", 0.05),
-        window=params.get("window", "cosine"), inner=params.get("inner", 1)))
+        lm.model, mi, tokens, temperature=params["temperature"], dtau=params.get("dtau", KNOBS["dtau"].default),
+        window=params.get("window", KNOBS["window"].default), inner=params.get("inner", KNOBS["inner"].default)))
 
 
 # ----------------------------------------------------------------------------- the test
@@ -297,7 +297,7 @@ class CheckResult:
     """A finished check: settings, the exact law on the fills that matter, each sampler's report."""
 
     model: str
-    family: str
+    kind: str  # the model kind the checked samplers drive (engine.samplers.SamplerSpec.kind)
     source: str
     samples: int
     seed: int
@@ -324,7 +324,7 @@ class CheckResult:
         return {
             "version": 1,
             "model": self.model,
-            "family": self.family,
+            "kind": self.kind,
             "text": self.source,
             "samples": self.samples,
             "seed": self.seed,
@@ -340,21 +340,23 @@ class CheckResult:
         }
 
 
-def _family(names: list[str]) -> str:
+def _kind(names: list[str]) -> str:
     specs = check_samplers()
-    fams = {specs[n].family for n in names}
-    if len(fams) > 1:
-        groups = {f: [n for n in names if specs[n].family == f] for f in sorted(fams)}
+    kinds = {specs[n].kind for n in names}
+    if len(kinds) > 1:
+        groups = {f: [n for n in names if specs[n].kind == f] for f in sorted(kinds)}
         raise BadParameterError(
             "These samplers sample from different models, so they have no common exact law: "
             + "; ".join(f"{', '.join(v)} need(s) {'a hybrid' if f == 'hybrid' else 'an AS-ARM'}" for f, v in groups.items())
             + ". Check them separately.")
-    return fams.pop()
+    return kinds.pop()
 
 
 class ExactnessCheck:
     """One check, prepared (inputs checked, model loaded) and then streamed draw by draw, like an
-    InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts."""
+    InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts.
+    The sampler knobs (k, temperature, steps, dtau, window, inner: engine.params.KNOBS) are keyword
+    arguments by name, each read and range-checked by the table; one not given takes its default."""
 
     def __init__(
         self,
@@ -365,16 +367,15 @@ class ExactnessCheck:
         model: str | None = None,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = 1.0,
-        k: int = 5,
-        steps: int | None = None,
-        dtau: float = 0.05,
-        window: str = "cosine",
-        inner: int = 1,
         allow_paths: bool = True,
         budget: CheckBudget | None = None,
         device: str | torch.device | None = None,
+        **knobs: object,
     ):
+        unknown = sorted(set(knobs) - set(KNOBS))
+        if unknown:
+            raise BadParameterError(f"The exactness check got unknown argument(s) {', '.join(unknown)}; its "
+                                    f"sampler knobs are {', '.join(KNOBS)}.")
         names = [s.strip() for s in samplers.split(",")] if isinstance(samplers, str) else list(samplers)
         names = list(dict.fromkeys(n for n in names if n))
         specs = check_samplers()
@@ -383,10 +384,9 @@ class ExactnessCheck:
         unknown = [n for n in names if n not in specs]
         if unknown:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
-        samples, seed, k, inner = (whole_number(n, v) for n, v in (("N", samples), ("seed", seed), ("k", k),
-                                                                   ("inner", inner)))
-        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
-        steps = None if steps is None else whole_number("steps", steps)
+        samples, seed = whole_number("N", samples), whole_number("seed", seed)
+        given = {name: knobs.get(name, k.default) for name, k in KNOBS.items()}
+        opts = {name: None if v is None else read_knob(name, v) for name, v in given.items()}  # steps None: the sampler's
         if samples < 1:
             raise BadParameterError("The number of samples N must be a whole number of at least 1.")
         if samples > MAX_SAMPLES:
@@ -399,10 +399,10 @@ class ExactnessCheck:
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
-        for name, val in (("k", k), ("temperature", temperature), ("dtau", dtau), ("inner", inner)):
-            _check(name, val)  # the same ranges as every run (engine.api.LIMITS)
-        self.family = _family(names)
-        kind = "hybrid" if self.family == "hybrid" else "asarm"
+        for name in LIMITS:
+            if opts[name] is not None:
+                _check(name, opts[name])  # the same ranges as every run (engine.params.KNOBS)
+        self.kind = kind = _kind(names)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
         if self.lm.kind != kind:
             what = {"asarm": "an AS-ARM", "hybrid": "a hybrid (self-speculative) model"}
@@ -420,12 +420,12 @@ class ExactnessCheck:
                 f"The masked span is {m} tokens; the check enumerates fills of at most {MAX_MASKED} tokens "
                 f"(write [MASK:2] or [MASK:3] for a short span).")
         self.names, self.samples, self.seed = names, samples, seed
-        self.opts = dict(temperature=temperature, k=k, steps=steps, dtau=dtau, window=window, inner=inner)
-        self.params = {"temperature": temperature}
+        self.opts = opts
+        self.params = {"temperature": opts["temperature"]}
         if any("k" in specs[n].params for n in names):
-            self.params["k"] = k
-        if self.family == "hybrid" or any("steps" in specs[n].params for n in names):
-            self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
+            self.params["k"] = opts["k"]
+        if self.kind == "hybrid" or any("steps" in specs[n].params for n in names):
+            self.params.update({n: opts[n] for n in ("steps", "dtau", "window", "inner")})
         self.counts: dict[str, Counter] = {n: Counter() for n in names}
         self.calls: dict[str, float] = {n: 0.0 for n in names}
         self.seconds: dict[str, float] = {n: 0.0 for n in names}
@@ -443,8 +443,7 @@ class ExactnessCheck:
         base = name if name in SAMPLERS else "assd-cache"  # a wrong sampler borrows its base's checks
         o = self.opts
         run = InfillRun(masked_input=self.mi, model=str(self.lm.path) if self.lm.hub_id is None else self.lm.hub_id,
-                        sampler=base, seed=seed, temperature=o["temperature"], k=o["k"], steps=o["steps"],
-                        dtau=o["dtau"], window=o["window"], inner=o["inner"], device=self.lm.device)
+                        sampler=base, seed=seed, **o, device=self.lm.device)
         if name not in SAMPLERS:
             run.spec = spec
         return run
@@ -485,7 +484,7 @@ class ExactnessCheck:
         n = self.samples
         temperature = self.params["temperature"]
         drawn = set().union(*self.counts.values())
-        if self.family == "asarm":
+        if self.kind == "asarm":
             exact = asarm_cells(self.lm, self.mi, MIN_EXPECTED / n, temperature)
             for f in drawn - set(exact):
                 exact[f] = asarm_prob(self.lm, self.mi, f, temperature)
@@ -501,7 +500,7 @@ class ExactnessCheck:
             rep.fit = goodness_of_fit(rep.counts, exact, n)
             reports.append(rep)
         texts = {f: self.fill_text(f) for f in exact}
-        return CheckResult(model=self.lm.name, family=self.family, source=self.mi.source, samples=n, seed=self.seed,
+        return CheckResult(model=self.lm.name, kind=self.kind, source=self.mi.source, samples=n, seed=self.seed,
                            params=dict(self.params), masked_tokens=len(self.mi.masked), exact=exact, texts=texts,
                            samplers=reports, law=law, tv_noise=tv_noise(exact, n))
 
@@ -533,7 +532,7 @@ def from_json(d: dict) -> CheckResult:
                   int(s.get("dof") or 0), float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)),
                   str(s.get("note", "")))
         reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]), fit))
-    return CheckResult(model=str(d["model"]), family=str(d.get("family", "asarm")), source=str(d["text"]),
+    return CheckResult(model=str(d["model"]), kind=str(d.get("kind", d.get("family", "asarm"))), source=str(d["text"]),
                        samples=int(d["samples"]), seed=int(d["seed"]), params=dict(d.get("params", {})),
                        masked_tokens=int(d.get("masked_tokens", 0)), exact=exact, texts=texts, samplers=reports,
                        law=str(d.get("law", "")), tv_noise=float(d.get("tv_noise", 0.0)),

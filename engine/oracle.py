@@ -27,6 +27,7 @@ class AsArmOracle:
         self.mi = mi
         self.use_cache = use_cache
         self.calls = 0
+        self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call: bench assd's cost model
         cfg = model.config
         self.bos = cfg.bos_token_id
         # prompt: BOS at model position 0, visible tokens at index + 1; all rank 0
@@ -74,6 +75,7 @@ class AsArmOracle:
         ids = torch.tensor([[t for _, t, _ in rows]], device=dev, dtype=torch.long)
         pos = torch.tensor([[p + 1 for p, _, _ in rows]], device=dev, dtype=torch.long)
         rank = torch.tensor([[r for _, _, r in rows]], device=dev, dtype=torch.long)
+        self.shapes.append((len(rows), len(queries)))
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
         out = self.model(ids, pos, rank, qpos, qlim, cache=self.cache, states=states)

@@ -72,7 +72,7 @@ def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
     res = run_check(TEXT, model=str(folder), samplers="self-spec,mdm", samples=N, seed=0, steps=1,
                     dtau=1.0, window="linear", inner=2)
     spec, mdm = res.samplers
-    assert res.family == "hybrid" and "Proposition 3.1" in res.law
+    assert res.kind == "hybrid" and "Proposition 3.1" in res.law
     assert spec.fit.p_value >= 0.01 and verdict(spec.fit) == CONSISTENT, spec.fit
     assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit) == NOT_CONSISTENT, mdm.fit
     assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9

@@ -83,7 +83,7 @@ def test_the_app_never_loads_an_id_a_visitor_types(fake_hub, monkeypatch):
     monkeypatch.setenv("INFILL_MODEL_IDS", f"{HUB_ID}, other/model")  # the operator lists it: now offered
     rows = {r["name"]: r for r in registry.available()}
     assert rows[HUB_ID]["kind"] == "asarm" and rows[HUB_ID]["domain"] == "text"
-    from app.core import list_models
+    from app.choices import list_models
 
     assert HUB_ID in list_models("text", "asarm")
     run = InfillRun("a[MASK:2]c", model=HUB_ID, sampler="assd", allow_paths=False)

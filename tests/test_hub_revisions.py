@@ -149,7 +149,7 @@ def test_revisions_in_the_operator_list_and_the_offline_message(offline_hub, mon
     rows = {r["name"]: r for r in registry.available()}
     assert rows["someone/ASARM@nlp"]["kind"] == rows["someone/ASARM@code"]["kind"] == "asarm"
     assert (rows["someone/ASARM@nlp"]["domain"], rows["someone/ASARM@code"]["domain"]) == ("text", "code")
-    from app.core import list_models
+    from app.choices import list_models
 
     assert "someone/ASARM@nlp" in list_models("text", "asarm") and "someone/ASARM@code" in list_models("code", "asarm")
     assert registry.resolve("someone/ASARM@code", allow_paths=False) == "someone/ASARM@code"

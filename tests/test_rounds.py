@@ -331,26 +331,104 @@ def test_sequential_trace_is_one_round_per_token_with_the_exact_q():
             ctx = ctx | {(pos, sample.tokens[0])}
 
 
+def _ngram_rows_by_hand(known, positions, drafts):
+    """The n-gram drafter's proposal rows written out from its definition: the context unigram
+    (count + 0.1 for every non-special token, normalised) mixed 0.2 with the normalised bigram row
+    of the previous token (0.8), where the previous token is the draft before it inside the round;
+    position 0 and a previous token never seen before a non-special token take the unigram alone."""
+    special = set(CODEC.special_ids)
+    counts = collections.Counter(t for t in known if t is not None)
+    uni = [0.0 if v in special else counts[v] + 0.1 for v in range(CODEC.vocab_size)]
+    uni = [x / sum(uni) for x in uni]
+    pairs = collections.Counter((known[i - 1], known[i]) for i in range(1, len(known))
+                                if known[i - 1] is not None and known[i] is not None)
+    work, rows = list(known), []
+    for pos, tok in zip(positions, drafts):
+        prev = work[pos - 1] if pos >= 1 else None
+        big = [0.0 if v in special else pairs[(prev, v)] for v in range(CODEC.vocab_size)]
+        if prev is None or sum(big) == 0:
+            rows.append(uni)
+        else:
+            rows.append([0.8 * b / sum(big) + 0.2 * u for b, u in zip(big, uni)])
+        work[pos] = tok
+    return rows
+
+
 def test_ngram_drafter_rows_by_hand():
-    """The bigram drafter's proposal rows, written out: context unigram (+0.1 smoothing, specials
-    zero) mixed 0.2 with the bigram row of the previous token (0.8), each draft conditioning on
-    the draft before it; rows in float64, no network call."""
+    """The bigram drafter's proposal rows (see _ngram_rows_by_hand), each draft conditioning on the
+    draft before it; rows in float64 to the last bits, no network call."""
     a, b, c = SYMBOLS
-    drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
-    known = [a, b, a, b, None, None, c]
-    uni = torch.zeros(CODEC.vocab_size, dtype=torch.float64)
-    uni[a], uni[b], uni[c] = 2.1, 2.1, 1.1
-    uni /= uni.sum()
-    big = {a: {b: 2.0}, b: {a: 1.0}}  # pairs (a, b) twice, (b, a) once; c follows an unknown
-    for seed in range(12):
-        drafts, rows, spent = drafter.propose(known, [4, 5], torch.Generator().manual_seed(seed))
-        assert spent == 0.0 and len(drafts) == 2 and all(r.dtype == torch.float64 for r in rows)
-        for row, prev in zip(rows, [b, drafts[0]]):
-            want = uni.clone()
-            if prev in big:
-                bg = torch.zeros_like(uni)
-                for t, n in big[prev].items():
-                    bg[t] = n
-                want = 0.8 * bg / bg.sum() + 0.2 * uni
-            assert torch.allclose(row, want, atol=1e-15), (prev, row, want)
-            assert float(row[CODEC.special_ids].sum()) == 0.0
+    s0 = CODEC.special_ids[0]
+    cases = [  # (known, positions)
+        ([a, b, a, b, None, None, c], [4, 5]),  # (a, b) twice, (b, a) once; c follows an unknown
+        ([a, c, a, b, a, b, None, None], [6, 7]),  # a -> b twice and c once (counts, not presence); (a, c) at i = 1
+        ([None, b, a, c, a, a, b, s0, c, a], [0]),  # position 0: no previous token, though the last one is known
+        ([a, None, b, b, a, b], [1]),  # position 1 reads position 0
+        ([b, s0, a, a, b, None], [5]),  # b was seen only before a special token: no bigram row
+        ([c, a, b, None, None, None], [3, 4, 5]),  # a chain of three drafts
+    ]
+    for known, positions in cases:
+        drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
+        for seed in range(12):
+            drafts, rows, spent = drafter.propose(known, positions, torch.Generator().manual_seed(seed))
+            assert spent == 0.0 and len(drafts) == len(rows) == len(positions)
+            assert all(d not in CODEC.special_ids for d in drafts)
+            for row, want in zip(rows, _ngram_rows_by_hand(known, positions, drafts)):
+                assert row.dtype == torch.float64
+                assert torch.allclose(row, torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-15), \
+                    (known, positions, drafts, row.tolist(), want)
+
+
+
+class WatchingDrafter(NgramDrafter):
+    """An n-gram drafter that writes down what the sampler hands it; with `counter`, its `passes`
+    starts at 7 and moves by 2 a proposal, without, it has no `passes` attribute at all."""
+
+    name = "watcher"
+
+    def __init__(self, counter: bool):
+        self.counter = counter
+        super().__init__(CODEC.vocab_size, CODEC.special_ids)
+        self.seen: list[tuple[list[int | None], list[int], float]] = []
+        if counter:
+            self.passes = 7
+
+    def __getattribute__(self, name):
+        if name == "passes" and not object.__getattribute__(self, "counter"):
+            raise AttributeError(name)  # hides NgramDrafter's class attribute
+        return object.__getattribute__(self, name)
+
+    def propose(self, known, positions, gen, temperature=1.0):
+        self.seen.append((list(known), list(positions), temperature))
+        if self.counter:
+            self.passes += 2
+        return super().propose(known, positions, gen, temperature)
+
+
+@pytest.mark.parametrize("counter", [True, False])
+def test_drafter_sees_every_decided_token_and_the_temperature(counter):
+    """assd_drafted hands its drafter, each round, the visible tokens and every token decided so far
+    (None elsewhere) and the run's temperature; drafter_passes adds what the drafter's own `passes`
+    counter moved by (0 for a drafter without one)."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for seed in range(6):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        drafter = WatchingDrafter(counter)
+        assert hasattr(drafter, "passes") == counter
+        passes = [0]
+        steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 0.6, 2,
+                                  drafter, [0.0], passes))
+        rounds = sorted({s.round for s in steps})
+        assert len(drafter.seen) == len(rounds) > 1
+        assert passes == [2 * len(rounds) if counter else 0]
+        known: list[int | None] = [mi.tokens[i] if i in mi.visible else None for i in range(len(mi.tokens))]
+        assert any(t is not None for t in known)
+        for r, (seen, positions, temperature) in zip(rounds, drafter.seen):
+            assert temperature == 0.6
+            assert seen == known, (r, seen, known)
+            assert positions == [p for p in mi.masked if known[p] is None][:2]
+            for s in steps:
+                if s.round == r and s.kind in DECIDING_KINDS:
+                    for p, t in zip(s.positions, s.tokens):
+                        known[p] = t

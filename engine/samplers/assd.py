@@ -15,6 +15,7 @@ from ..acceptance import Verdict, sample_categorical, speculative_accept, temper
 from ..masking import MaskedInput
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
+from .drafting import Drafter
 
 
 def verify(
@@ -123,7 +124,7 @@ def remember_decided(steps: Generator[Step, None, int], known: list[int | None])
 
 def assd_drafted(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
-    drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
+    drafter: Drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
     every draft (none is exact), and its extra row gives a free token when all are accepted.

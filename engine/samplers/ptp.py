@@ -6,7 +6,8 @@ The PTP head (engine/models/ptp.py) turns them into dependent drafts left to rig
 p_j = softmax(asarm_j + head_j(states, d_<j)) and d_j = F^-1_{p_j}(u_j), so each draft is a
 function of the context and u_1..u_j only. A one-pass head (config.mode "onepass") draws
 u_1..u_m first and computes every p_j in one pass from u_<j (`row_inputs` says what row j reads),
-plus, with prev_rank, a low-rank logit term on d_{j-1}; then d_j = F^-1_{p_j}(u_j) row by row. One AS-ARM call then gives the exact rows
+plus, with prev_rank, a low-rank logit term on d_{j-1}; then d_j = F^-1_{p_j}(u_j) row by row.
+One AS-ARM call then gives the exact rows
 q_j = p(. | decided, d_<j) for every draft, plus the parallel rows of every possible next round.
 The drafts are verified left to right by the shared speculative rule (engine.acceptance), as
 every speculative sampler here is.

@@ -25,16 +25,16 @@ def shot(page, request, name: str = "screenshot") -> None:
 def slow_runs(monkeypatch):
     """The app runs in this process: each round waits a little, so a person (and this test) can act
     while a run is under way (the tiny models finish in a blink otherwise)."""
-    from app import core
+    from app import streaming
 
-    fast = core.rounds
+    fast = streaming.rounds
 
     def slow(live):
         for lv in fast(live):
             time.sleep(0.15)
             yield lv
 
-    monkeypatch.setattr(core, "rounds", slow)
+    monkeypatch.setattr(streaming, "rounds", slow)
 
 
 def _link(page) -> str:
@@ -195,7 +195,7 @@ def test_stop_and_replay_states(browser, app_url, request, slow_runs):  # noqa: 
 
 
 def test_domain_switch_loads_that_domains_example(browser, app_url, request):  # noqa: F811
-    from app.core import EXAMPLES
+    from app.examples import EXAMPLES
 
     page = _new_page(browser, app_url)
     page.get_by_label("protein").check()

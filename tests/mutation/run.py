@@ -9,6 +9,9 @@ reason, in tests/mutation_equivalent.txt ("<mutant name>  # why it changes nothi
 
     python tests/mutation/run.py                       # every module below
     python tests/mutation/run.py engine/acceptance.py  # one module
+    MUTATION_RESUME=1 python tests/mutation/run.py engine/samplers/assd.py
+        # keep .mutation/<module>/'s results: run only the mutants not run yet, and re-run the
+        # survivors (so a test added since then gets its chance); for a long module on a busy machine
 
 Prints, per module, killed / total and the survivors (with their diff), and last:
 `unexplained survivors: N of M mutants`. Exit status 1 when N > 0.
@@ -63,12 +66,20 @@ def equivalents() -> dict[str, str]:
     return out
 
 
-def prepare(module: str, tests: list[str]) -> Path:
-    """A scratch copy of the program with a pyproject.toml whose [tool.mutmut] names this module."""
+def prepare(module: str, tests: list[str], resume: bool = False) -> Path:
+    """A scratch copy of the program with a pyproject.toml whose [tool.mutmut] names this module.
+    resume: keep the mutants and results of an earlier run (mutmut regenerates a module's mutants
+    only when its source is newer, and the copy keeps the source's time)."""
     work = SCRATCH / module.replace("/", "_").removesuffix(".py")
+    kept = SCRATCH / (work.name + ".kept")
+    if resume and (work / "mutants").exists():
+        shutil.rmtree(kept, ignore_errors=True)
+        (work / "mutants").rename(kept)
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    if kept.exists():
+        kept.rename(work / "mutants")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "mutation")
     for name in COPY:
         src = ROOT / name
@@ -87,6 +98,9 @@ def prepare(module: str, tests: list[str]) -> Path:
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=300"]\n'
         'process_isolation = "forkserver"\n'
+        # CPU seconds a mutant may spend: 2 x 1.5 x (its tests' clean time + 1 s); mutmut's default 15
+        # lets one hanging mutant take ten minutes on a 20 s test file)
+        "timeout_multiplier = 1.5\n"
         "use_git_change_detection = false\n"
     )
     (work / "pyproject.toml").write_text((work / "pyproject.toml").read_text() + conf)
@@ -122,13 +136,19 @@ def text_only(lines: list[str]) -> bool:
     return bool(minus) and minus == plus
 
 
-def run_module(module: str, children: int) -> tuple[int, int, list[str], list[str]]:
+def run_module(module: str, children: int, resume: bool = False) -> tuple[int, int, list[str], list[str]]:
     tests = MODULES[module]
-    work = prepare(module, tests)
+    work = prepare(module, tests, resume)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "INFILL_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=work, env=env,
-                       capture_output=True, text=True)
-    (work / "mutmut.log").write_text(r.stdout + r.stderr)
+    before = results(work) if resume and (work / "mutants").exists() else {}
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)]
+    r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    log = r.stdout + r.stderr
+    again = sorted(n for n, c in before.items() if c is not None and c not in KILLED and c not in TIMEOUT)
+    if again:  # survivors of the earlier run: re-run by name (mutmut lets a result stand otherwise)
+        r2 = subprocess.run(cmd + again, cwd=work, env=env, capture_output=True, text=True)
+        log += r2.stdout + r2.stderr
+    (work / "mutmut.log").write_text(log)
     codes = results(work)
     if r.returncode != 0 and not codes:
         print(f"{module}: mutmut failed (exit {r.returncode}); see {work / 'mutmut.log'}")
@@ -163,10 +183,11 @@ def main(argv: list[str]) -> int:
     if bad:
         print(f"unknown module(s) {bad}; known: {' '.join(MODULES)}")
         return 2
-    children = int(os.environ.get("MUTATION_CHILDREN", "2"))
+    children = int(os.environ.get("MUTATION_CHILDREN", "1"))  # one test process: a shared 2-core machine
+    resume = os.environ.get("MUTATION_RESUME", "") not in ("", "0")
     total = unexplained = 0
     for m in mods:
-        _, n, _, un = run_module(m, children)
+        _, n, _, un = run_module(m, children, resume)
         total += n
         unexplained += len(un)
     print(f"unexplained survivors: {unexplained} of {total} mutants")
