@@ -371,5 +371,5 @@ def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
     from engine.errors import ModelNotFoundError
 
     assert "Exact" in sampler_help("assd-ptp")
-    with pytest.raises(ModelNotFoundError, match="code-ptp"):
-        prepare(Form(domain="code", model=None, text="def f(x):\n    return [MASK:4]\n", sampler="assd-ptp"))
+    with pytest.raises(ModelNotFoundError, match="protein-ptp"):
+        prepare(Form(domain="protein", model=None, text="MKTAYIAKQR[MASK:4]QISFVKSHFSRQ", sampler="assd-ptp"))
