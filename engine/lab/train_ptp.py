@@ -116,7 +116,7 @@ def eval_cli(argv: list[str]) -> int:
     res = evaluate(a.folder, a.teacher, a.windows)
     print(json.dumps(res, indent=2))
     if a.write_card:
-        from .evaluate import write_card
+        from .cards import write_card
 
         write_card(Path(a.folder), res)
     return 0

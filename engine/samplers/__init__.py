@@ -147,8 +147,9 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     calls_bounded=False),
         SamplerSpec("assd-ptp", "asarm", True, ("k", "temperature"),
                     "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
-                    "parallel rows into k dependent drafts (each sees the drafts before it); the next call "
-                    "verifies them and proposes the next round. Exact. Needs a PTP drafter (text-ptp).",
+                    "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
+                    "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
+                    "a PTP drafter (text-ptp1, code-ptp).",
                     run_ptp, second=SecondModel("ptp", ptp_fits, "python -m engine train --kind ptp --teacher {model} ...")),
     ]
 }
