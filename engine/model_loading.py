@@ -51,7 +51,8 @@ _LOAD_LOCK = threading.RLock()
 
 
 def load_source(source: Path | str, device: str = "cpu") -> LoadedModel:
-    """Cached per (source, device, tokenizer source, code map); a Hub id resolves to its local
+    """A resolved source (a folder, or a Hub id: engine.registry.resolve) loaded on `device`.
+    Cached per (source, device, tokenizer source, code map); a Hub id resolves to its local
     snapshot (and its tokenizer's) first."""
     if isinstance(source, str) and not Path(source).is_dir():
         folder = hub_folder(*split_spec(source))  # downloads never hold the lock
