@@ -197,8 +197,8 @@ def test_hybrid_heads_are_bitwise_the_original():
 def test_lite_loader_is_the_hugging_face_model(text_asarm):
     """The bundled AS-ARM loads without transformers (CLI start-up); same weights, same logits,
     same tokenizer ids as the transformers path."""
+    from engine.model_loading import _load_hf
     from engine.models.asarm_core import AsArmLite
-    from engine.registry import _load_hf
     from engine.tokenization import Codec, LiteTokenizer
 
     assert isinstance(text_asarm.model, AsArmLite) and isinstance(text_asarm.codec.hf, LiteTokenizer)

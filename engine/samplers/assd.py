@@ -33,7 +33,7 @@ def verify(
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
     the residual. Commits as it goes. Returns the index where the round stopped (len if none).
     `accept` replaces the test only for the deliberately wrong samplers of the exactness check
-    (engine/exactness.py); None is speculative_accept, looked up when the round runs."""
+    (engine/wrong_samplers.py); None is speculative_accept, looked up when the round runs."""
     test = accept or speculative_accept
     for i in range(start, len(drafts)):
         v = test(drafts[i], p_rows[i], q_rows[i], gen)

@@ -13,7 +13,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ...registry import set_threads
+from ...threads import set_threads
 from .. import progress, shard
 from . import measure
 from .measure import Models
