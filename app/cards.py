@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import registry
+from engine import model_folders, registry
 from engine.domains import DOMAINS as REGISTRY
 
 from .render import esc
@@ -50,7 +50,7 @@ def card_data(name: str) -> dict | None:
         return None
     path = Path(path)
     cfg, state, metrics = _json(path / "config.json"), _json(path / "train_state.json"), _json(path / "metrics.json")
-    kind = state.get("kind") or registry.KIND_BY_TYPE.get(cfg.get("model_type", ""), cfg.get("model_type", "?"))
+    kind = state.get("kind") or model_folders.KIND_BY_TYPE.get(cfg.get("model_type", ""), cfg.get("model_type", "?"))
     return {"name": name, "kind": kind, "domain": state.get("domain") or cfg.get("domain", "?"),
             "config": cfg, "train": state, "metrics": metrics, "has_readme": (path / "README.md").is_file()}
 

@@ -77,8 +77,9 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
     knobs = {name: p.get(name, k.default) for name, k in KNOBS.items()}  # the run's, else the table's default
     if not same:  # another sampler: its own draft length and step count
         knobs.update(k=KNOBS["k"].default, steps=KNOBS["steps"].default)
-    return InfillRun(masked_input=run.mi, model=run.lm.name, sampler=sampler, seed=run.seed, **knobs,
-                     draft_model=run.draft_lm.name if same and run.draft_lm else None,
+    # the models the run holds, not their names: no second trip through the registry (issue 23)
+    return InfillRun(masked_input=run.mi, model=run.lm, sampler=sampler, seed=run.seed, **knobs,
+                     draft_model=run.draft_lm if same and run.draft_lm else None,
                      allow_paths=False, budget=Budget.from_env())
 
 

@@ -17,9 +17,10 @@ from .budget import Budget, Meter, install
 from .domains import DOMAINS, default_span, line_masks
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
+from .model_loading import LoadedModel
 from .oracle import AsArmOracle
 from .params import KNOBS, LIMITS, read_knob, whole_number
-from .registry import LoadedModel, default_model, load
+from .registry import default_model, load
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
@@ -95,7 +96,8 @@ class InfillResult:
 #: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
 _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "text": ((str,), "a string"),
-    "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model (engine.registry.LoadedModel)"),
+    "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), "
+              "or a loaded model (engine.model_loading.LoadedModel)"),
     "sampler": ((str,), "a sampler name (a string)"),
     "domain": ((str,), "a domain name (a string)"),
     "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
@@ -158,7 +160,7 @@ def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
     try:
         return default_model(lm.domain, kind) if chosen is None else chosen
     except ModelNotFoundError:
-        how = f" (python -m engine train --kind ptp --teacher {lm.name} ...)" if kind == "ptp" else ""
+        how = f" ({spec.second.how.format(model=lm.name)})" if spec.second.how else ""
         raise ModelNotFoundError(
             f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
             f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None

@@ -14,8 +14,8 @@ safetensors header (a few KB; no tensor is read):
   of the tensors equal to the config's.
 
 Every failure is a BadModelError naming the folder and the reason in one line. The registry skips a
-listed folder that fails (with a warning) and refuses a passed one; the tokenizer is checked against
-the config once it is loaded (engine/registry.py).
+listed folder that fails (with a warning, engine/model_folders.py) and refuses a passed one; the
+tokenizer is checked against the config once it is loaded (engine/model_loading.py).
 """
 
 from __future__ import annotations

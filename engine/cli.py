@@ -48,7 +48,7 @@ def _exactness(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(r.to_json()))
         return 0
-    from .exactness import verdict
+    from .exactness_fit import verdict
 
     print(f"{r.source}  ({r.model}, {r.masked_tokens} masked tokens, N = {r.samples}, seed {r.seed}, "
           f"temperature {r.params['temperature']:g})")
@@ -76,7 +76,8 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
     one JSON result per input (or a summary line each); a bad line is reported by its number on
     stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
     from .errors import InfillError
-    from .exactness import run_check, verdict
+    from .exactness import run_check
+    from .exactness_fit import verdict
     from .inputs_file import text_objects
 
     try:
@@ -169,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)
 
-    from .exactness import DEFAULT_SAMPLES, WRONG_SAMPLERS
+    from .exactness import DEFAULT_SAMPLES
+    from .wrong_samplers import WRONG_SAMPLERS
 
     p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
                                          "the model's exact law")
@@ -236,7 +238,7 @@ def knob_values(a: argparse.Namespace) -> dict:
 
 
 def add_hub_args(p: argparse.ArgumentParser) -> None:
-    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (registry.HubOptions)."""
+    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (engine/hub.py: HubOptions)."""
     p.add_argument("--tokenizer", default=None,
                    help="with a Hub --model: take the tokenizer from this Hub id (NAME@REV) or folder "
                         "(default: the checkpoint's own, else its family's, XLNet: xlnet/xlnet-base-cased)")
@@ -246,7 +248,7 @@ def add_hub_args(p: argparse.ArgumentParser) -> None:
 
 def apply_hub_flags(a: argparse.Namespace) -> None:
     """Record --tokenizer / --code-map for the Hub model named by --model (nothing for other models)."""
-    from .registry import is_hub_spec, set_hub_options
+    from .hub import is_hub_spec, set_hub_options
 
     if getattr(a, "model", None) and (a.tokenizer is not None or a.code_map is not None) and is_hub_spec(a.model):
         set_hub_options(a.model, tokenizer=a.tokenizer, code_map=a.code_map)

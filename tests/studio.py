@@ -21,18 +21,18 @@ def tiny_studio(root: Path) -> Iterator:
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
     from app import store as app_store
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
     from storage import open_store
 
-    saved_assets, saved_store = registry.ASSETS, app_store._store
-    registry.ASSETS = root / "no-bundled-models"
+    saved_assets, saved_store = model_folders.ASSETS, app_store._store
+    model_folders.ASSETS = root / "no-bundled-models"
     make_tiny_models(root / "models")
     app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
     try:
         yield app_store._store
     finally:
         app_store._store.close()
-        app_store._store, registry.ASSETS = saved_store, saved_assets
+        app_store._store, model_folders.ASSETS = saved_store, saved_assets
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

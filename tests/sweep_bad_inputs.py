@@ -76,12 +76,12 @@ def setup(root: Path) -> Path:
     """Tiny models under root (listed through INFILL_MODEL_DIRS) and a temporary store; returns the
     text model's folder. Call before importing app.store."""
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    registry.ASSETS = root / "no-bundled-models"
+    model_folders.ASSETS = root / "no-bundled-models"
     make_tiny_models(root / "models")
     return root / "models" / "text-asarm"
 

@@ -26,16 +26,16 @@ def app_url(tmp_path_factory):
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
     from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
-    saved_assets = registry.ASSETS
-    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    saved_assets = model_folders.ASSETS
+    model_folders.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
     make_tiny_models(root / "models")
     app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    registry.ASSETS = saved_assets
+    model_folders.ASSETS = saved_assets
     if app_store._store is not None:
         app_store._store.close()
         app_store._store = None
@@ -367,14 +367,14 @@ def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monk
 
     from app import cards
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
     folder = make_tiny_models(tmp_path, ("text-asarm",)) / "text-asarm"  # a folder the loader's checks accept
     (folder / "train_state.json").write_text(json.dumps({"params": 2_500_000, "steps": 100, "batch": 4,
                                                           "seq_len": 64, "minutes": 3.0, "device": "cpu"}))
     (folder / "metrics.json").write_text(json.dumps({"ppl_left_to_right": 150.0, "spelling_accuracy_95": 0.5,
                                                       "brand_new_metric": 1.25}))
-    monkeypatch.setattr(registry, "ASSETS", tmp_path)
+    monkeypatch.setattr(model_folders, "ASSETS", tmp_path)
     monkeypatch.delenv("INFILL_MODEL_DIRS", raising=False)
     md = cards.card_markdown("text-asarm")
     assert "2.5M parameters" in md and "100 steps" in md and "3 minutes on cpu" in md

@@ -1,6 +1,7 @@
-"""The app draws a run with the tokenizer the run already holds: starting a run (Run or Compare)
-never loads the model's tokenizer again from its folder (issue 23); only a replay, which holds no
-model, looks it up (cached by folder)."""
+"""The app runs from what it holds (issue 23): starting a run (Run or Compare) never loads the
+model's tokenizer again from its folder, and the speed-up line's reruns take the finished run's
+loaded model and masked input, never a trip through the registry; only a replay, which holds no
+model, looks the tokenizer up (cached by folder)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,20 @@ def test_a_replay_looks_the_tokenizer_up_once(studio, codec_loads):
     for _ in range(3):
         assert token_views.new_state(live.view).bytes_of is not None
     assert len(codec_loads) == 1
+
+
+def test_the_speedup_reruns_take_the_models_the_run_holds(studio, monkeypatch):
+    import engine.api
+    from app import speedup, streaming
+
+    live = streaming.start(form())
+    for _ in streaming.rounds(live):
+        pass
+
+    def no_registry(*a, **kw):
+        raise AssertionError("the rerun went through the registry")
+
+    monkeypatch.setattr(engine.api, "load", no_registry)
+    for sampler in (speedup.BASELINE_SAMPLER, live.run.spec.name):
+        rerun = speedup._rerun(live, sampler)
+        assert rerun.lm is live.run.lm and rerun.mi is live.run.mi

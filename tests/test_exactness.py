@@ -12,23 +12,12 @@ from scipy.stats import chisquare
 from engine import registry
 from engine.cli import main as cli_main
 from engine.errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from engine.exactness import (
-    CONSISTENT,
-    MIN_EXPECTED,
-    NOT_CONSISTENT,
-    UNTESTABLE,
-    WRONG_SAMPLERS,
-    CheckBudget,
-    ExactnessCheck,
-    asarm_cells,
-    asarm_prob,
-    from_json,
-    goodness_of_fit,
-    pooled_cells,
-    run_check,
-    verdict,
-)
+from engine.exactness import CheckBudget, ExactnessCheck, run_check
+from engine.exactness_fit import CONSISTENT, MIN_EXPECTED, NOT_CONSISTENT, UNTESTABLE, goodness_of_fit, pooled_cells, verdict
+from engine.exactness_law import asarm_cells, asarm_prob
+from engine.exactness_result import from_json
 from engine.samplers import SAMPLERS
+from engine.wrong_samplers import WRONG_SAMPLERS
 from tests.test_hybrid import tiny_hybrid
 from tests.tiny import exact_distribution, masked_input, save_tiny_asarm, tiny_codec
 

@@ -23,12 +23,12 @@ def tiny(tmp_path, monkeypatch):
     """Only tiny random models listed (text and protein, character vocabularies), a fresh store."""
     from app import store as app_store
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
     make_tiny_models(tmp_path / "models")
     monkeypatch.setenv("INFILL_MODEL_DIRS", str(tmp_path / "models"))
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'studio.db'}")
-    monkeypatch.setattr(registry, "ASSETS", tmp_path / "no-bundled-models")
+    monkeypatch.setattr(model_folders, "ASSETS", tmp_path / "no-bundled-models")
     monkeypatch.setattr(app_store, "_store", None)
     yield tmp_path
     app_store._store = None

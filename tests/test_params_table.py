@@ -72,7 +72,13 @@ def test_python_defaults_are_the_tables():
         assert sig[name].default == k.default, name
 
 
-def test_the_exactness_check_takes_the_tables_knobs_by_name():
+def test_the_exactness_check_takes_the_tables_knobs_by_name(monkeypatch):
+    import engine.exactness
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded before the knobs were checked")
+
+    monkeypatch.setattr(engine.exactness, "load", no_model)
     with pytest.raises(BadParameterError, match="unknown argument.*beta.*k, temperature"):
         ExactnessCheck("a [MASK:1] b", samplers="assd", beta=1)
     for name in LIMITS:  # read and range-checked by the table before any model loads

@@ -206,3 +206,19 @@ def test_the_page_warns_of_extra_calls_exactly_where_the_catalogue_makes_no_prom
     from app.choices import CALLS_NOTE
 
     assert set(CALLS_NOTE) == {n for n, s in SAMPLERS.items() if not s.calls_bounded}
+
+
+@pytest.mark.parametrize("name", [n for n, s in SAMPLERS.items() if s.second is not None])
+def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models, name, monkeypatch):
+    import engine.api as api
+    from engine.errors import ModelNotFoundError
+
+    def none_bundled(domain, kind):
+        raise ModelNotFoundError(f"no {domain}-{kind}")
+
+    monkeypatch.setattr(api, "default_model", none_bundled)
+    spec = SAMPLERS[name]
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    with pytest.raises(ModelNotFoundError, match=f"{name} drafts with a {spec.second.kind} model") as e:
+        InfillRun(masked_input=mi, model=models["asarm"], sampler=name)
+    assert spec.second.how.format(model=models["asarm"].name) in str(e.value)

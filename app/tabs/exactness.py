@@ -17,22 +17,11 @@ from scipy.stats import beta
 
 from engine import registry
 from engine.errors import BadParameterError, InfillError
-from engine.exactness import (
-    ALPHA,
-    CONSISTENT,
-    DEFAULT_SAMPLES,
-    NOT_CONSISTENT,
-    UNTESTABLE,
-    WRONG_SAMPLERS,
-    CheckBudget,
-    CheckResult,
-    ExactnessCheck,
-    check_samplers,
-    fill_key,
-    from_json,
-    pooled_cells,
-    verdict,
-)
+from engine.exactness import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
+from engine.exactness_fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
+from engine.exactness_law import fill_key
+from engine.exactness_result import CheckResult, from_json
+from engine.wrong_samplers import WRONG_SAMPLERS, check_samplers
 
 from .. import choices, share
 from ..admission import admission

@@ -15,7 +15,9 @@ import torch
 
 from ..cli import add_device_arg
 from ..device import apply_device_flag
-from ..registry import LoadedModel, default_model, load, set_threads
+from ..model_loading import LoadedModel
+from ..registry import default_model, load
+from ..threads import set_threads
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
 from .shard import is_main, shard_map, world

@@ -34,7 +34,8 @@ from pathlib import Path
 from ..api import joint_log_prob
 from ..domains import default_span, studio_domains
 from ..masking import MaskedInput, from_char_ranges, parse_masked_text
-from ..registry import LoadedModel, default_model, load
+from ..model_loading import LoadedModel
+from ..registry import default_model, load
 from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"

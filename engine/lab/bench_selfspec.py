@@ -22,7 +22,8 @@ from pathlib import Path
 from ..cli import add_device_arg
 from ..device import apply_device_flag
 from ..domains import DOMAINS
-from ..registry import LoadedModel, available, default_model, load
+from ..model_loading import LoadedModel
+from ..registry import available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..api import InfillResult, InfillRun
 from ..masking import MaskedInput
-from ..registry import LoadedModel
+from ..model_loading import LoadedModel
 
 
 @dataclass

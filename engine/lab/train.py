@@ -197,7 +197,7 @@ def cli(argv: list[str]) -> int:
     from accelerate import Accelerator
 
     from ..device import apply_device_flag
-    from ..registry import set_threads
+    from ..threads import set_threads
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)

@@ -27,7 +27,7 @@ from .sequential import sequential
 @dataclass(frozen=True)
 class SamplerSpec:
     """One entry of the sampler catalogue: which model kind it drives (the `kind` of
-    engine.registry.LoadedModel), whether it caches, which knobs it reads, its help text, how to
+    engine.model_loading.LoadedModel), whether it caches, which knobs it reads, its help text, how to
     run it, and the second model it drafts with (None: it drafts from the run's model or not at all)."""
 
     name: str
@@ -150,7 +150,7 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
                     "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
                     "a PTP drafter (text-ptp1, code-ptp).",
-                    run_ptp, second=SecondModel("ptp", ptp_fits)),
+                    run_ptp, second=SecondModel("ptp", ptp_fits, "python -m engine train --kind ptp --teacher {model} ...")),
     ]
 }
 

@@ -33,7 +33,7 @@ def verify(
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
     the residual. Commits as it goes. Returns the index where the round stopped (len if none).
     `accept` replaces the test only for the deliberately wrong samplers of the exactness check
-    (engine/exactness.py); None is speculative_accept, looked up when the round runs."""
+    (engine/wrong_samplers.py); None is speculative_accept, looked up when the round runs."""
     test = accept or speculative_accept
     for i in range(start, len(drafts)):
         v = test(drafts[i], p_rows[i], q_rows[i], gen)
@@ -212,15 +212,16 @@ def assd_pipelined(
                 break
         # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        logits = oracle.call(list(zip(positions, drafts))[start:], queries)
+        # logits of the density rows now; the proposal rows keep only their states until the
+        # stopping point is known (the other stopping points' rows never reach the output head)
+        logits, states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True,
+                                     logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
-        # soft-max only the rows this round uses: the density rows now, the proposal rows of the
-        # stopping point once it is known (the other stopping points' rows are never read)
-        q = tempered_probs(logits[: m - start], temperature)
+        q = tempered_probs(logits, temperature)
         q_rows = {i: q[i - start] for i in range(start, m)}
         j = yield from verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        props = tempered_probs(logits[at : at + len(positions)], temperature)
+        props = tempered_probs(oracle.head_logits(states[at : at + len(positions)], positions), temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1

@@ -25,7 +25,7 @@ from .diffusion_drafter import DiffusionDrafter
 from .drafting import Drafter
 
 
-class NgramDrafter:
+class NgramDrafter(Drafter):
     """A `Drafter` without a network. Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
     and decided text, drafts left to right (each draft conditions on the previous draft), and mixes
     in a smoothed context unigram so that unseen contexts still propose something sensible."""

@@ -57,6 +57,7 @@ class SecondModel:
 
     kind: str
     check: PairCheck
+    how: str = ""  # how to make one when the domain has none ("{model}": the run's model), for the refusal
 
 
 __all__ = ["Drafter", "PairCheck", "SecondModel"]

@@ -50,16 +50,16 @@ def app_url(tmp_path_factory):
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
-    saved_assets = registry.ASSETS
-    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    saved_assets = model_folders.ASSETS
+    model_folders.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
     make_tiny_models(root / "models")
     app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    registry.ASSETS = saved_assets
+    model_folders.ASSETS = saved_assets
     app_store._store = None
     for k, v in saved.items():
         if v is None:

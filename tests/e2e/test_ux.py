@@ -45,6 +45,14 @@ def _status(page) -> str:
     return page.inner_text("#status")
 
 
+def _status_and_link(page) -> tuple[str, str]:
+    """The status line and the share link read at one instant (two reads could straddle the last
+    update, which brings "Done" and the link together)."""
+    return tuple(page.evaluate("() => [document.querySelector('#status').innerText, "
+                               "(document.querySelector('#share-link textarea') || "
+                               "document.querySelector('#share-link input')).value]"))
+
+
 def _wait_status(page, needle: str, timeout=60_000) -> None:
     page.wait_for_function(f"document.querySelector('#status').innerText.includes({needle!r})", timeout=timeout)
 
@@ -137,8 +145,11 @@ def test_share_link_appears_only_after_the_run_is_stored(browser, app_url, reque
     page.click("#run")
     _wait_status(page, "Running")
     seen_running = 0
-    while "Running" in _status(page):
-        assert _link(page) == "", "a share link while the run is not stored yet"
+    while True:
+        status, link = _status_and_link(page)
+        if "Running" not in status:
+            break
+        assert link == "", "a share link while the run is not stored yet"
         seen_running += 1
         time.sleep(0.05)
     _wait_status(page, "Done")
