@@ -193,14 +193,17 @@ def assd_ptp(
             if n + 1 == big_n:
                 break
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries)
+        # logits only for the verified rows; the next round's rows keep their states until the
+        # stopping point is known (the lean call, as assd-pipelined)
+        out, out_states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True, logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
         q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
         j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
         prev = known[positions[j]] if j < m else drafts[-1]  # the last decided token in lattice order
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        base, states = out[at : at + len(positions)], out_states[at : at + len(positions)]
+        states = out_states[at : at + len(positions)]
+        base = oracle.head_logits(states, positions)
         exact_first = j == m
         rnd += 1
 
