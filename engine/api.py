@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .budget import Budget, Meter, install
-from .domains import DOMAINS, default_span, line_masks
+from .domains import default_span, line_masks
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .model_loading import LoadedModel
@@ -156,9 +156,8 @@ def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
     """The bundled drafter of the model's domain (the catalogue's SecondModel kind), or a message saying
     what is missing."""
     kind, sampler = spec.second.kind, spec.name
-    chosen = dict(DOMAINS[lm.domain].drafters).get(kind) if lm.domain in DOMAINS else None
     try:
-        return default_model(lm.domain, kind) if chosen is None else chosen
+        return default_model(lm.domain, kind)
     except ModelNotFoundError:
         how = f" ({spec.second.how.format(model=lm.name)})" if spec.second.how else ""
         raise ModelNotFoundError(

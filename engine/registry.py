@@ -74,8 +74,11 @@ def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device
 
 
 def default_model(domain: str, kind: str) -> str:
-    """The bundled `<domain>-<kind>` model's name, or a message saying it is not bundled."""
-    name = f"{domain}-{kind}"
+    """The bundled `<domain>-<kind>` model's name (or the domain's chosen one of that kind where two
+    are bundled: `Domain.drafters`, e.g. text's one-pass PTP head), or a message saying it is not bundled."""
+    from .domains import DOMAINS
+
+    name = dict(DOMAINS[domain].drafters).get(kind, f"{domain}-{kind}") if domain in DOMAINS else f"{domain}-{kind}"
     if name not in listed_folders():
         raise ModelNotFoundError(
             f"No bundled {kind} model for {domain!r} (expected assets/models/{name}); pass model=..."
