@@ -43,7 +43,8 @@ class Domain:
     examples: tuple[str, ...] = ()  # the page's example inputs; the first is its default input
     fluent_ppl: float | None = None  # a perplexity above this makes the card say "low quality"
     # (kind, bundled name) of a drafter that is not <domain>-<kind>: the measured choice where two are
-    # bundled (text: the one-pass PTP head text-ptp1 over the draft-mode text-ptp, docs/DESIGN.md §7.1)
+    # bundled (text: the one-pass PTP head text-ptp1 over the draft-mode text-ptp, docs/DESIGN.md §7.1);
+    # registry.default_model reads it
     drafters: tuple[tuple[str, str], ...] = ()
 
 
