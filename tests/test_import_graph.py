@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("app", "engine", "storage")
 
 #: circles present on 2026-11-25 (issue 23), each as its sorted module set; to be emptied
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # left until engine/lab/train_ptp.py reads its shared pieces from the leaves made for it:
-    # `from .token_windows import batches, token_stream` and `from .cards import write_card`
-    frozenset({"engine.lab.evaluate", "engine.lab.train", "engine.lab.train_ptp"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()  # emptied: train_ptp reads token_windows and cards, not train
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -33,7 +33,7 @@ def drafter_for_training(a, ap) -> tuple:
     if getattr(a, "prev_init", None) == "bigram":
         if not head.config.prev_rank:
             ap.error("--prev-init bigram needs --ptp-mode onepass --prev-rank R")
-        from .train import token_stream
+        from .token_windows import token_stream
 
         bigram_init(head, token_stream(a.domain, "train", lm.codec, min(a.data_chars, 20_000_000)))
     head.attach_teacher(lm.model)
@@ -80,7 +80,7 @@ def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: f
     round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
     (what pipelined ASSD drafts), at the benchmark's mask rate."""
     from ..registry import load
-    from .train import batches, token_stream
+    from .token_windows import batches, token_stream
 
     head_lm = load(folder)
     head = head_lm.model
