@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation
+.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation domains
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(STAMP)
 
 data: $(STAMP)
 	$(BIN)/python -m engine data fetch all
+
+# The domain registry (engine/domains.py): each domain's [MASK] length, tokenizer, quality measure and models.
+domains: $(STAMP)
+	$(BIN)/python -m engine domains
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mutation

@@ -30,11 +30,11 @@ def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Launch the page with its request limits on host:port (what `python -m app` runs), with the
     store's retention policy applied in the background (storage.retention: on for the public
     server, INFILL_RETENTION_DAYS / INFILL_RETENTION_MB; the library keeps everything)."""
-    from engine.registry import warm_imports
+    from engine.model_loading import warm_imports
     from storage.retention import Pruner, Retention, period
 
-    from .core import store
     from .limits import launch_limits
+    from .store import store
     from .ui import launch_kwargs
 
     warm_imports()  # before the first request: concurrent first loads must not race transformers' imports

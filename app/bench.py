@@ -87,7 +87,7 @@ def local_ways(sampler: str, model: str) -> dict[str, Callable[[], None]]:
 
     def handler() -> None:
         frames = list(run_infill(*form))
-        assert frames and "Done" in frames[-1][0], frames[-1][0] if frames else "no update"
+        assert frames and "Done" in frames[-1]["status"], frames[-1]["status"] if frames else "no update"
 
     return {"cli": cli, "handler": handler}
 
@@ -156,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     tmp = tempfile.mkdtemp(prefix="app-bench-")
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.db")
-    from . import core
+    from .examples import DEFAULT_SAMPLER
     from .loadtest import start_server, stop_server
 
-    sampler = a.sampler or core.DEFAULT_SAMPLER
+    sampler = a.sampler or DEFAULT_SAMPLER
     ways = local_ways(sampler, a.model)
     server = None
     try:

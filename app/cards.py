@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import registry
+from engine import model_folders, registry
+from engine.domains import DOMAINS as REGISTRY
 
 from .render import esc
 
@@ -49,7 +50,7 @@ def card_data(name: str) -> dict | None:
         return None
     path = Path(path)
     cfg, state, metrics = _json(path / "config.json"), _json(path / "train_state.json"), _json(path / "metrics.json")
-    kind = state.get("kind") or registry.KIND_BY_TYPE.get(cfg.get("model_type", ""), cfg.get("model_type", "?"))
+    kind = state.get("kind") or model_folders.KIND_BY_TYPE.get(cfg.get("model_type", ""), cfg.get("model_type", "?"))
     return {"name": name, "kind": kind, "domain": state.get("domain") or cfg.get("domain", "?"),
             "config": cfg, "train": state, "metrics": metrics, "has_readme": (path / "README.md").is_file()}
 
@@ -79,7 +80,8 @@ def quality_verdict(data: dict) -> str:
         low.append(f"about {1 - spell:.0%} of the words it writes are not real words")
     ppl = next((_num(v) for k, v in m.items() if k.startswith("ppl_") and k != "ppl_vs_unigram"
                 and _num(v) is not None), None)
-    if ppl is not None and domain in ("text", "code") and ppl > 40:
+    fluent = REGISTRY[domain].fluent_ppl if domain in REGISTRY else None  # engine/domains.py
+    if ppl is not None and fluent is not None and ppl > fluent:
         low.append(f"its perplexity is {ppl:.0f} (fluent models score well under 20)")
     if not low:
         return ""

@@ -4,10 +4,11 @@ and what the span markers mean for a domain's tokenizer. Every problem is an Inf
 
 from __future__ import annotations
 
-import re
-
+from engine.domains import default_span
+from engine.domains import normalise as domain_normalise
 from engine.errors import BadParameterError, InputTooLongError
-from engine.masking import DEFAULT_SPAN, MASK_RE, marker_error, tokens_per_word
+from engine.masking import MASK_RE, marker_error, tokens_per_word
+from engine.normalise import ANY_MARKER_RE, normalize_protein  # noqa: F401  (protein reading: engine/normalise.py)
 from engine.params import real_number, whole_number
 
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
@@ -37,7 +38,7 @@ def check_text(text: object) -> str:
 
 #: a well-formed span sentinel: [MASK], [MASK:n] (tokens) or [MASK:nw] (words), as the engine reads it
 SENTINEL_RE = MASK_RE
-ANY_SENTINEL_RE = re.compile(r"\[MASK(?::[^\]]*)?\]?")
+ANY_SENTINEL_RE = ANY_MARKER_RE
 
 
 def check_sentinels(text: str) -> None:
@@ -48,40 +49,9 @@ def check_sentinels(text: str) -> None:
             raise BadParameterError(marker_error(m.group(0)))
 
 
-def normalize_protein(text: str) -> tuple[str, str]:
-    """A protein sequence as protein tools read it: FASTA header lines (> or ;) dropped, line breaks
-    and spaces removed, letters upper-cased, a trailing stop '*' dropped; span markers kept as typed.
-    Returns (sequence, a sentence saying what changed, '' when nothing did)."""
-    lines = text.splitlines()
-    kept = [ln for ln in lines if not ln.lstrip().startswith((">", ";"))]
-    notes = []
-    if len(kept) < len(lines):
-        notes.append(f"dropped {len(lines) - len(kept)} FASTA header line" + ("s" if len(lines) - len(kept) > 1 else ""))
-    body = "\n".join(kept)
-    parts, pos, changed_case, spaces = [], 0, 0, 0
-    for m in list(ANY_SENTINEL_RE.finditer(body)) + [None]:
-        seg = body[pos: m.start() if m else len(body)]
-        spaces += sum(1 for ch in seg if ch.isspace())
-        seg = "".join(ch for ch in seg if not ch.isspace())
-        changed_case += sum(1 for ch in seg if ch.islower())
-        parts.append(seg.upper())
-        if m:
-            parts.append(m.group(0))
-            pos = m.end()
-    out = "".join(parts)
-    if out.endswith("*"):
-        out = out[:-1]
-        notes.append("dropped the stop '*'")
-    if spaces:
-        notes.append(f"removed {spaces} line breaks and spaces")
-    if changed_case:
-        notes.append(f"upper-cased {changed_case} letters")
-    return out, ("Read as a protein sequence: " + ", ".join(notes) + ".") if notes else ""
-
-
 def mask_units(domain: str, codec) -> str:
     """What the span markers mean for this domain and tokenizer, in one line for the input box."""
-    n, unit = DEFAULT_SPAN.get(domain, (8, ""))
+    n, unit = default_span(domain)
     bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
     tpw = tokens_per_word(codec)
     words = (f"[MASK:nw] = n words (about {tpw:.1f} tokens per word for this tokenizer)" if tpw != 1.0
@@ -90,7 +60,6 @@ def mask_units(domain: str, codec) -> str:
 
 
 def normalize(domain: str, text: str) -> tuple[str, str]:
-    """The input as the domain's model reads it, and a note about what changed ('' if nothing)."""
-    if domain == "protein" and isinstance(text, str):
-        return normalize_protein(text)
-    return text, ""
+    """The input as the domain's model reads it (its registry normaliser, engine/domains.py), and a
+    note about what changed ('' if nothing)."""
+    return domain_normalise(domain, text)

@@ -46,7 +46,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     stopped: int = 0  # runs the server stopped by their budget (expected for heavy runs)
     ended: list[float] = field(default_factory=list)  # latency of every run that got an answer (stopped included)
-    refused: int = 0  # runs refused at admission (app.slots.Busy: a full long-run table)
+    refused: int = 0  # runs refused at admission (app.admission.Busy: a full long-run table)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

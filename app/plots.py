@@ -6,7 +6,10 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from engine.params import KNOBS
 from engine.trace import DECIDING_KINDS, Step, StepKind
+
+from .choices import shown_params
 
 # the legend sits under the plot, below the x-axis title (never over the data or the axis labels)
 LAYOUT = dict(template="plotly_white", height=400, margin=dict(l=60, r=20, t=50, b=40),
@@ -89,9 +92,8 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
 def _label(g) -> str:
     """A group's name in a legend: sampler, model and only the knobs its sampler reads, minus
     temperature at its default (so "mdm" never shows a k it ignores)."""
-    from .core import shown_params
-
-    knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == 1.0)}
+    t1 = KNOBS["temperature"].default
+    knobs = {k: v for k, v in shown_params(g.sampler, g.params).items() if not (k == "temperature" and v == t1)}
     return " · ".join([g.sampler, g.model, *(f"{k}={v}" for k, v in sorted(knobs.items()))])
 
 

@@ -8,9 +8,11 @@ import socket
 import string
 from pathlib import Path
 
+from engine.domains import PROTEIN_ALPHABET
+
 TINY = {
     "text-asarm": ("text", string.printable),
-    "protein-asarm": ("protein", "ACDEFGHIKLMNPQRSTVWYXBZUO"),
+    "protein-asarm": ("protein", PROTEIN_ALPHABET),
 }
 
 

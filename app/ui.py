@@ -1,6 +1,7 @@
 """The Gradio Blocks page: the editor on top, then tabs for the step player, the comparison, the
-exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are thin: the logic
-lives in app.core (runs, replay), app.render (HTML), app.plots (figures) and app.share (links)."""
+exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are
+thin: the logic lives in app.form (checks), app.streaming (runs), app.speedup, app.replay, app.render
+(HTML), app.plots (figures) and app.share (links)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import html
 
 import gradio as gr
 
+from .admission import run_seats
 from .render import CSS
-from .slots import run_seats
 from .tabs import compare, editor, exactness, player, sessions, statistics
 from .tabs.common import Page
 
@@ -107,7 +108,7 @@ def build() -> gr.Blocks:
         p = Page(demo=demo)
         _layout(p)
         # runs in progress at once: long runs' seats and line plus seats only small runs reach
-        # (app.slots.Admission); INFILL_CONCURRENCY of them compute at the same time
+        # (app.admission.Admission); INFILL_CONCURRENCY of them compute at the same time
         p.run_limit = run_seats()
         editor.wire(p)
         player.wire(p, sessions.remember)

@@ -31,16 +31,23 @@ def uniform(gen: torch.Generator) -> float:
 
 
 def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
-    """Inverse-CDF draw from a float64 probability vector (normalised here). A row with NaN,
-    infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
+    """Inverse-CDF draw from a float64 probability vector (normalised here) at a fresh uniform
+    from the run's generator (see inverse_cdf)."""
+    return inverse_cdf(probs, uniform(gen))
+
+
+def inverse_cdf(probs: torch.Tensor, u: float) -> int:
+    """F^-1_p(u): the token whose CDF interval holds u * total mass, for a given uniform u in [0, 1).
+    PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn before the head runs). A row with
+    NaN, infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
     probs = probs.to(torch.float64)
     total = float(probs.sum())
     if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
         raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
                                 "negative or all zero); the model or drafter is broken for this input.")
     cdf = torch.cumsum(probs, dim=0)
-    u = uniform(gen) * float(cdf[-1])
-    idx = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)[0])
+    x = u * float(cdf[-1])
+    idx = int(torch.searchsorted(cdf, torch.tensor([x], dtype=torch.float64), right=True)[0])
     idx = min(idx, probs.numel() - 1)
     while probs[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-mass tail
         idx -= 1

@@ -14,24 +14,26 @@ from dataclasses import dataclass, field
 import torch
 
 from .budget import Budget, Meter, install
+from .domains import default_span, line_masks
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .masking import DEFAULT_SPAN, MaskedInput, Span, completed_from_ranges, parse_masked_text
+from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
+from .model_loading import LoadedModel
 from .oracle import AsArmOracle
-from .params import real_number, whole_number
-from .registry import LoadedModel, default_model, load
-from .samplers import DOMAIN_DEFAULT, DRAFTER_KIND, SAMPLERS, SamplerSpec, default_sampler
+from .params import KNOBS, LIMITS, read_knob, whole_number
+from .registry import default_model, load
+from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
 
-LIMITS = {"k": (1, 64), "temperature": (0.05, 10.0), "steps": (1, 4096), "dtau": (1e-4, 1.0), "inner": (1, 64)}
+# LIMITS (imported above, read by the app and engine.exactness): the knobs' accepted ranges, engine.params.KNOBS
 
 
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
     """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
     domain's default span)."""
-    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=DEFAULT_SPAN.get(lm.domain, 8),
-                             line_masks=lm.domain == "code")
+    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=default_span(lm.domain),
+                             line_masks=line_masks(lm.domain))
 
 
 @dataclass
@@ -94,10 +96,11 @@ class InfillResult:
 #: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
 _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "text": ((str,), "a string"),
-    "model": ((str,), "a model name, folder or Hub id (a string)"),
+    "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), "
+              "or a loaded model (engine.model_loading.LoadedModel)"),
     "sampler": ((str,), "a sampler name (a string)"),
     "domain": ((str,), "a domain name (a string)"),
-    "draft_model": ((str,), "a model name, folder or Hub id (a string)"),
+    "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
     "cache": ((bool,), "True or False"),
     "window": ((str,), "'cosine' or 'linear'"),
     "masked_input": ((MaskedInput,), "an engine.masking.MaskedInput"),
@@ -131,15 +134,14 @@ class RunContext:
                  draft_lm: LoadedModel | None = None):
         self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
         self.gen = generator_for(seed)
+        # every knob of engine.params.KNOBS as an attribute (ctx.k, ctx.dtau ...): the run's value, else
+        # the table's default (steps: the sampler's own)
+        for name, knob in KNOBS.items():
+            setattr(self, name, params.get(name, spec.default_steps if name == "steps" else knob.default))
         self.temperature = params["temperature"]
-        self.k = params.get("k", 5)
-        self.steps = params.get("steps", 32)
-        self.dtau = params.get("dtau", 0.05)
-        self.window = params.get("window", "cosine")
-        self.inner = params.get("inner", 1)
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
         self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
-        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.family == "asarm" else None
+        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
         self.counter = None  # hybrid samplers install their own call counter
         self.rec = Recorder(lm.codec.token_text, self.calls)
 
@@ -150,16 +152,34 @@ class RunContext:
         return base + self.extra_calls[0]
 
 
-def _default_drafter(lm: LoadedModel, sampler: str) -> str:
-    """The bundled drafter of the model's domain, or a message saying what is missing."""
-    kind = DRAFTER_KIND[sampler]
+def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
+    """The bundled drafter of the model's domain (the catalogue's SecondModel kind), or a message saying
+    what is missing."""
+    kind, sampler = spec.second.kind, spec.name
     try:
         return default_model(lm.domain, kind)
     except ModelNotFoundError:
-        how = f" (python -m engine train --kind ptp --teacher {lm.name} ...)" if kind == "ptp" else ""
+        how = f" ({spec.second.how.format(model=lm.name)})" if spec.second.how else ""
         raise ModelNotFoundError(
             f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
             f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None
+
+
+#: what each model kind is, in the words of a refusal
+_KIND_WORDS = {"asarm": "an AS-ARM", "hybrid": "a hybrid (self-speculative masked diffusion) model"}
+
+
+def _require_kind(lm: LoadedModel, spec: SamplerSpec) -> None:
+    """IncompatibleModelsError, before anything runs, for a model of another kind than the sampler drives."""
+    if lm.kind != spec.kind:
+        raise IncompatibleModelsError(
+            f"{lm.name} is a {lm.kind} model; {spec.name} needs {_KIND_WORDS.get(spec.kind, 'a ' + spec.kind)}.")
+
+
+def _loaded(model: str | LoadedModel, allow_paths: bool, device) -> LoadedModel:
+    """A model as the run takes it: one the caller already holds is used as it is (no second trip
+    through the registry), a name, folder or Hub id is loaded."""
+    return model if isinstance(model, LoadedModel) else load(model, allow_paths, device)
 
 
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
@@ -181,18 +201,18 @@ class InfillRun:
         self,
         text: str | None = None,
         *,
-        model: str | None = None,
+        model: str | LoadedModel | None = None,
         sampler: str = DOMAIN_DEFAULT,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = 1.0,
-        k: int = 5,
+        temperature: float = KNOBS["temperature"].default,
+        k: int = KNOBS["k"].default,
         cache: bool | None = None,
-        steps: int | None = None,
-        dtau: float = 0.05,
-        window: str = "cosine",
-        inner: int = 1,
-        draft_model: str | None = None,
+        steps: int | None = KNOBS["steps"].default,
+        dtau: float = KNOBS["dtau"].default,
+        window: str = KNOBS["window"].default,
+        inner: int = KNOBS["inner"].default,
+        draft_model: str | LoadedModel | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
         budget: Budget | None = None,
@@ -202,33 +222,39 @@ class InfillRun:
                      cache=cache, window=window, masked_input=masked_input, allow_paths=allow_paths,
                      budget=budget, device=device)
         if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
-            sampler = default_sampler(domain or (load(model, allow_paths, device).domain if model else "text"))
+            sampler = default_sampler(domain or (_loaded(model, allow_paths, device).domain if model else "text"))
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]
         seed = whole_number("seed", seed)
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
-        k, inner = whole_number("k", k), whole_number("inner", inner)
-        steps = spec.default_steps if steps is None else whole_number("steps", steps)
-        temperature, dtau = real_number("temperature", temperature), real_number("dtau", dtau)
+        k, inner, temperature, dtau = (read_knob(n, v) for n, v in
+                                       (("k", k), ("inner", inner), ("temperature", temperature), ("dtau", dtau)))
+        steps = spec.default_steps if steps is None else read_knob("steps", steps)
         for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
             _check(name, val)
-        if window not in ("cosine", "linear"):
-            raise BadParameterError(f"window must be 'cosine' or 'linear', got {window[:40]!r}.")
-        kind = "hybrid" if spec.family == "hybrid" else "asarm"
-        # device: "auto" | "cpu" | "cuda[:N]" | a torch.device; None reads INFILL_DEVICE (engine/device.py)
-        self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
-        self.draft_lm = load(draft_model or _default_drafter(self.lm, sampler), allow_paths, device) \
-            if sampler in DRAFTER_KIND else None
+        read_knob("window", window)
+        # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
+        # a torch.device; None reads INFILL_DEVICE (engine/device.py)
+        self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
+        _require_kind(self.lm, spec)
+        self.draft_lm = None
+        if spec.second is not None:  # the drafting network (engine.samplers.drafting.SecondModel) and its fit
+            self.draft_lm = _loaded(draft_model or _default_drafter(self.lm, spec), allow_paths, device)
+            spec.second.check(self.lm, self.draft_lm)
         if masked_input is None:
             if text is None:
                 raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")
             masked_input = parse_for(text, self.lm)
+        elif masked_input.mask_id != self.lm.codec.mask_id:  # prepared for another tokenizer
+            raise BadParameterError(
+                f"masked_input was prepared with mask id {masked_input.mask_id}; {self.lm.name}'s is "
+                f"{self.lm.codec.mask_id}: prepare it with this model's tokenizer (engine.api.parse_for).")
         self.mi = masked_input
         self.seed = seed
         self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
-        if spec.family == "hybrid" or sampler == "assd-diffusion":
+        if spec.kind == "hybrid" or "steps" in spec.params:  # a drafter that takes diffusion steps too
             self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
         self.budget = budget
         if budget is not None:
@@ -236,6 +262,7 @@ class InfillRun:
         self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
+        self.call_shapes: list[tuple[int, int]] = []
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
@@ -244,6 +271,7 @@ class InfillRun:
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
         ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
         self.drafter_passes = ctx.drafter_passes
+        self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):
                 install(lm.model)

@@ -14,8 +14,8 @@ safetensors header (a few KB; no tensor is read):
   of the tensors equal to the config's.
 
 Every failure is a BadModelError naming the folder and the reason in one line. The registry skips a
-listed folder that fails (with a warning) and refuses a passed one; the tokenizer is checked against
-the config once it is loaded (engine/registry.py).
+listed folder that fails (with a warning, engine/model_folders.py) and refuses a passed one; the
+tokenizer is checked against the config once it is loaded (engine/model_loading.py).
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ import os
 import re
 from pathlib import Path
 
+from .domains import CORPORA
+from .domains import DOMAINS as REGISTRY
 from .errors import BadModelError
 
 #: positions a config may ask for (every bundled model has 257; the rotary table and the hybrid's
 #: position embeddings are allocated at this size)
 MAX_POSITIONS = 65_536
-#: domains a checkpoint may declare (engine/lab/data.py TRAIN_DOMAINS trains these)
-DOMAINS = ("text", "code", "protein", "modern", "chars")
+#: domains a checkpoint may declare: the registry's and the corpora fine-tuned on (engine/domains.py)
+DOMAINS = (*REGISTRY, *CORPORA)
 DTYPES = (None, "float32", "float64", "bfloat16", "float16")
 _TENSOR_DTYPES = {"F32", "F64", "BF16", "F16"}
 #: whole-number config fields and their bounds

@@ -1,4 +1,4 @@
-"""`python -m engine ...`: infill, exactness, models, train, bench, data, eval, report.
+"""`python -m engine ...`: infill, exactness, models, domains, train, bench, data, eval, report.
 
 User errors print one readable line and exit 2; nothing prints a stack trace for bad input.
 """
@@ -19,11 +19,8 @@ def _infill(a: argparse.Namespace) -> int:
 
     apply_device_flag(a.device)
     apply_hub_flags(a)
-    r = infill(
-        a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, k=a.k, temperature=a.temperature,
-        seed=a.seed, cache=a.cache, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner,
-        draft_model=a.draft_model,
-    )
+    r = infill(a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, seed=a.seed,
+               cache=a.cache, draft_model=a.draft_model, **knob_values(a))
     if a.json:
         print(json.dumps(r.to_json(with_steps=True)))
     else:
@@ -47,11 +44,11 @@ def _exactness(a: argparse.Namespace) -> int:
     if a.inputs is not None:
         return _exactness_inputs(a)
     r = run_check(a.text, samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain, seed=a.seed,
-                  temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau, window=a.window, inner=a.inner)
+                  **knob_values(a))
     if a.json:
         print(json.dumps(r.to_json()))
         return 0
-    from .exactness import verdict
+    from .exactness_fit import verdict
 
     print(f"{r.source}  ({r.model}, {r.masked_tokens} masked tokens, N = {r.samples}, seed {r.seed}, "
           f"temperature {r.params['temperature']:g})")
@@ -79,7 +76,8 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
     one JSON result per input (or a summary line each); a bad line is reported by its number on
     stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
     from .errors import InfillError
-    from .exactness import run_check, verdict
+    from .exactness import run_check
+    from .exactness_fit import verdict
     from .inputs_file import text_objects
 
     try:
@@ -95,8 +93,7 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
             if "mask_rate" in obj:
                 raise ValueError("mask_rate does not apply to the exactness check: mark one short [MASK:n] span")
             r = run_check(obj["text"], samplers=a.samplers, samples=a.samples, model=a.model, domain=a.domain,
-                          seed=a.seed + n, temperature=a.temperature, k=a.k, steps=a.steps, dtau=a.dtau,
-                          window=a.window, inner=a.inner)
+                          seed=a.seed + n, **knob_values(a))
         except (InfillError, ValueError) as e:
             skipped.append(f"{a.inputs}:{n}: {e}")
             print(skipped[-1], file=sys.stderr)
@@ -129,8 +126,27 @@ def _models(a: argparse.Namespace) -> int:
     return 0
 
 
+def _domains(a: argparse.Namespace) -> int:
+    from .domains import listing, studio_domains
+
+    if a.names:
+        print(" ".join(studio_domains()))
+        return 0
+    rows = listing()
+    if a.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        where = "studio" if r["studio"] else "lab"
+        print(f"{r['name']:<8} {where:<6} [MASK] = {r['span']:<9} {r['tokenizer']:<9} quality: {r['quality']:<28} "
+              f"models: {', '.join(r['models'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of `python -m engine` (infill, models); the delegated subcommands parse their own."""
+    """The parser of `python -m engine` (infill, exactness, models, domains); the delegated subcommands
+    parse their own."""
+    from .domains import studio_domains
     from .samplers import DEFAULT_SAMPLERS, SAMPLERS
 
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
@@ -145,21 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = ", ".join(f"{d} {c.sampler} ({c.ratio:.2f}x cached sequential)" for d, c in DEFAULT_SAMPLERS.items())
     p.add_argument("--sampler", default=None, choices=sorted(SAMPLERS),
                    help=f"default per domain, the fastest exact speculative sampler measured on a 2-core CPU: {defaults}")
-    p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
-    p.add_argument("--k", type=int, default=5, help="draft length per round")
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--domain", default=None, choices=studio_domains())
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache", default=None, action=argparse.BooleanOptionalAction, help="KV cache (AS-ARM)")
-    p.add_argument("--steps", type=int, default=None, help="MDM steps (32) / drafter steps per round (4)")
-    p.add_argument("--dtau", type=float, default=0.05, help="self-spec cosine window width")
-    p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
-    p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
+    add_knob_args(p)
     p.add_argument("--draft-model", default=None, help="drafter: a hybrid for assd-diffusion, a PTP head for assd-ptp")
     add_device_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)
 
-    from .exactness import DEFAULT_SAMPLES, WRONG_SAMPLERS
+    from .exactness import DEFAULT_SAMPLES
+    from .wrong_samplers import WRONG_SAMPLERS
 
     p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
                                          "the model's exact law")
@@ -172,18 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated; any of the catalogue plus the deliberately wrong {', '.join(WRONG_SAMPLERS)}")
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="N, draws per sampler")
     p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
-    p.add_argument("--domain", default=None, choices=["text", "code", "protein"])
+    p.add_argument("--domain", default=None, choices=studio_domains())
     p.add_argument("--seed", type=int, default=0, help="the check's seed (each draw gets its own seed from it)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--k", type=int, default=5, help="draft length per round")
-    p.add_argument("--steps", type=int, default=None, help="MDM steps / drafter steps per round")
-    p.add_argument("--dtau", type=float, default=0.05, help="self-spec window width (also the hybrid's exact law)")
-    p.add_argument("--window", default="cosine", choices=["cosine", "linear"])
-    p.add_argument("--inner", type=int, default=1, help="self-spec verify loops per non-causal pass")
+    add_knob_args(p, note={"dtau": "Also sets the hybrid's exact law."})
     p.add_argument("--top", type=int, default=10, help="fills listed in the table (most likely first)")
     add_device_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_exactness)
+
+    p = sub.add_parser("domains", help="list the domains (engine/domains.py): span, tokenizer, quality measure, "
+                                       "bundled models, data")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--names", action="store_true", help="only the studio's domain names, one line (for scripts)")
+    p.set_defaults(func=_domains)
 
     p = sub.add_parser("models", help="list available models with their metrics")
     p.add_argument("--json", action="store_true")
@@ -194,8 +207,38 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def add_knob_args(p: argparse.ArgumentParser, note: dict[str, str] | None = None) -> None:
+    """One flag per sampler knob, built from engine.params.KNOBS: its type, default, range and
+    sentence, and the samplers that read it (the API checks the range)."""
+    from .params import KNOBS
+    from .samplers import SAMPLERS, readers
+
+    for name, k in KNOBS.items():
+        who = readers(name)
+        if k.default is None:
+            own = ", ".join(f"{s} {SAMPLERS[s].default_steps}" for s in who)
+            said = f"default: the sampler's own ({own})"
+        else:
+            said = f"default {k.default}"
+        rng = f"; {k.range[0]:g} to {k.range[1]:g}" if k.range else ""
+        extra = f" {note[name]}" if note and name in note else ""
+        by = "every sampler" if len(who) == len(SAMPLERS) else ", ".join(who)
+        help_ = f"{k.help}{extra} ({said}{rng}; read by {by})"
+        if k.choices:
+            p.add_argument(f"--{name}", default=k.default, choices=list(k.choices), help=help_)
+        else:
+            p.add_argument(f"--{name}", type=k.type, default=k.default, help=help_)
+
+
+def knob_values(a: argparse.Namespace) -> dict:
+    """The sampler knobs parsed by add_knob_args, by name (the API's keyword arguments)."""
+    from .params import KNOBS
+
+    return {name: getattr(a, name) for name in KNOBS}
+
+
 def add_hub_args(p: argparse.ArgumentParser) -> None:
-    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (registry.HubOptions)."""
+    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (engine/hub.py: HubOptions)."""
     p.add_argument("--tokenizer", default=None,
                    help="with a Hub --model: take the tokenizer from this Hub id (NAME@REV) or folder "
                         "(default: the checkpoint's own, else its family's, XLNet: xlnet/xlnet-base-cased)")
@@ -205,7 +248,7 @@ def add_hub_args(p: argparse.ArgumentParser) -> None:
 
 def apply_hub_flags(a: argparse.Namespace) -> None:
     """Record --tokenizer / --code-map for the Hub model named by --model (nothing for other models)."""
-    from .registry import is_hub_spec, set_hub_options
+    from .hub import is_hub_spec, set_hub_options
 
     if getattr(a, "model", None) and (a.tokenizer is not None or a.code_map is not None) and is_hub_spec(a.model):
         set_hub_options(a.model, tokenizer=a.tokenizer, code_map=a.code_map)

@@ -12,7 +12,7 @@ byte-identical.
 
 Lengths: `[MASK:n]` is n tokens; `[MASK:nw]` is n words, converted with the tokenizer's own
 average tokens per word (`tokens_per_word`). A bare `[MASK]` is one word in text and a fixed
-number of tokens in code and proteins (`DEFAULT_SPAN`).
+number of tokens in code and proteins (the domain registry's `span`, engine/domains.py).
 """
 
 from __future__ import annotations
@@ -37,9 +37,6 @@ MARKER_HELP = "write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words, n i
 def marker_error(bad: str) -> str:
     """The message for a malformed span marker (the engine and the app say the same)."""
     return f"{bad[:24]!r} is not a span marker: {MARKER_HELP}."
-
-#: what a bare [MASK] stands for, per domain: (count, unit) with unit "w" (words) or "" (tokens)
-DEFAULT_SPAN: dict[str, tuple[int, str]] = {"text": (1, "w"), "code": (8, ""), "protein": (10, "")}
 
 # Plain modern English, written for this purpose (not from any corpus): the yardstick that turns a
 # word count into a token count for a byte-level tokenizer.

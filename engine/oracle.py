@@ -27,6 +27,7 @@ class AsArmOracle:
         self.mi = mi
         self.use_cache = use_cache
         self.calls = 0
+        self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call: bench assd's cost model
         cfg = model.config
         self.bos = cfg.bos_token_id
         # prompt: BOS at model position 0, visible tokens at index + 1; all rank 0
@@ -52,8 +53,13 @@ class AsArmOracle:
             self.tentative = []
 
     @torch.inference_mode()
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
-        """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V]."""
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False, logit_rows: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits (float64, special tokens and word-start violations at -inf) [len(queries), V].
+        With `states`, (logits, states [len(queries), d]): the AS-ARM's normed query states (the
+        output head's input, in the model's dtype), which the PTP head reads. With `logit_rows`
+        (and `states`), logits of the first logit_rows queries only; `head_logits` gives any
+        other row's later, from its state (the lean call: no output head on unread rows)."""
         self.calls += 1
         n = len(self.committed)
         rows: list[tuple[int, int, int]] = []  # (pos, tok, rank)
@@ -71,10 +77,24 @@ class AsArmOracle:
         ids = torch.tensor([[t for _, t, _ in rows]], device=dev, dtype=torch.long)
         pos = torch.tensor([[p + 1 for p, _, _ in rows]], device=dev, dtype=torch.long)
         rank = torch.tensor([[r for _, _, r in rows]], device=dev, dtype=torch.long)
+        self.shapes.append((len(rows), len(queries)))
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
-        logits = host64(self.model(ids, pos, rank, qpos, qlim, cache=self.cache)[0])
+        out = self.model(ids, pos, rank, qpos, qlim, cache=self.cache, states=states,
+                         **({"head_rows": logit_rows} if logit_rows is not None else {}))
+        logits, hidden = out if states else (out, None)
         if self.cache is not None:
             self.valid = n
             self.tentative = list(drafts)
-        return self.mi.constrain(logits.masked_fill(self.special, float("-inf")), [p for p, _ in queries])
+        logits = self._finish(logits[0], [p for p, _ in queries[: logits.shape[1]]])
+        return (logits, hidden[0]) if states else logits
+
+    @torch.inference_mode()
+    def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """Logits, as `call` returns them, of query rows whose states a call returned without their
+        logits (`logit_rows`): the model's output head on those states, for the query positions."""
+        return self._finish(self.model.head(states), positions)
+
+    def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """Float64 on the host, special tokens and the input's word-start and line rules at -inf."""
+        return self.mi.constrain(host64(logits).masked_fill(self.special, float("-inf")), positions)

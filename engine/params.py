@@ -1,4 +1,13 @@
-"""How a sampler knob's value is read, the one rule for the Python API, the CLI and the app.
+"""The sampler knobs, once: the table every reader takes them from, and how a knob's value is read.
+
+`KNOBS` is the one home of a sampler parameter: its type, default, the range the engine accepts,
+one plain sentence, and the narrower range the web page offers where it deliberately offers less.
+The engine's checks (api.LIMITS), the CLI's flags, the app's controls and help lines, the stored
+sessions' defaults and the Statistics labels all read it; which samplers read a knob is said once,
+by the sampler, in its catalogue entry (engine.samplers.SamplerSpec.params; `readers` lists them).
+Adding a knob is one row here plus the sampler that reads it.
+
+The rule for values, one for the Python API, the CLI and the app:
 
 Whole-number knobs (k, steps, inner, seed) take ints, strings of ASCII digits (a 64-bit seed does
 not fit a JSON double, so the HTTP API sends it as digits) and floats that are exactly whole and
@@ -10,8 +19,78 @@ Refusing here, before a model loads, is what keeps `steps=2.5` from failing mid-
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .errors import BadParameterError
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One sampler parameter: what it is, what it defaults to and the range the engine accepts
+    (`ui` and `ui_why`: a narrower range the page's slider offers on purpose, and why)."""
+
+    name: str
+    type: type  # int, float or str
+    default: object  # None: the sampler's own (steps: SamplerSpec.default_steps)
+    range: tuple[float, float] | None  # the engine refuses values outside; None for a choice
+    help: str  # one plain sentence, shown at the control and in the CLI's --help
+    ui: tuple[float, float] | None = None  # the page's narrower range (None: the page offers `range`)
+    ui_why: str = ""  # why the page offers less
+    ui_step: float = 1  # the slider's step
+    ui_default: object = None  # the slider's start value when `default` is None
+    choices: tuple[str, ...] = ()  # a choice knob's values
+
+    @property
+    def page_range(self) -> tuple[float, float] | None:
+        """The range the web page offers (and prepare() enforces): `ui` where set, else `range`."""
+        return self.ui or self.range
+
+    @property
+    def page_default(self) -> object:
+        """The control's start value on the page."""
+        return self.default if self.default is not None else self.ui_default
+
+
+#: every sampler parameter, in the order the page shows them (seed is not a sampler knob: SEED)
+KNOBS: dict[str, Knob] = {k.name: k for k in [
+    Knob("k", int, 5, (1, 64),
+         "How many tokens are guessed (drafted) per round before one network call checks them all."),
+    Knob("temperature", float, 1.0, (0.05, 10.0),
+         "Below 1 the model picks its likeliest tokens more often; above 1 it picks more freely.",
+         ui_step=0.05),
+    Knob("steps", int, None, (1, 4096),
+         "How many denoising steps the diffusion model takes (more steps, more network calls).",
+         ui=(1, 512), ui_why="every step is a full network pass: the public page caps a run's cost",
+         ui_default=32),
+    Knob("dtau", float, 0.05, (1e-4, 1.0),
+         "How far the drafting window grows each outer step: larger drafts more tokens at once.",
+         ui=(0.001, 1.0), ui_why="the slider moves in steps of 0.001, and a tinier window only adds passes",
+         ui_step=0.001),
+    Knob("window", str, "cosine", None,
+         "How the drafting window grows over the run: along a cosine curve or in equal steps.",
+         choices=("cosine", "linear")),
+    Knob("inner", int, 1, (1, 64),
+         "How many times each outer step drafts and checks again before the window grows."),
+]}
+
+#: the run's seed: every sampler reads it (its range is engine.seeding.SEED_MAX)
+SEED = Knob("seed", int, 0, None, "The random numbers: the same seed, input and settings give the same run again")
+
+#: the numeric knobs' accepted ranges (what engine.api refuses outside)
+LIMITS: dict[str, tuple[float, float]] = {n: k.range for n, k in KNOBS.items() if k.range is not None}
+
+
+def read_knob(name: str, v: object) -> object:
+    """A knob's value by its table type (the rule below for numbers; a choice must be one of its
+    values); the range check is the caller's (engine.api)."""
+    k = KNOBS[name]
+    if k.type is int:
+        return whole_number(name, v)
+    if k.type is float:
+        return real_number(name, v)
+    if v not in k.choices:
+        raise BadParameterError(f"{name} must be {' or '.join(repr(c) for c in k.choices)}, got {str(v)[:40]!r}.")
+    return v
 
 _DIGITS = frozenset("0123456789")
 

@@ -19,12 +19,11 @@ from pathlib import Path
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from .domains import PROTEIN_ALPHABET  # noqa: F401  (importers read it here too; its home is the registry)
 from .errors import UnrepresentableTextError
 
 PAD, BOS, MASK, UNK = "[PAD]", "[BOS]", "[MASK]", "[UNK]"
 SPECIALS = [PAD, BOS, MASK, UNK]  # ids 0..3 in every tokenizer built here
-
-PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
 
 # The ASSD paper's code checkpoint (therealgabeguo/ASARM@code) was trained with whitespace the XLNet
 # tokenizer cannot spell mapped onto special tokens (paper, appendix D): longest run first.

@@ -7,13 +7,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self
 
 from engine.trace import Step
 from storage.models import RUN_STATUSES
+from storage.new_session import NewSession
 
-if TYPE_CHECKING:
-    from storage.repository import NewSession, Store
+
+class RunSink(Protocol):
+    """Where a recorder stores its run: storage.repository.Store (a protocol, so the recorder does
+    not import the store that builds it)."""
+
+    def record_run(self, share_id: str, sampler: str, params: dict[str, Any], seed: int | None,
+                   steps: list[Step], **fields: Any) -> int:
+        """Store one run with its steps in one transaction; its id."""
+        ...
 
 
 class RunRecorder:
@@ -37,7 +45,7 @@ class RunRecorder:
 
     def __init__(
         self,
-        store: Store,
+        store: RunSink,
         share_id: str,
         sampler: str,
         params: dict[str, Any],

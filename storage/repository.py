@@ -9,7 +9,6 @@ and from `storage`.
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
@@ -22,7 +21,8 @@ from engine.trace import Step, StepKind
 from storage import db
 from storage.aggregates import rank_counts, round_counts
 from storage.exports import run_to_json, stats_to_csv, stats_to_json, trace_to_csv, trace_to_json
-from storage.models import RankStatRow, RoundStatRow, RunRow, SessionRow, StepRow, utcnow
+from storage.models import RankStatRow, RoundStatRow, RunRow, SessionRow, StepRow
+from storage.new_session import NewSession
 from storage.recorder import RunRecorder
 from storage.records import (
     GroupStats,
@@ -34,13 +34,9 @@ from storage.records import (
 )
 from storage.stats import group_stats
 from storage.validation import (
-    MAX_SPANS_CHARS,
-    MAX_TEXT_CHARS,
     CheckedRun,
     check_run,
-    check_str,
     is_valid_share_id,
-    json_text,
 )
 
 SHARE_ID_BYTES = 16
@@ -55,25 +51,6 @@ __all__ = [
 def new_share_id() -> str:
     """A fresh share id (unguessable, URL-safe); nothing is stored until a run is."""
     return secrets.token_urlsafe(SHARE_ID_BYTES)
-
-
-class NewSession:
-    """A session not stored yet: `record_run(..., session=NewSession(...))` inserts it in the same
-    transaction as its first run, so a process killed mid-run (or mid-write) never leaves a
-    session without runs. Checked on construction."""
-
-    def __init__(self, domain: str, model: str, text: str, spans: Any) -> None:
-        check_str("domain", domain, 32, allow_empty=False)
-        check_str("model", model, 200, allow_empty=False)
-        check_str("text", text, MAX_TEXT_CHARS)
-        json_text("spans", spans, MAX_SPANS_CHARS)
-        self.domain, self.model, self.text = domain, model, text
-        self.spans = json.loads(json.dumps(spans))
-
-    def row(self, share_id: str) -> SessionRow:
-        """The sessions-table row under `share_id`."""
-        return SessionRow(share_id=share_id, domain=self.domain, model=self.model, text=self.text,
-                          spans=self.spans, created_at=utcnow())
 
 
 def _step_from_row(r: StepRow) -> Step:

@@ -46,7 +46,8 @@ class RefCache:
 
 
 @torch.no_grad()
-def reference_forward(model, content_ids, content_pos, content_rank, query_pos, query_limit, cache=None):
+def reference_forward(model, content_ids, content_pos, content_rank, query_pos, query_limit, cache=None,
+                      states=False, head_rows=None):
     past = len(cache) if cache is not None else 0
     key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
     mask_c = key_rank[:, None, :] <= content_rank[:, :, None]
@@ -71,4 +72,7 @@ def reference_forward(model, content_ids, content_pos, content_rank, query_pos, 
         else:
             cache.k, cache.v = new_k, new_v
         cache.ranks = key_rank
-    return model.head(model.norm(g))
+    h = model.norm(g)
+    if not states:
+        return model.head(h)
+    return model.head(h if head_rows is None else h[:, :head_rows]), h

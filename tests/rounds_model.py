@@ -56,7 +56,13 @@ class TableOracle:
         self.calls = 0
         self.queries: list[list[tuple[int, int]]] = []
 
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]], states: bool = False,
+             logit_rows: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The table's rows; with `states`, the rows double as their own "states" (head_logits is
+        the identity), and `logit_rows` returns only the first rows' logits, as the real oracle does."""
+        if states:
+            rows = self.call(drafts, queries)
+            return rows[: len(queries) if logit_rows is None else logit_rows], rows
         self.calls += 1
         self.queries.append(list(queries))
         known = self.visible | frozenset(self.committed)
@@ -68,6 +74,9 @@ class TableOracle:
             assert 0 <= e <= len(drafts), f"query sees {e} of {len(drafts)} drafts"
             rows.append(table_logits(pos, known | frozenset(drafts[:e]), self.symbols, self.scale, self.salt))
         return torch.tensor(rows, dtype=torch.float64).reshape(len(queries), V)
+
+    def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        return states
 
     def commit(self, pos: int, tok: int) -> None:
         assert pos in self.mi.masked and pos not in {p for p, _ in self.committed}, f"position {pos} decided twice"

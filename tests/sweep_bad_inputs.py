@@ -74,14 +74,14 @@ def form_values(changes: dict) -> list:
 
 def setup(root: Path) -> Path:
     """Tiny models under root (listed through INFILL_MODEL_DIRS) and a temporary store; returns the
-    text model's folder. Call before importing app.core's store."""
+    text model's folder. Call before importing app.store."""
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    registry.ASSETS = root / "no-bundled-models"
+    model_folders.ASSETS = root / "no-bundled-models"
     make_tiny_models(root / "models")
     return root / "models" / "text-asarm"
 
@@ -127,7 +127,8 @@ def handler_message(values: list) -> str:
         first = next(gen)
     finally:
         gen.close()
-    return first[0] if isinstance(first[0], str) else repr(first[0])
+    status = first["status"]
+    return status if isinstance(status, str) else repr(status)
 
 
 def http_message(demo, api_name: str, values: list) -> str:
@@ -159,10 +160,11 @@ def main() -> int:
     warnings.simplefilter("ignore")  # the handler's toasts, raised outside a request, warn instead
     with tempfile.TemporaryDirectory() as tmp:
         model = setup(Path(tmp))
-        from app import core, create
+        from app import create
+        from app import store as app_store
         from storage import open_store
 
-        core._store = open_store(f"sqlite:///{Path(tmp) / 'studio.db'}")
+        app_store._store = open_store(f"sqlite:///{Path(tmp) / 'studio.db'}")
         demo = create()
         rows = [("engine", c, engine_message(model, kw)) for c, kw in ENGINE_CASES]
         rows += [("engine.score", c, score_message(model, kw)) for c, kw in SCORE_CASES]
@@ -171,7 +173,7 @@ def main() -> int:
         rows += [("HTTP /infill", "3 of 11 values", http_message(demo, "infill", ["text", "text-asarm", TEXT]))]
         rows += [("HTTP /mask_selection", "NaN selection", http_message(demo, "mask_selection",
                                                                         ["hello", NAN, 3, "text-asarm", "text"]))]
-        core._store.close()
+        app_store._store.close()
     w = max(len(c) for _, c, _ in rows)
     for where, case, msg in rows:
         print(f"{where:<20} {case:<{w}}  {' '.join(msg.split())[:150] or '(accepted)'}")

@@ -24,21 +24,21 @@ def app_url(tmp_path_factory):
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
-    from app import core
+    from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
-    saved_assets = registry.ASSETS
-    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    saved_assets = model_folders.ASSETS
+    model_folders.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
     make_tiny_models(root / "models")
-    core._store = None
+    app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    registry.ASSETS = saved_assets
-    if core._store is not None:
-        core._store.close()
-        core._store = None
+    model_folders.ASSETS = saved_assets
+    if app_store._store is not None:
+        app_store._store.close()
+        app_store._store = None
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -87,20 +87,20 @@ def test_speedup_event_times_cached_sequential_once(app_url, monkeypatch):
     """Run's chained `speedup` event: cached sequential decoding and the run's sampler on the same
     input and seed, alternating, timed after the done frame (which it never holds back); once per
     run; never for the baseline itself; "too short to time" below a measurable amount of work."""
-    from app import core
+    from app import speedup
     from app.tabs import player
 
-    link = list(player.run_infill(*_form()))[-1][5]
-    monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 1e9)
+    link = list(player.run_infill(*_form()))[-1]["link"]
+    monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 1e9)
     assert "too short to time" in player.speedup(link)
-    monkeypatch.setattr(core, "MIN_TIMED_SECONDS", 0.0)
-    link = list(player.run_infill(*_form()))[-1][5]
+    monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 0.0)
+    link = list(player.run_infill(*_form()))[-1]["link"]
     line = player.speedup(link)
     assert re.search(r"vs cached sequential\*\* \d+\.\d\dx, median of [2-7] alternating pairs \(range "
                      r"\d+\.\d\d-\d+\.\d\dx; cached sequential \d+(\.\d\d s| ms) against assd's \d+(\.\d\d s| ms);",
                      line), line
     assert player.speedup(link) == ""  # timed once; nothing to redo
-    base_link = list(player.run_infill(*_form(sampler="sequential-cache")))[-1][5]
+    base_link = list(player.run_infill(*_form(sampler="sequential-cache")))[-1]["link"]
     assert player.speedup(base_link) == ""
     assert player.speedup("http://x/?s=no-such-run") == "" and player.speedup("") == ""
 
@@ -169,8 +169,8 @@ def test_compare_returns_both_sides_and_charts(client):
         (_form(text="x" * 300 + "[MASK]"), "at most 128"),
         (_form(text="[MASK:0] hi"), "at least 1 token"),
         (_form(domain="protein", model="protein-asarm", text="MKV 123 [MASK:5]"), "cannot represent"),
-        (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.core)
-        (_form(temperature=0), "range 0.05 to 3"),
+        (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.form)
+        (_form(temperature=0), "range 0.05 to 10"),
         (_form(seed=-1), "outside the range"),
         (_form(k=2.5), "whole number"),
         (_form(k=100), "range 1 to 64"),
@@ -274,16 +274,17 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     steps it made, the share link appears only then, and the scrubber/Replay keep the partial trace."""
     import time
 
-    from app import core
+    from app import store as app_store
+    from app import streaming
 
-    fast = core.rounds
+    fast = streaming.rounds
 
     def slow(live):  # the app runs in this process: give Stop time to arrive (tiny models are quick)
         for lv in fast(live):
             time.sleep(0.05)
             yield lv
 
-    monkeypatch.setattr(core, "rounds", slow)
+    monkeypatch.setattr(streaming, "rounds", slow)
 
     job = client.submit(*_form(text="x[MASK:110]y", sampler="sequential", seed=2), api_name="/infill")
     deadline = time.time() + 60
@@ -295,7 +296,7 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     status, link, scrub_max = client.predict(api_name="/stop")  # (the buttons' states: see tests/e2e)
     assert "Stopped after" in status and "cancelled" in status, status
     sid = link.split("?s=")[-1]
-    sess = core.store().get_session(sid)
+    sess = app_store.store().get_session(sid)
     run = sess.runs[0]
     assert run.status == "cancelled"
     n_sample = sum(1 for s in run.steps if s.kind.value == "sample")
@@ -315,10 +316,10 @@ def test_stop_after_the_run_finished_never_cancels_it(client):
     _, final = _run(client, *_form(seed=4))
     status = client.predict(api_name="/stop")[0]
     assert "Nothing is running" in status
-    from app import core
+    from app import store as app_store
 
     sid = final[5].split("?s=")[-1]
-    assert [r.status for r in core.store().get_session(sid).runs] == ["ok"]
+    assert [r.status for r in app_store.store().get_session(sid).runs] == ["ok"]
 
 
 def test_text_survives_multibyte_characters_in_every_view():
@@ -366,14 +367,14 @@ def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monk
 
     from app import cards
     from app.testing import make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
     folder = make_tiny_models(tmp_path, ("text-asarm",)) / "text-asarm"  # a folder the loader's checks accept
     (folder / "train_state.json").write_text(json.dumps({"params": 2_500_000, "steps": 100, "batch": 4,
                                                           "seq_len": 64, "minutes": 3.0, "device": "cpu"}))
     (folder / "metrics.json").write_text(json.dumps({"ppl_left_to_right": 150.0, "spelling_accuracy_95": 0.5,
                                                       "brand_new_metric": 1.25}))
-    monkeypatch.setattr(registry, "ASSETS", tmp_path)
+    monkeypatch.setattr(model_folders, "ASSETS", tmp_path)
     monkeypatch.delenv("INFILL_MODEL_DIRS", raising=False)
     md = cards.card_markdown("text-asarm")
     assert "2.5M parameters" in md and "100 steps" in md and "3 minutes on cpu" in md

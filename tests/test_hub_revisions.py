@@ -21,7 +21,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import XLNetConfig, XLNetLMHeadModel, XLNetTokenizer
 
-from engine import registry
+from engine import hub, model_loading, registry
 from engine.api import infill
 from engine.errors import ModelNotFoundError
 from engine.tokenization import Codec
@@ -85,12 +85,12 @@ def offline_hub(hub_home, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_home / "hub"))
     monkeypatch.setenv("INFILL_MODEL_IDS", "")
     monkeypatch.delenv("INFILL_HUB_OPTIONS", raising=False)
-    registry._OPTIONS.clear()
-    for f in (registry._hub_folder, registry._hub_config, registry._load_folder):
+    hub._OPTIONS.clear()
+    for f in (hub.hub_folder, hub.hub_config, model_loading._load_folder):
         f.cache_clear()
     yield hub_home / "hub"
-    registry._OPTIONS.clear()
-    for f in (registry._hub_folder, registry._hub_config, registry._load_folder):
+    hub._OPTIONS.clear()
+    for f in (hub.hub_folder, hub.hub_config, model_loading._load_folder):
         f.cache_clear()
 
 
@@ -129,7 +129,7 @@ def test_options_from_the_environment_and_the_cli_override_the_defaults(offline_
     assert registry.load("someone/ASARM@code").code_map is False
     tok = xlnet_style_tokenizer()
     tok.save_pretrained(tmp_path / "mytok")
-    registry.set_hub_options("someone/ASARM@nlp", tokenizer=str(tmp_path / "mytok"), code_map=True)
+    hub.set_hub_options("someone/ASARM@nlp", tokenizer=str(tmp_path / "mytok"), code_map=True)
     lm = registry.load("someone/ASARM@nlp")
     assert lm.tokenizer_from == str((tmp_path / "mytok").resolve()) and lm.code_map
     from engine.cli import main as engine_main
@@ -137,7 +137,7 @@ def test_options_from_the_environment_and_the_cli_override_the_defaults(offline_
     assert engine_main(["infill", "a [MASK] c", "--model", "someone/ASARM@code", "--code-map", "--json"]) == 0
     assert registry.load("someone/ASARM@code").code_map is True, "--code-map overrides the environment"
     assert registry.load("someone/ASARM@withtok").tokenizer_from is None, "its own tokenizer by default"
-    registry.set_hub_options("someone/ASARM@withtok", tokenizer="xlnet/xlnet-base-cased")
+    hub.set_hub_options("someone/ASARM@withtok", tokenizer="xlnet/xlnet-base-cased")
     assert "models--xlnet--xlnet-base-cased" in registry.load("someone/ASARM@withtok").tokenizer_from
     monkeypatch.setenv("INFILL_HUB_OPTIONS", "{not json")
     with pytest.raises(ModelNotFoundError, match="INFILL_HUB_OPTIONS is not JSON"):
@@ -149,7 +149,7 @@ def test_revisions_in_the_operator_list_and_the_offline_message(offline_hub, mon
     rows = {r["name"]: r for r in registry.available()}
     assert rows["someone/ASARM@nlp"]["kind"] == rows["someone/ASARM@code"]["kind"] == "asarm"
     assert (rows["someone/ASARM@nlp"]["domain"], rows["someone/ASARM@code"]["domain"]) == ("text", "code")
-    from app.core import list_models
+    from app.choices import list_models
 
     assert "someone/ASARM@nlp" in list_models("text", "asarm") and "someone/ASARM@code" in list_models("code", "asarm")
     assert registry.resolve("someone/ASARM@code", allow_paths=False) == "someone/ASARM@code"

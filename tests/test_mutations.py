@@ -150,9 +150,15 @@ class UntemperedTarget:
     def commit(self, pos, tok):
         self.inner.commit(pos, tok)
 
-    def call(self, drafts, queries):
+    def call(self, drafts, queries, states=False, logit_rows=None):
+        if states:
+            out, st = self.inner.call(drafts, queries, states=True, logit_rows=logit_rows)
+            return (out * self.t if drafts else out), st
         out = self.inner.call(drafts, queries)
         return out * self.t if drafts else out
+
+    def head_logits(self, states, positions):
+        return self.inner.head_logits(states, positions)
 
 
 def keep_rejected_draft(self, pos, tok):

@@ -22,19 +22,28 @@ N_SAMPLES = 1200
 ALPHA = 1e-3
 
 
-def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window: int = 0):
+def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window: int = 0, mode: str = "draft",
+                  prev_rank: int = 0, copy: float = 0.0):
     """A PTP head for the tiny AS-ARM: random weights of `scale` (drafts far from the AS-ARM's
-    own rows), or the untrained head (scale None: zero residual); `window` known tokens read."""
+    own rows), or the untrained head (scale None: zero residual); `window` known tokens read;
+    `mode` "onepass" (one pass a round, rows read u_<j; `prev_rank`: low-rank term on d_{j-1});
+    `copy` > 0: a head that mostly proposes the token it reads (output = copy x token embedding),
+    moderately peaked: the shape a trained head takes, and one that turns a leak of u_j into a
+    large bias (a point-mass proposal would not: the speculative rule is exact for any d when p = delta_d)."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
     head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=1, num_heads=2,
                              intermediate_size=32, max_positions=cfg.max_positions, teacher="tiny-asarm",
-                             special_token_ids=list(cfg.special_token_ids), window=window)).to(torch.float64)
+                             special_token_ids=list(cfg.special_token_ids), window=window, mode=mode,
+                             prev_rank=prev_rank)).to(torch.float64)
     if scale is not None:
         with torch.no_grad():
             for prm in head.parameters():
                 if prm.dim() > 1:
                     prm.normal_(0, scale)
+            if copy:
+                head.tok_embed.weight.normal_(0, 0.8)
+                head.out.weight.copy_(head.tok_embed.weight * copy)
     head.config.dtype = "float64"
     head.save_pretrained(folder)
     tiny.codec.hf.save_pretrained(folder)
@@ -46,7 +55,13 @@ def heads(tiny_asarm, tmp_path_factory):
     root = tmp_path_factory.mktemp("ptp")
     return {"random": save_tiny_ptp(root / "tiny-ptp", tiny_asarm),
             "untrained": save_tiny_ptp(root / "tiny-ptp0", tiny_asarm, scale=None),
-            "window": save_tiny_ptp(root / "tiny-ptp-w", tiny_asarm, seed=2, window=3)}
+            "window": save_tiny_ptp(root / "tiny-ptp-w", tiny_asarm, seed=2, window=3),
+            "onepass": save_tiny_ptp(root / "tiny-ptp1", tiny_asarm, seed=3, window=2, mode="onepass", prev_rank=3),
+            "onepass-plain": save_tiny_ptp(root / "tiny-ptp1p", tiny_asarm, seed=4, mode="onepass"),
+            "onepass-copy": save_tiny_ptp(root / "tiny-ptp1c", tiny_asarm, scale=0.05, seed=4, mode="onepass",
+                                          copy=0.15),
+            "onepass-untrained": save_tiny_ptp(root / "tiny-ptp10", tiny_asarm, scale=None, mode="onepass",
+                                               prev_rank=3)}
 
 
 def run(lm, mi, head, seed, **kw):
@@ -64,7 +79,8 @@ def histogram(lm, mi, head, n, **kw):
 
 
 @pytest.mark.parametrize("name,kw", [("random", {"k": 2}), ("random", {"k": 2, "temperature": 1.5}),
-                                     ("window", {"k": 2})])
+                                     ("window", {"k": 2}), ("onepass", {"k": 2}),
+                                     ("onepass", {"k": 2, "temperature": 1.5}), ("onepass-copy", {"k": 2})])
 def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, name, kw):
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
     exact = exact_distribution(tiny_asarm, mi, kw.get("temperature", 1.0))
@@ -72,23 +88,26 @@ def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, head
     assert g_test(counts, exact, N_SAMPLES) > ALPHA
 
 
-def test_the_random_head_really_drafts_differently(tiny_asarm, heads):
+@pytest.mark.parametrize("name", ["random", "onepass", "onepass-plain"])
+def test_the_random_head_really_drafts_differently(tiny_asarm, heads, name):
     """Otherwise the exactness test above would only re-test pipelined ASSD."""
     mi = masked_input(tiny_asarm.codec, {0: "a"}, 6)
     differ = 0
     for seed in range(20):
-        a, _ = run(tiny_asarm, mi, heads["random"], seed, k=4)
+        a, _ = run(tiny_asarm, mi, heads[name], seed, k=4)
         b = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-pipelined", seed=seed, k=4)
         list(b.stream())
         differ += a.tokens != b.result(with_log_prob=False).tokens
     assert differ >= 5
 
 
-def test_untrained_head_is_pipelined_assd(tiny_asarm, heads):
-    """A zero residual drafts the AS-ARM's own parallel rows: same tokens, calls and rounds."""
+@pytest.mark.parametrize("name", ["untrained", "onepass-untrained"])
+def test_untrained_head_is_pipelined_assd(tiny_asarm, heads, name):
+    """A zero residual drafts the AS-ARM's own parallel rows: same tokens, calls and rounds (the
+    one-pass head draws u_1..u_m first, from the same stream in the same order)."""
     mi = masked_input(tiny_asarm.codec, {2: "c"}, 6)
     for seed in range(8):
-        a, _ = run(tiny_asarm, mi, heads["untrained"], seed, k=3)
+        a, _ = run(tiny_asarm, mi, heads[name], seed, k=3)
         b = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-pipelined", seed=seed, k=3)
         list(b.stream())
         rb = b.result(with_log_prob=False)
@@ -130,6 +149,59 @@ def test_drafts_that_see_later_uniforms_are_caught(tiny_asarm, heads, monkeypatc
     assert g_test(counts, exact_distribution(tiny_asarm, mi), N_SAMPLES) < ALPHA
 
 
+def test_one_pass_rows_that_see_their_own_uniform_are_caught(tiny_asarm, heads, monkeypatch):
+    """The one-pass head's exactness rests on row j reading u_1..u_{j-1} only. The mutant hands
+    row j u_j and e_j = F^-1 of the parallel row j at u_j (instead of u_{j-1}, e_{j-1}): then p_j
+    depends on the uniform that draws d_j, and the enumeration test must fail."""
+    ptp = importlib.import_module("engine.samplers.ptp")
+    from engine.acceptance import inverse_cdf
+
+    def leaking(base_p, u, prev):
+        return [inverse_cdf(base_p[j], u[j]) for j in range(len(u))], list(u)
+
+    monkeypatch.setattr(ptp, "row_inputs", leaking)
+    mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)
+    counts = histogram(tiny_asarm, mi, heads["onepass-copy"], N_SAMPLES, k=2)
+    assert g_test(counts, exact_distribution(tiny_asarm, mi), N_SAMPLES) < ALPHA
+
+
+def test_one_pass_head_rows_never_read_their_own_or_later_uniforms(heads):
+    """Unit form of the rule: changing u_{j-1}'s successors (the inputs of rows > j) and the
+    drafts after d_{j-1} leaves rows <= j unchanged, and changing row j's own input changes it."""
+    head = heads["onepass"].model
+    gen = torch.Generator().manual_seed(0)
+    k, d, v = 4, head.config.hidden_size, head.config.vocab_size
+    hid = torch.randn(1, k, d, generator=gen, dtype=torch.float64)
+    e = torch.randint(4, v, (1, k), generator=gen)
+    u = torch.rand(1, k, generator=gen, dtype=torch.float64)
+    dp = torch.randint(4, v, (1, k), generator=gen)
+    pos = torch.tensor([[3, 4, 6, 9]])
+    win = (torch.randint(4, v, (1, 2), generator=gen), torch.tensor([[1, 2]]))
+    full = head(hid, e, pos, window=win, u_prev=u, d_prev=dp)
+    for j in range(1, k):
+        u2, e2, d2 = u.clone(), e.clone(), dp.clone()
+        u2[0, j:] = torch.rand(k - j, generator=gen, dtype=torch.float64)
+        e2[0, j:] = torch.randint(4, v, (k - j,), generator=gen)
+        d2[0, j:] = torch.randint(4, v, (k - j,), generator=gen)
+        other = head(hid, e2, pos, window=win, u_prev=u2, d_prev=d2)
+        assert torch.allclose(other[:, :j], full[:, :j], atol=1e-12)
+        assert not torch.allclose(other[:, j], full[:, j])  # row j does read its own inputs
+
+
+@pytest.mark.parametrize("name", ["onepass", "onepass-plain"])
+def test_one_pass_head_drafts_a_round_in_one_pass(tiny_asarm, heads, name):
+    """drafter_passes / rounds <= 1 for the one-pass head (issue 24), k smaller than the masked
+    positions so rounds follow rounds."""
+    mi = masked_input(tiny_asarm.codec, {0: "c"}, 6)
+    for seed in range(4):
+        r = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler="assd-ptp",
+                      draft_model=str(heads[name].path), seed=seed, k=2)
+        steps = list(r.stream())
+        rounds = sum(1 for s in steps if s.kind == StepKind.DRAFT)
+        assert rounds >= 2 and r.drafter_passes[0] == rounds
+        assert all("one pass" in s.note for s in steps if s.kind == StepKind.DRAFT)
+
+
 def test_calls_never_exceed_masked_tokens_and_each_position_once(tiny_asarm, heads):
     rng = torch.Generator().manual_seed(0)
     for trial in range(30):
@@ -139,7 +211,7 @@ def test_calls_never_exceed_masked_tokens_and_each_position_once(tiny_asarm, hea
             continue
         mi = masked_input(tiny_asarm.codec, visible, 6)
         k = int(torch.randint(1, 7, (1,), generator=rng))
-        res, steps = run(tiny_asarm, mi, heads["random"], trial, k=k, temperature=2.0)
+        res, steps = run(tiny_asarm, mi, heads["random" if trial % 2 else "onepass"], trial, k=k, temperature=2.0)
         assert res.calls <= len(mi.masked), (k, res.calls, len(mi.masked))
         decided = [p for s in steps if s.kind in DECIDING_KINDS for p in s.positions]
         assert sorted(decided) == mi.masked
@@ -182,11 +254,13 @@ def test_wrong_drafter_is_a_clear_error(tiny_asarm):
         run(tiny_asarm, mi, tiny_asarm, 0)  # an AS-ARM is not a PTP head
 
 
-def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path):
+@pytest.mark.parametrize("mode,rank", [("draft", 0), ("onepass", 4)])
+def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path, mode, rank):
     """The training loss is finite, trains only the head, and a few steps reduce it."""
     a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
-                           window=0)
+                           window=0, ptp_mode=mode, prev_rank=rank)
     codec, head = drafter_for_training(a, None)
+    assert head.config.mode == mode
     head = head.to(torch.float64)
     teacher_before = [p.clone() for p in tiny_asarm.model.parameters()]
     gen = torch.Generator().manual_seed(0)
@@ -203,6 +277,27 @@ def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_p
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < 0.7 * losses[0]
     assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
+
+
+def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asarm):
+    """--init copies the draft-mode head's shared weights (the one-pass extras start at zero, so the
+    warm head is the old head reading e_{j-1}); --prev-init bigram sets the low-rank term to the
+    corpus's bigram PMI: a token that always follows another gets a large term."""
+    from engine.lab.train_ptp import bigram_init, warm_start
+
+    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
+                           window=0, ptp_mode="onepass", prev_rank=3)
+    _, head = drafter_for_training(a, None)
+    copied = warm_start(head, str(heads["random"].path))
+    old = heads["random"].model.state_dict()
+    assert {"in_proj.weight", "tok_embed.weight", "out.weight"} <= set(copied)
+    assert all(torch.equal(head.state_dict()[n], old[n].float()) for n in copied)
+    assert float(head.u_embed.weight.detach().abs().sum()) == 0
+    stream = torch.tensor([4, 5, 6] * 50 + [5, 4] * 5)
+    bigram_init(head, stream)
+    with torch.no_grad():
+        term = head.prev_out(head.prev_in.weight[4])
+    assert int(term.argmax()) == 5 and float(head.prev_gate.weight.detach().abs().sum()) == 0
 
 
 def test_head_step_with_its_cache_gives_the_full_causal_pass(heads):
@@ -267,13 +362,17 @@ def test_bundled_text_ptp_fills_a_span_with_text_asarm():
     r = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5)
     assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
     assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
-    assert any("text-ptp" in s.note for s in r.trace)
+    assert any("PTP head text-ptp1" in s.note for s in r.trace)  # the domain's chosen drafter (domains.py)
+    old = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5,
+                        draft_model="text-ptp")  # the draft-mode head still loads and runs
+    assert old.calls <= 6 and any("PTP head text-ptp " in s.note for s in old.trace)
 
 
 def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
-    from app.core import Form, prepare, sampler_help
+    from app.choices import sampler_help
+    from app.form import Form, prepare
     from engine.errors import ModelNotFoundError
 
     assert "Exact" in sampler_help("assd-ptp")
-    with pytest.raises(ModelNotFoundError, match="code-ptp"):
-        prepare(Form(domain="code", model=None, text="def f(x):\n    return [MASK:4]\n", sampler="assd-ptp"))
+    with pytest.raises(ModelNotFoundError, match="protein-ptp"):
+        prepare(Form(domain="protein", model=None, text="MKTAYIAKQR[MASK:4]QISFVKSHFSRQ", sampler="assd-ptp"))

@@ -17,16 +17,20 @@ from types import SimpleNamespace
 
 import pytest
 
+from app import admission as adm_mod
+from app import replay, speedup, streaming
 from app import slots as sl
-from app.slots import AGE_RATE, Admission, AgingClock, Busy, Cancelled, Slots, aged_priority, level
+from app import store as app_store
+from app.admission import Admission, Busy
+from app.slots import AGE_RATE, AgingClock, Cancelled, Slots, aged_priority, level
 from tests.studio import TEXT, form, tiny_studio
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    """app.core on tiny random models and a temp store (tests/studio.py)."""
-    with tiny_studio(tmp_path_factory.mktemp("serving")) as core:
-        yield core
+    """Tiny random models and a temp store (tests/studio.py)."""
+    with tiny_studio(tmp_path_factory.mktemp("serving")) as store:
+        yield store
 
 
 _form = form
@@ -205,8 +209,8 @@ def test_small_runs_are_never_refused_or_held_by_long_ones():
     waiting.join(10)
     assert not waiting.is_alive() and adm.long == 2 and not adm._line
     # and Gradio's concurrency leaves seats that only small runs can reach
-    assert sl.run_seats() == sl.active_runs() + sl.long_run_line() + sl.small_run_seats()
-    assert sl.small_run_seats() > 0
+    assert adm_mod.run_seats() == sl.active_runs() + adm_mod.long_run_line() + adm_mod.small_run_seats()
+    assert adm_mod.small_run_seats() > 0
 
 
 def test_a_long_run_cancelled_in_line_leaves_it():
@@ -222,34 +226,32 @@ def test_a_long_run_cancelled_in_line_leaves_it():
 
 
 def test_the_app_refuses_a_third_run_of_one_visitor_and_stores_nothing(studio, monkeypatch):
-    core = studio
-    monkeypatch.setattr(sl, "_admission", Admission(seats=4, line=0, per_visitor=2))
-    lives = [core.start(_form(core, seed=i), owner="visitor") for i in range(3)]
-    its = [core.rounds(lv) for lv in lives[:2]]
+    monkeypatch.setattr(adm_mod, "_admission", Admission(seats=4, line=0, per_visitor=2))
+    lives = [streaming.start(_form(seed=i), owner="visitor") for i in range(3)]
+    its = [streaming.rounds(lv) for lv in lives[:2]]
     for it in its:
         next(it)  # two runs under way
     with pytest.raises(Busy):
-        next(core.rounds(lives[2]))
-    assert core.store().get_session(lives[2].share_id) is None
+        next(streaming.rounds(lives[2]))
+    assert app_store.store().get_session(lives[2].share_id) is None
     for it in its:
         for _ in it:
             pass
-    assert sl._admission.in_progress("visitor") == 0
+    assert adm_mod._admission.in_progress("visitor") == 0
     assert all(lv.run_id is not None for lv in lives[:2])
 
 
 def test_the_app_classifies_long_runs_by_masked_tokens(studio, monkeypatch):
-    core = studio
     adm = Admission(seats=1, line=0, per_visitor=4)
-    monkeypatch.setattr(sl, "_admission", adm)
+    monkeypatch.setattr(adm_mod, "_admission", adm)
     monkeypatch.setenv("INFILL_SMALL_RUN_TOKENS", "8")
-    first = core.rounds(core.start(_form(core, text="[MASK:20] x"), owner="a"))
+    first = streaming.rounds(streaming.start(_form(text="[MASK:20] x"), owner="a"))
     next(first)  # a long run holds the only long seat
     assert adm.long == 1
     with pytest.raises(Busy):
-        next(core.rounds(core.start(_form(core, text="[MASK:20] y"), owner="b")))
-    small = core.start(_form(core, text="ab [MASK:6] c"), owner="c")
-    for _ in core.rounds(small):
+        next(streaming.rounds(streaming.start(_form(text="[MASK:20] y"), owner="b")))
+    small = streaming.start(_form(text="ab [MASK:6] c"), owner="c")
+    for _ in streaming.rounds(small):
         pass
     assert small.run_id is not None and small.result is not None
     first.close()
@@ -257,32 +259,30 @@ def test_the_app_classifies_long_runs_by_masked_tokens(studio, monkeypatch):
 
 
 def test_the_speedup_run_is_admitted_like_any_run(studio, monkeypatch):
-    core = studio
     monkeypatch.setenv("INFILL_SPEEDUP", "1")
     monkeypatch.setenv("INFILL_SMALL_RUN_TOKENS", "4")
     adm = Admission(seats=1, line=0, per_visitor=4)
-    monkeypatch.setattr(sl, "_admission", adm)
-    live = core.start(_form(core, text="ab [MASK:8] c"), owner="a")
-    for _ in core.rounds(live):
+    monkeypatch.setattr(adm_mod, "_admission", adm)
+    live = streaming.start(_form(text="ab [MASK:8] c"), owner="a")
+    for _ in streaming.rounds(live):
         pass
-    assert core.speedup_applies(live)
+    assert speedup.speedup_applies(live)
     with adm.enter("b", long=True):  # the only long-run seat is taken: no second run, no line
-        assert core.speedup_line(live) == ""
-    assert "vs cached sequential" in core.speedup_line(live) and adm.long == 0
+        assert speedup.speedup_line(live) == ""
+    assert "vs cached sequential" in speedup.speedup_line(live) and adm.long == 0
 
 
 def test_the_speedup_timing_is_not_counted_as_the_visitors_run(studio, monkeypatch):
     """Run, then Compare at once: the Compare's two runs must not be refused because the server is
     still timing cached sequential for the first run (the browser test of the bundled models)."""
-    core = studio
     monkeypatch.setenv("INFILL_SPEEDUP", "1")
     adm = Admission(seats=4, line=0, per_visitor=2)
-    monkeypatch.setattr(sl, "_admission", adm)
-    live = core.start(_form(core, text="ab [MASK:8] c"), owner="a")
-    for _ in core.rounds(live):
+    monkeypatch.setattr(adm_mod, "_admission", adm)
+    live = streaming.start(_form(text="ab [MASK:8] c"), owner="a")
+    for _ in streaming.rounds(live):
         pass
     with adm.enter("a", long=False), adm.enter("a", long=False):  # the visitor's Compare, two runs
-        assert "vs cached sequential" in core.speedup_line(live)
+        assert "vs cached sequential" in speedup.speedup_line(live)
 
 
 # ----------------------------------------------------------------------------- 8: stopped / disconnected runs
@@ -291,13 +291,13 @@ def test_the_speedup_timing_is_not_counted_as_the_visitors_run(studio, monkeypat
 def test_a_budget_stopped_run_gets_its_link_and_replay(studio, monkeypatch):
     from app.tabs import player
 
-    core = studio
     monkeypatch.setenv("INFILL_RUN_MAX_CALLS", "3")
     frames = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 3, 32, 0.05, "cosine", 1))
-    status, *_, completed, link, _scrub, trace, _sid = frames[-1]
+    last = frames[-1]
+    status, link, trace = last["status"], last["link"], last["trace_state"]
     sid = link.split("?s=")[-1]
     assert "budget" in status and sid
-    stored = core.store().get_session(sid)
+    stored = app_store.store().get_session(sid)
     assert [r.status for r in stored.runs] == ["stopped"]
     assert trace is not None and len(trace["steps"]) == len(stored.runs[0].steps) > 0
     # the chained step lists it in the browser's own list
@@ -308,9 +308,8 @@ def test_a_budget_stopped_run_gets_its_link_and_replay(studio, monkeypatch):
 def test_a_run_whose_stream_broke_off_is_listed_from_its_session(studio):
     from app.tabs import player
 
-    core = studio
-    live = core.start(_form(core, text="[MASK:10] x", sampler="sequential"))
-    it = core.rounds(live)
+    live = streaming.start(_form(text="[MASK:10] x", sampler="sequential"))
+    it = streaming.rounds(live)
     next(it)
     it.close()  # the visitor's connection dropped: no last update, so no link on the page
     seen = []
@@ -323,14 +322,13 @@ def test_a_run_whose_stream_broke_off_is_listed_from_its_session(studio):
 
 
 def test_a_disconnected_run_stores_only_the_steps_it_showed(studio):
-    core = studio
-    live = core.start(_form(core, text="[MASK:12] x", sampler="sequential"))
-    it = core.rounds(live)
+    live = streaming.start(_form(text="[MASK:12] x", sampler="sequential"))
+    it = streaming.rounds(live)
     for _ in range(3):
         next(it)
     it.close()  # GeneratorExit at the round boundary, as when Gradio drops a disconnected job
     assert live.run_id is not None
-    run = core.store().get_run(live.run_id)
+    run = app_store.store().get_run(live.run_id)
     assert run.status == "cancelled"
     # no step read after the last update: the replay counts the calls the visitor saw
     assert [(s.kind, s.round, s.positions) for s in run.steps] == [(s.kind, s.round, s.positions) for s in live.steps]
@@ -338,18 +336,17 @@ def test_a_disconnected_run_stores_only_the_steps_it_showed(studio):
 
 
 def test_the_player_state_holds_the_run_id_not_the_trace(studio):
-    from app.tabs import player
+    from app.tabs import playback, player
 
-    core = studio
     frames = list(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 5, 32, 0.05, "cosine", 1))
-    *_, link, _scrub, trace, _sid = frames[-1]
-    assert isinstance(trace, core.StoredTrace)  # a visitor's session keeps an id and the input's view
+    link, trace = frames[-1]["link"], frames[-1]["trace_state"]
+    assert isinstance(trace, replay.StoredTrace)  # a visitor's session keeps an id and the input's view
     assert not hasattr(trace, "__dict__") and set(trace.__slots__) == {"run_id", "view", "title"}
-    stored = core.store().get_session(link.split("?s=")[-1]).runs[0]
+    stored = app_store.store().get_session(link.split("?s=")[-1]).runs[0]
     assert trace.run_id == stored.id and list(trace["steps"]) == stored.steps
     # the player reads it like the dict it used to hold
-    html, _detail, counters, i = player.frame(trace, 2)
-    assert i == 2 and "step 2/" in counters
+    shown = playback.frame(trace, 2)
+    assert shown["scrub_sl"] == 2 and "step 2/" in shown["counters"]
 
 
 # ----------------------------------------------------------------------------- 1: memory
@@ -590,12 +587,12 @@ def test_one_csv_file_per_filter_a_minute(studio, tmp_path, monkeypatch):
     from app.tabs import statistics
 
     monkeypatch.setattr(exports, "_cached", OrderedDict())
-    store = studio.store()
+    store = studio
     sid = store.create_session("text", "text-asarm", "x", {})
     paths = set()
     for i in range(3):
         store.record_run(sid, "assd", {"k": i, "model": "text-asarm"}, 0, [])  # new statistics every call
-        paths.add(statistics.stats("all", "all", "all")[-1]["value"])
+        paths.add(statistics.stats("all", "all", "all")["csv_btn"]["value"])
     assert len(paths) == 1
     # Gradio's cache (where each served file is copied) is pruned every few minutes, not hourly
     freq, age = limits.DELETE_CACHE

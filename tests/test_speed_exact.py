@@ -163,7 +163,7 @@ def test_seeded_trace_replays_with_the_original_forward(text_asarm, monkeypatch)
     model = text_asarm.model
     monkeypatch.setattr(oracle_mod, "KVCache", RefCache)
     monkeypatch.setattr(type(model), "forward",
-                        lambda self, *a, cache=None: reference_forward(self, *a, cache=cache))
+                        lambda self, *a, **kw: reference_forward(self, *a, **kw))
     for s, trace in fast.items():
         ref = run(s)
         assert [d for d, _ in ref] == [d for d, _ in trace], s
@@ -197,8 +197,8 @@ def test_hybrid_heads_are_bitwise_the_original():
 def test_lite_loader_is_the_hugging_face_model(text_asarm):
     """The bundled AS-ARM loads without transformers (CLI start-up); same weights, same logits,
     same tokenizer ids as the transformers path."""
+    from engine.model_loading import _load_hf
     from engine.models.asarm_core import AsArmLite
-    from engine.registry import _load_hf
     from engine.tokenization import Codec, LiteTokenizer
 
     assert isinstance(text_asarm.model, AsArmLite) and isinstance(text_asarm.codec.hf, LiteTokenizer)

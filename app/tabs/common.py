@@ -10,11 +10,17 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from ..core import Form, readable
+from engine.params import KNOBS
+
+from ..errors import readable
+from ..form import Form
 from ..render import DETAIL_HEADERS
 
-#: the sampler parameters, in the order of the form's inputs after domain, model, text, sampler
-PARAMS = ("k", "temperature", "steps", "dtau", "window", "inner")
+#: the sampler parameters (engine.params.KNOBS), in the table's order
+PARAMS = tuple(KNOBS)
+#: the form's inputs in order: the parameter names of the /infill endpoint and of the run handlers,
+#: which HTTP clients rely on (a new knob of the table is added here, and to make_form and the handlers)
+FORM_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
 
 
 class Page(SimpleNamespace):
@@ -57,6 +63,34 @@ def guarded(fn):
     return plain
 
 
+def named(p: Page, fn):
+    """`fn` as Gradio calls it: fn's updates are dicts keyed by the name of each component they set
+    (its attribute on `p`, e.g. {"status": ..., "link": ...}); this turns each into Gradio's
+    {component: value} form. A component an update leaves out keeps its value, so no handler pads a
+    positional tuple with blank updates, and reading `frame["link"]` in a test says what it checks.
+    List the event's `outputs` with `components(p, names)`: the order of that list is what API
+    clients receive, so it stays fixed while handlers set any subset of it."""
+    def by_component(update: dict):
+        return {getattr(p, name): value for name, value in update.items()} or gr.skip()
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            for update in fn(*args, **kwargs):
+                yield by_component(update)
+        return gen
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        return by_component(fn(*args, **kwargs))
+    return plain
+
+
+def components(p: Page, names) -> list:
+    """The page's components with these names, in this order (an event's outputs)."""
+    return [getattr(p, name) for name in names]
+
+
 def status_md(msg: str, kind: str = "info") -> str:
     """A status line (escaped) with an icon for errors and successes."""
     icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
@@ -74,10 +108,10 @@ def empty_table(headers: list[str]) -> dict:
 
 
 def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
-    """The editor's values as an app.core.Form (None and blanks read as the defaults)."""
+    """The editor's values as an app.form.Form (None and blanks read as the defaults)."""
     return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
-                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau, window=window or "cosine",
-                inner=inner)
+                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau,
+                window=window or KNOBS["window"].default, inner=inner)
 
 
 def busy():
@@ -88,3 +122,8 @@ def busy():
 def idle():
     """(Run, Stop) when nothing runs: Run enabled, Stop disabled."""
     return gr.update(interactive=True), gr.update(interactive=False)
+
+
+def idle_named(run: str, stop: str) -> dict:
+    """idle() as a named update of the buttons called `run` and `stop` on the page."""
+    return dict(zip((run, stop), idle()))

@@ -9,11 +9,15 @@ import gradio as gr
 
 from engine.samplers import SAMPLERS
 
-from .. import core, plots, share
-from ..core import Live, readable
+from .. import form, pending_sessions, plots, share, stops, streaming, token_views
+from ..errors import readable
 from ..render import counters_md, esc, view_html
-from .common import Page, busy, empty_table, idle, make_form, status_md, warn
+from ..streaming import Live
+from .common import Page, busy, components, empty_table, idle, idle_named, make_form, named, status_md, warn
 
+#: what Compare (and the /compare API) updates, in the order API clients receive it
+COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
+                   "cmp_sid")
 SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
 
 
@@ -43,22 +47,22 @@ def _prepare(form_values: tuple, sampler_b, model_b, request) -> tuple[str, list
     fa = make_form(*form_values)
     domain, _, text, _, *params = form_values
     fb = make_form(domain, model_b, text, sampler_b, *params)
-    ra, rb = core.prepare(fa), core.prepare(fb)
-    sid = core.create_session("compare", [ra, rb], fa.text, domain)
+    ra, rb = form.prepare(fa), form.prepare(fb)
+    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, domain)
     lives = []
     for run in (ra, rb):
-        view = core.token_view(run)
-        lives.append(Live(run, view, core.new_state(view), sid, owner=getattr(request, "session_hash", None)))
+        view = token_views.token_view(run)
+        lives.append(Live(run, view, token_views.run_state(run, view), sid,
+                          owner=getattr(request, "session_hash", None)))
     return sid, lives
 
 
 def _alternate(a: Live, b: Live, sid: str):
     """One round of each side in turn; a frame at most every min_interval(), the charts about once
     a second; then both recorders are let finish (the runs are stored)."""
-    blank = gr.update()
-    its = [core.rounds(a), core.rounds(b)]
-    gap, last, last_fig = core.min_interval(), 0.0, 0.0
-    f1 = f2 = blank
+    its = [streaming.rounds(a), streaming.rounds(b)]
+    gap, last, last_fig = streaming.min_interval(), 0.0, 0.0
+    figures: dict = {}  # the charts, once drawn
     while not (a.done and b.done):
         for lv, it in zip((a, b), its):
             if not lv.done:
@@ -68,12 +72,14 @@ def _alternate(a: Live, b: Live, sid: str):
             break
         if now - last >= gap:
             last = now
-            yield (status_md(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
-                   view_html(a.state, f"A: {a.run.spec.name}"), view_html(b.state, f"B: {b.run.spec.name}"),
-                   counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, "", sid)
+            yield {"cmp_status": status_md(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
+                   "html_a": view_html(a.state, f"A: {a.run.spec.name}"),
+                   "html_b": view_html(b.state, f"B: {b.run.spec.name}"),
+                   "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state),
+                   "summary": _summary([("A", a), ("B", b)]), **figures, "cmp_link": "", "cmp_sid": sid}
             if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
                 last_fig = now
-                f1, f2 = _figures(a, b)
+                figures = dict(zip(("fig_rev", "fig_run"), _figures(a, b)))
     for it in its:
         for _ in it:
             pass
@@ -81,8 +87,8 @@ def _alternate(a: Live, b: Live, sid: str):
 
 def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
                 sampler_b, model_b, request: gr.Request = None):
-    """Two samplers on the same input and seed, advancing round by round side by side."""
-    blank = gr.update()
+    """Two samplers on the same input and seed, advancing round by round side by side (updates
+    COMPARE_OUTPUTS by name)."""
     try:
         sid, (a, b) = _prepare((domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
                                sampler_b, model_b, request)
@@ -90,11 +96,12 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
         msg = readable(e)
         warn(msg)
         empty = view_html(None, message=msg)
-        yield (status_md(msg, "error"), empty, empty, "", "", empty_table(SUMMARY_HEADERS), blank, blank, "", "")
+        yield {"cmp_status": status_md(msg, "error"), "html_a": empty, "html_b": empty, "cnt_a": "", "cnt_b": "",
+               "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
-    wait = core.slots().estimate()
+    wait = streaming.slots().estimate()
     if wait.busy:
-        yield (status_md(wait.message()), blank, blank, blank, blank, blank, blank, blank, "", sid)
+        yield {"cmp_status": status_md(wait.message()), "cmp_link": "", "cmp_sid": sid}
     try:
         yield from _alternate(a, b, sid)
         if a.cancelled or b.cancelled:
@@ -102,25 +109,28 @@ def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau,
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
-        yield (status_md(msg, "error"), blank, blank, blank, blank, blank, blank, blank, "", "")
+        yield {"cmp_status": status_md(msg, "error"), "cmp_link": "", "cmp_sid": ""}
         return
-    core.clear_stop(sid)
+    stops.clear_stop(sid)
     link = share.share_link(request, sid)  # both recorders have stored their runs
     f1, f2 = _figures(a, b)
     stopped = a.stopped or b.stopped
-    yield (status_md("Stopped: the partial runs are stored as cancelled; the link opens them." if stopped else
-                     "Done: both runs stored; share them with the link.", "info" if stopped else "ok"),
-           view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
-           view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
-           counters_md(a.state), counters_md(b.state), _summary([("A", a), ("B", b)]), f1, f2, link, "")
+    yield {"cmp_status": status_md("Stopped: the partial runs are stored as cancelled; the link opens them."
+                                   if stopped else "Done: both runs stored; share them with the link.",
+                                   "info" if stopped else "ok"),
+           "html_a": view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
+           "html_b": view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
+           "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state), "summary": _summary([("A", a), ("B", b)]),
+           "fig_rev": f1, "fig_run": f2, "cmp_link": link, "cmp_sid": ""}
 
 
 def stop_compare(sid):
     """Stop both sides after their current round (they are stored as cancelled)."""
+    buttons = idle_named("cmp_btn", "cmp_stop")
     if sid:
-        core.request_stop(sid)
-        return status_md("Stopping after this round…"), *idle()
-    return status_md("Nothing is running."), *idle()
+        stops.request_stop(sid)
+        return {"cmp_status": status_md("Stopping after this round…"), **buttons}
+    return {"cmp_status": status_md("Nothing is running."), **buttons}
 
 
 def _completed_html(lv: Live) -> str:
@@ -164,12 +174,11 @@ def layout(p: Page) -> None:
 def wire(p: Page, remember) -> None:
     """Compare (in the model pool shared with Run) and its Stop."""
     cmp_evt = p.cmp_btn.click(busy, None, [p.cmp_btn, p.cmp_stop], queue=False, api_visibility="private").then(
-        run_compare, [*p.form_inputs, p.sampler_b, p.model_b],
-        [p.cmp_status, p.html_a, p.html_b, p.cnt_a, p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_sid],
+        named(p, run_compare), [*p.form_inputs, p.sampler_b, p.model_b], components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private")
-    p.cmp_stop.click(stop_compare, [p.cmp_sid], [p.cmp_status, p.cmp_btn, p.cmp_stop], queue=False,
+    p.cmp_stop.click(named(p, stop_compare), [p.cmp_sid], components(p, ("cmp_status", "cmp_btn", "cmp_stop")), queue=False,
                      api_visibility="private")

@@ -7,15 +7,17 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.api import parse_for
+from engine.domains import line_masks
 from engine.errors import InfillError
 from engine.masking import from_token_positions
+from engine.params import KNOBS, SEED
 from engine.registry import load
-from engine.samplers import SAMPLERS
+from engine.samplers import SAMPLERS, default_sampler
 
-from .. import cards, core, inputs
-from ..core import DOMAINS, EXAMPLES
+from .. import cards, choices, form, inputs
+from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
-from .common import PARAMS, Page, guarded, status_md
+from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
 (text, a, b, model, domain) => {
@@ -29,10 +31,10 @@ MASK_SELECTION_JS = """
 def models_for(domain: str, sampler: str, current: str | None = None):
     """The model dropdown for this domain and sampler (keeping `current` when it fits), and a
     message when no model fits."""
-    kind = core.sampler_kind(sampler)
-    names = core.list_models(domain, kind)
+    kind = choices.sampler_kind(sampler)
+    names = choices.list_models(domain, kind)
     value = current if current in names else (names[0] if names else None)
-    msg = gr.update() if names else status_md(core.no_model_message(domain, kind), "error")  # no word: keep the status
+    msg = gr.update() if names else status_md(choices.no_model_message(domain, kind), "error")  # no word: keep the status
     return gr.update(choices=names, value=value), msg
 
 
@@ -48,8 +50,8 @@ def domain_example(domain):
     """A person switching domain gets that domain's first example in the input box (never English
     text sent to the protein model) and that domain's default sampler."""
     ex = EXAMPLES.get(domain, [])
-    sampler = core.default_sampler(domain)
-    return (ex[0] if ex else gr.update()), sampler, core.sampler_help(sampler, domain)
+    sampler = default_sampler(domain)
+    return (ex[0] if ex else gr.update()), sampler, choices.sampler_help(sampler, domain)
 
 
 def model_card(model):
@@ -71,7 +73,7 @@ def input_info(text, model, domain):
         limit = lm.max_tokens
         if not text.strip():
             return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
-        hint = core.mask_hint(text)
+        hint = form.mask_hint(text)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
@@ -85,7 +87,7 @@ def input_info(text, model, domain):
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
         return status_md(str(e), "error")
-    if domain == "code":
+    if line_masks(domain):  # a bare [MASK] alone on a line is the whole line (engine/domains.py)
         line += " " + CODE_LINE_HELP
     return line + (f" {note}" if note else "")
 
@@ -100,23 +102,24 @@ CODE_LINE_HELP = "A [MASK] alone on a line fills that one line, after its indent
 
 def on_sampler(sampler, domain, model):
     """A sampler change: the models that fit it, its help line, only its own parameters shown, and
-    a sentence saying so when the sampler needs another model (the model never changes silently)."""
+    a sentence saying so when the sampler needs another model (the model never changes silently).
+    Updated by name: the model, the help line, the status and each knob in PARAMS."""
     upd, msg = models_for(domain, sampler, model)
     new = upd.get("value") if isinstance(upd, dict) else None
-    note = core.switch_note(sampler, model, new)
+    note = choices.switch_note(sampler, model, new)
     if note and names_fit(msg):
         msg = status_md(note, "info")
     spec = SAMPLERS.get(sampler)
     listed = set(spec.params) if spec else set()
-    vis = [gr.update(visible=p in listed) for p in PARAMS]
-    return (upd, core.sampler_help(sampler, domain), msg, *vis)
+    return {"model": upd, "sampler_help": choices.sampler_help(sampler, domain), "status": msg,
+            **{p: gr.update(visible=p in listed) for p in PARAMS}}
 
 
 def codec_for(model: str | None, domain: str):
     """The loaded model (for its tokenizer and limit): the one picked, else the domain's first."""
-    names = core.list_models(domain)
+    names = choices.list_models(domain)
     if not names:
-        raise InfillError(core.no_model_message(domain, "any"))
+        raise InfillError(choices.no_model_message(domain, "any"))
     name = model if model in names else names[0]
     return load(name, allow_paths=False)
 
@@ -200,8 +203,8 @@ def layout(p: Page) -> None:
     """The title, the pickers, the input, the buttons, the status line, the card and the token view."""
     p.sampler_names = list(SAMPLERS)
     p.first_domain = DOMAINS[0]
-    p.first_sampler = core.default_sampler(p.first_domain)
-    p.init_models = core.list_models(p.first_domain, core.sampler_kind(p.first_sampler))
+    p.first_sampler = default_sampler(p.first_domain)
+    p.init_models = choices.list_models(p.first_domain, choices.sampler_kind(p.first_sampler))
     first_model = p.init_models[0] if p.init_models else None
     gr.Markdown("# Infilling studio\nMask spans of text, code or protein; watch speculative samplers fill them.")
     with gr.Row():
@@ -229,8 +232,7 @@ def layout(p: Page) -> None:
     p.sel_b = gr.Number(0, visible=False, precision=0)
     p.tok_state = gr.State(None)
     _parameters(p)
-    p.form_inputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
-                     p.window, p.inner]
+    p.form_inputs = [getattr(p, name) for name in FORM_FIELDS]
 
 
 #: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's
@@ -259,30 +261,38 @@ KNOB_NOTE_JS = """() => {
 }"""
 
 
+#: the knobs on the first row, beside the seed; every other knob of the table goes on the second row
+FIRST_ROW = ("k", "temperature")
+
+
+def knob_control(name: str, visible: bool):
+    """A knob's control, all from its table row (engine.params.KNOBS): a slider over the page's range
+    with the table's step and start value, or a radio of a choice knob's values; its sentence and
+    range as the info line."""
+    k = KNOBS[name]
+    if k.choices:
+        return gr.Radio(list(k.choices), value=k.page_default, label=name, info=form.PARAM_HELP[name],
+                        visible=visible, elem_id=f"knob-{name}")
+    lo, hi = form.PAGE_RANGES[name]
+    return gr.Slider(lo, hi, value=k.page_default, step=k.ui_step, label=name,
+                     info=f"{form.PARAM_HELP[name]} ({lo:g} to {hi:g})", visible=visible, elem_id=f"knob-{name}")
+
+
 def _parameters(p: Page) -> None:
     """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
     listed = set(SAMPLERS[p.first_sampler].params)
-    rng = core.PAGE_RANGES
-
-    def slider(name: str, value, step, **kw):
-        lo, hi = rng[name]
-        return gr.Slider(lo, hi, value=value, step=step, label=name, info=f"{core.PARAM_HELP[name]} ({lo:g} to {hi:g})",
-                         visible=name in listed, elem_id=f"knob-{name}", **kw)
-
     with gr.Accordion("Sampler parameters", open=True):
-        p.sampler_help = gr.Markdown(core.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
+        p.sampler_help = gr.Markdown(choices.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
         with gr.Row():
-            p.k = slider("k", 5, 1)
-            p.temperature = slider("temperature", 1.0, 0.05)
+            for name in FIRST_ROW:
+                setattr(p, name, knob_control(name, name in listed))
             # a text box: every seed 0 .. 2^64 - 1 is exact (a browser number box is exact only below 2^53)
-            p.seed = gr.Textbox("0", label="seed", max_lines=1, elem_id="seed",
-                                info=f"{core.PARAM_HELP['seed']}: {core.SEED_HELP_RANGE}.")
+            p.seed = gr.Textbox(str(SEED.default), label="seed", max_lines=1, elem_id="seed",
+                                info=f"{form.PARAM_HELP['seed']}: {form.SEED_HELP_RANGE}.")
         with gr.Row():
-            p.steps = slider("steps", 32, 1)
-            p.dtau = slider("dtau", 0.05, 0.001)
-            p.window = gr.Radio(["cosine", "linear"], value="cosine", label="window", info=core.PARAM_HELP["window"],
-                                visible="window" in listed, elem_id="knob-window")
-            p.inner = slider("inner", 1, 1)
+            for name in KNOBS:
+                if name not in FIRST_ROW:
+                    setattr(p, name, knob_control(name, name in listed))
         # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
         p.knob_note = gr.HTML("", elem_id="knob-note")
 
@@ -298,9 +308,8 @@ def wire(p: Page) -> None:
     for src in (p.text, p.model, p.domain):
         src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",
                    trigger_mode="always_last", show_progress="hidden")
-    p.sampler.change(on_sampler, [p.sampler, p.domain, p.model],
-                     [p.model, p.sampler_help, p.status, p.k, p.temperature, p.steps, p.dtau, p.window, p.inner],
-                     api_visibility="private")
+    p.sampler.change(named(p, on_sampler), [p.sampler, p.domain, p.model],
+                     components(p, ("model", "sampler_help", "status", *PARAMS)), api_visibility="private")
     p.domain.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
                     api_visibility="private")
     p.sampler_b.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],

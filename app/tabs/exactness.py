@@ -17,30 +17,21 @@ from scipy.stats import beta
 
 from engine import registry
 from engine.errors import BadParameterError, InfillError
-from engine.exactness import (
-    ALPHA,
-    CONSISTENT,
-    DEFAULT_SAMPLES,
-    NOT_CONSISTENT,
-    UNTESTABLE,
-    WRONG_SAMPLERS,
-    CheckBudget,
-    CheckResult,
-    ExactnessCheck,
-    check_samplers,
-    fill_key,
-    from_json,
-    pooled_cells,
-    verdict,
-)
+from engine.exactness import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
+from engine.exactness_fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
+from engine.exactness_law import fill_key
+from engine.exactness_result import CheckResult, from_json
+from engine.wrong_samplers import WRONG_SAMPLERS, check_samplers
 
-from .. import core, share
-from ..core import readable
+from .. import choices, share
+from ..admission import admission
+from ..errors import readable
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
-from ..slots import Turns, admission, slots
-from .common import Page, guarded, status_md, warn
+from ..slots import Turns, slots
+from ..store import store
+from .common import Page, components, guarded, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
 EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
@@ -57,7 +48,7 @@ INTRO = (
 
 def model_choices() -> list[str]:
     """The models a check can run on: every listed AS-ARM and hybrid."""
-    return sorted(set(core.list_models(kind="asarm")) | set(core.list_models(kind="hybrid")))
+    return sorted(set(choices.list_models(kind="asarm")) | set(choices.list_models(kind="hybrid")))
 
 
 def _domain_of(model: str) -> str:
@@ -158,13 +149,17 @@ def store_check(res: CheckResult) -> str:
     check["exact"]["other"] = max(0.0, 1.0 - math.fsum(check["exact"].values()))
     check["fills"] = {k: v for k, v in check["fills"].items() if k in keep}
     payload = {"version": 1, "kind": KIND, "check": check}
-    return core.store().create_session(_domain_of(res.model), res.model, res.source, payload)
+    return store().create_session(_domain_of(res.model), res.model, res.source, payload)
+
+
+#: what Run the check (and the /exactness API) updates, in the order API clients receive it
+CHECK_OUTPUTS = ("ex_status", "ex_plot", "ex_table", "ex_link")
 
 
 @guarded
 def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = None):
-    """Prepare, draw on the shared compute slots (a frame about twice a second), test, store."""
-    blank = gr.update()
+    """Prepare, draw on the shared compute slots (a frame about twice a second), test, store.
+    Updates CHECK_OUTPUTS by name (app.tabs.common.named)."""
     turns = Turns(slots())
     last = 0.0
     owner = getattr(request, "session_hash", None)
@@ -177,12 +172,12 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
                 now = time.perf_counter()
                 if now - last >= 0.5:
                     last = now
-                    yield status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), blank, blank, ""
+                    yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), "ex_link": ""}
             with turns.turn():
                 res = chk.result()
     except InfillError as e:
         warn(str(e))
-        yield status_md(str(e), "error"), blank, blank, ""
+        yield {"ex_status": status_md(str(e), "error"), "ex_link": ""}
         return
     try:
         sid = store_check(res)
@@ -196,12 +191,13 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
                f"exact sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}" if bad else "")
                + (f"; nothing to test at this N for {', '.join(untested)} (take a larger N)" if untested else "")
                + ".")
-    yield status_md(summary + stored, "ok"), figure(res), table_html(res), link
+    yield {"ex_status": status_md(summary + stored, "ok"), "ex_plot": figure(res), "ex_table": table_html(res),
+           "ex_link": link}
 
 
 def stored_check(share_id: str) -> CheckResult | None:
     """The check stored under `share_id`, or None when that session is not an exactness check."""
-    sess = core.store().get_session((share_id or "").strip())
+    sess = store().get_session((share_id or "").strip())
     spans = sess.spans if sess is not None else None
     if not isinstance(spans, dict) or spans.get("kind") != KIND:
         return None
@@ -260,7 +256,7 @@ def layout(p: Page) -> None:
 
 def wire(p: Page, remember) -> None:
     """Run the check, then add its link to this browser's sessions list."""
-    p.ex_run.click(run, [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
-                   [p.ex_status, p.ex_plot, p.ex_table, p.ex_link], api_name="exactness",
+    p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
+                   components(p, CHECK_OUTPUTS), api_name="exactness",
                    concurrency_id="model", concurrency_limit=p.run_limit).then(
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -1,6 +1,6 @@
 """The Step player tab: a run streamed round by round (Run / Stop), then the stored trace played,
-paused, stepped and scrubbed with no model involved. The share link and the trace to replay appear
-only once the store holds the run."""
+paused, stepped and scrubbed with no model involved (those controls' handlers: app.tabs.playback).
+The share link and the trace to replay appear only once the store holds the run."""
 
 from __future__ import annotations
 
@@ -10,17 +10,29 @@ import time
 
 import gradio as gr
 
-from engine.trace import DECIDING_KINDS, PASS_KINDS
-
-from .. import core, inputs, share
-from ..core import Live, readable
+from .. import inputs, share, stops, streaming, token_views
+from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
-from .common import Page, busy, detail_table, empty_table, guarded, idle, make_form, status_md, warn
+from ..replay import load_session, trace_ref
+from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
+from ..store import store
+from ..streaming import Live
+from .common import (
+    Page,
+    busy,
+    components,
+    detail_table,
+    empty_table,
+    idle,
+    idle_named,
+    make_form,
+    named,
+    status_md,
+    warn,
+)
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, paced, play, replay, scrub, step_back, step_forward
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
-SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
-DEFAULT_SPEED = "5 tokens/s"
-FRAME_GAP = 0.1  # seconds: frames closer than this are merged (ten a second are plenty to watch)
 #: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
 #: tokens a second (faster when that would take more than WATCH_MAX seconds), drafts held on screen
 WATCH_RATE = 5.0
@@ -42,9 +54,18 @@ def _title(sampler: str, model: str) -> str:
     return f"{sampler} on {model}"
 
 
-def _player(live: Live, status: str):
+#: what Run (and the /infill API) updates, in the order API clients receive it
+RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
+#: what Stop updates
+STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn")
+
+
+
+
+def _player(live: Live, status: str) -> dict:
     st = live.state
-    return status, counters_md(st), view_html(st, _title(live.run.spec.name, live.run.lm.name)), detail_table(st.detail)
+    return {"status": status, "counters": counters_md(st),
+            "player": view_html(st, _title(live.run.spec.name, live.run.lm.name)), "detail": detail_table(st.detail)}
 
 
 def _scrub_to_end(n: int):
@@ -59,19 +80,20 @@ def _stopped_msg(st) -> str:
 def _streamed(live: Live, note: str):
     """The frames while the run streams (one per round, throttled; the round table at most twice
     a second: nobody reads it faster, and each one costs the run time)."""
-    blank = gr.update()
     first, table_at = True, 0.0
-    for lv in core.throttled(core.rounds(live)):
+    for lv in streaming.throttled(streaming.rounds(live)):
         if lv.done:
             break
-        frame = list(_player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}")))
+        update = _player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}"))
         now = time.perf_counter()
         if now - table_at < TABLE_INTERVAL:
-            frame[3] = blank
+            del update["detail"]
         else:
             table_at = now
-        yield (*frame, "", "", gr.update(interactive=False) if first else blank, None if first else blank,
-               live.share_id)
+        update.update(completed="", link="", run_sid=live.share_id)
+        if first:  # the previous run's trace is gone until this one is stored
+            update.update(scrub_sl=gr.update(interactive=False), trace_state=None)
+        yield update
         first = False
 
 
@@ -79,14 +101,15 @@ def _finished(live: Live, note: str, request):
     """The last frame, once the store holds the run: completed text, link and the trace to replay."""
     res = live.result
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
+    stored = {"link": link, "scrub_sl": _scrub_to_end(len(live.steps)), "run_sid": ""}
     if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
-        trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
-        return (*_player(live, _stopped_msg(live.state)), "", link, _scrub_to_end(len(live.steps)), trace, "")
-    trace = core.trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
+        trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+        return {**_player(live, _stopped_msg(live.state)), "completed": "", "trace_state": trace, **stored}
+    trace = trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
-    return (*_player(live, done), res.text, link, _scrub_to_end(len(live.steps)), trace, "")
+    return {**_player(live, done), "completed": res.text, "trace_state": trace, **stored}
 
 
 def watch_rate(decided: int) -> float:
@@ -100,72 +123,74 @@ def _watched(live: Live, note: str):
     its last frame (no model involved: the steps are already computed). Skip to end ends it."""
     st0 = live.state
     rate = watch_rate(st0.decided)
-    took = core.fmt_seconds(live.run.compute_seconds)
-    blank = gr.update()
+    took = fmt_seconds(live.run.compute_seconds)
     title = _title(live.run.spec.name, live.run.lm.name)
-    skip = lambda: core.skip_requested(live.share_id)  # noqa: E731
-    for _, st in paced(live.view, live.steps, 0, rate, skip):
+    skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
+    for _, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
         msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
                         f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
                         f"Skip to end shows the result now.{note}")
-        yield (msg, counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the result now"),
-               view_html(st, title), detail_table(st.detail), "", "", blank, blank,
-               live.share_id)
+        yield {"status": msg, "counters": counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the "
+                                                          "result now"),
+               "player": view_html(st, title), "detail": detail_table(st.detail), "completed": "", "link": "",
+               "run_sid": live.share_id}
 
 
 def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch=False,
                request: gr.Request = None):
     """Stream a run: one update per round (throttled), ending with the completed text. With `watch`,
     a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
-    frame. The share link and the stored trace appear only in the last update, once the store holds the run."""
-    blank = gr.update()
+    frame. The share link and the stored trace appear only in the last update, once the store holds the run.
+    Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named)."""
     form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
     try:
-        prep = _PREPARE.submit(core.start, form, owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, form, owner=getattr(request, "session_hash", None))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
-            yield (status_md(f"Preparing {sampler}: loading the model (a model's first run takes a few "
-                             "seconds)…"), blank, blank, blank, "", "", blank, blank, "")
+            yield {"status": status_md(f"Preparing {sampler}: loading the model (a model's first run takes a "
+                                       "few seconds)…"), "completed": "", "link": "", "run_sid": ""}
             live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         warn(msg)
-        yield (status_md(msg, "error"), "", view_html(None, message=msg), empty_table(DETAIL_HEADERS),
-               "", "", blank, blank, "")
+        yield {"status": status_md(msg, "error"), "counters": "", "player": view_html(None, message=msg),
+               "detail": empty_table(DETAIL_HEADERS), "completed": "", "link": "", "run_sid": ""}
         return
     note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
-    wait = core.slots().estimate()  # every slot busy: say so, and for how long, before the first round
+    wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     if wait.busy:
-        yield (status_md(wait.message()), blank, blank, blank, "", "", gr.update(interactive=False), None,
-               live.share_id)
+        yield {"status": status_md(wait.message()), "completed": "", "link": "",
+               "scrub_sl": gr.update(interactive=False), "trace_state": None, "run_sid": live.share_id}
     try:
         yield from _streamed(live, note)
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
         if live.run_id is not None:  # stored all the same (a budget stop): link, list and replay it
-            trace = core.trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
-            yield (*_player(live, status_md(msg, "error")), "", share.share_link(request, live.share_id),
-                   _scrub_to_end(len(live.steps)), trace, "")
+            trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+            yield {**_player(live, status_md(msg, "error")), "completed": "",
+                   "link": share.share_link(request, live.share_id), "scrub_sl": _scrub_to_end(len(live.steps)),
+                   "trace_state": trace, "run_sid": ""}
             return
-        yield (*_player(live, status_md(msg, "error")), "", "", blank, None, "")
+        yield {**_player(live, status_md(msg, "error")), "completed": "", "link": "", "trace_state": None,
+               "run_sid": ""}
         return
-    core.clear_stop(live.share_id)
+    stops.clear_stop(live.share_id)
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
         yield from _watched(live, note)
-    core.clear_skip(live.share_id)
-    core.remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
+    stops.clear_skip(live.share_id)
+    remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
     yield _finished(live, note, request)
 
 
 def skip_to_end(sid):
     """Skip to end pressed: the Watch pace stops and the run's last frame shows at once."""
     if sid:
-        core.request_skip(sid)
+        stops.request_skip(sid)
 
 
 def speedup(link):
@@ -173,7 +198,7 @@ def speedup(link):
     unstored run on a compute slot), in its own line under the figures, so stepping through the
     trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link,
     which appears only once the run is stored."""
-    _, line = core.speedup_for(share.share_id_from_link(link))
+    _, line = speedup_for(share.share_id_from_link(link))
     return line
 
 
@@ -181,7 +206,7 @@ def _last_stored_run(sid: str, seconds: float = 10.0):
     """The newest run of session `sid` once the store holds one (None after `seconds`)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        sess = core.store().get_session(sid)
+        sess = store().get_session(sid)
         if sess is not None and sess.runs:
             return sorted(sess.runs, key=lambda r: r.id)[-1]
         time.sleep(0.05)
@@ -191,22 +216,23 @@ def _last_stored_run(sid: str, seconds: float = 10.0):
 def stop_run(sid, request: gr.Request = None):
     """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
     really happened: a run that finished first stays finished; a stopped one is stored as cancelled
-    with its partial trace, which Replay and the share link then show."""
-    keep = gr.update()
+    with its partial trace, which Replay and the share link then show. Updates STOP_OUTPUTS by name."""
+    buttons = idle_named("run_btn", "stop_btn")
     if not sid:
-        return (status_md("Nothing is running."), keep, keep, keep, *idle())
-    core.request_stop(sid)
+        return {"status": status_md("Nothing is running."), **buttons}
+    stops.request_stop(sid)
     run = _last_stored_run(sid)
     if run is None:
-        return (status_md("Stopped before the first round was stored; nothing to replay."), keep, keep, keep, *idle())
-    view = core.load_session(sid).view_for(run)
-    trace = core.trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
-    core.clear_stop(sid)
+        return {"status": status_md("Stopped before the first round was stored; nothing to replay."), **buttons}
+    view = load_session(sid).view_for(run)
+    trace = trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
+    stops.clear_stop(sid)
     if run.status == "ok":
         msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
     else:
-        msg = _stopped_msg(core.new_state(view, run.steps))
-    return (msg, share.share_link(request, sid), trace, _scrub_to_end(len(run.steps)), *idle())
+        msg = _stopped_msg(token_views.new_state(view, run.steps))
+    return {"status": msg, "link": share.share_link(request, sid), "trace_state": trace,
+            "scrub_sl": _scrub_to_end(len(run.steps)), **buttons}
 
 
 def remembering_run(remember):
@@ -214,138 +240,10 @@ def remembering_run(remember):
     arrived; when it did not (the stream broke off, the run was stopped by its budget or a
     disconnect) the session the run announced is listed once the store holds it."""
     def remember_run(link, sid, ids):
-        if not share.share_id_from_link(link) and sid and core.store().get_session(sid) is not None:
+        if not share.share_id_from_link(link) and sid and store().get_session(sid) is not None:
             link = f"?{share.QUERY_KEY}={sid}"
         return remember(link, ids)
     return remember_run
-
-
-# ----------------------------------------------------------------------------- playing a stored trace
-
-
-def _event(s) -> str:
-    if s.kind in PASS_KINDS:
-        return f"round {s.round + 1}: network pass ({s.kind.value.replace('_', ' ')})"
-    n = len(s.positions)
-    return f"round {s.round + 1}: {s.kind.value} {n} token" + ("s" if n != 1 else "")
-
-
-def frame(trace, i: int, st=None):
-    """(player, detail, counters, position) after the first i steps of a stored trace."""
-    steps = trace["steps"]
-    i = max(0, min(int(i or 0), len(steps)))
-    if st is None:
-        st = core.new_state(trace["view"], steps, i)
-    where = f"step {i}/{len(steps)}" + (f" · {_event(steps[i - 1])}" if i else "")
-    return view_html(st, trace.get("title", "")), detail_table(st.detail), counters_md(st, where), i
-
-
-def _nothing(msg="Run something (or open a share link) first."):
-    return view_html(None, message=msg), empty_table(DETAIL_HEADERS), "", gr.update()
-
-
-@guarded
-def scrub(i, trace):
-    """Render the stored trace after its first i steps."""
-    if not trace:
-        return _nothing()[:3]
-    return frame(trace, i)[:3]
-
-
-def _visible_step(steps, i: int, direction: int) -> int:
-    """The next position (forward or back) after which something visible changed: network passes
-    only move the counters, so a step skips over them."""
-    n = len(steps)
-    j = i + direction
-    while 0 < j < n and steps[j - 1].kind in PASS_KINDS:
-        j += direction
-    return max(0, min(j, n))
-
-
-@guarded
-def step_forward(i, trace):
-    """One visible step forward in the stored trace."""
-    if not trace:
-        return _nothing()
-    return frame(trace, _visible_step(trace["steps"], int(i or 0), +1))
-
-
-@guarded
-def step_back(i, trace):
-    """One visible step back in the stored trace."""
-    if not trace:
-        return _nothing()
-    return frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
-
-
-def _rate(speed) -> float | None:
-    """Decided tokens per second of a speed label ("5 tokens/s" -> 5.0; None: as fast as it ran)."""
-    if isinstance(speed, (int, float)):
-        return max(float(speed), 0.1)
-    if speed == SPEEDS[0]:
-        return None
-    try:
-        return max(float(str(speed).split()[0]), 0.1)
-    except ValueError:
-        return 5.0
-
-
-def _delay(steps, j: int, speed) -> float:
-    """Seconds between showing step j-1 and step j: at a playback rate, the tokens step j decides
-    divided by the rate (drafts, rejections and network passes decide none, so they show at once
-    and stay until the decision after them); as fast as it ran, the time it really took."""
-    s = steps[j]
-    rate = _rate(speed)
-    if rate is None:
-        prev = steps[j - 1].elapsed if j else 0.0
-        return max(0.0, (s.elapsed or 0.0) - (prev or 0.0))
-    return len(s.positions) / rate if s.kind in DECIDING_KINDS else 0.0
-
-
-def paced(view: dict, steps: list, start: int, speed, stop=lambda: False):
-    """(i, state) after each group of steps from `start`, each group shown when it is due at `speed`:
-    a frame goes out before every wait (so drafts stay on screen until the decision after them),
-    except that states less than FRAME_GAP apart are merged. `stop()` ends it early."""
-    n = len(steps)
-    st = core.new_state(view, steps, start)
-    due = shown = time.perf_counter()
-    for j in range(start, n):
-        due += _delay(steps, j, speed)
-        st.apply(steps[j])
-        nxt = _delay(steps, j + 1, speed) if j + 1 < n else 0.0
-        # show this state when the next step waits and this one is not merely an instant after the last
-        if j == n - 1 or (nxt > 0 and (nxt >= FRAME_GAP or due - shown >= FRAME_GAP)):
-            shown = due
-            while True:  # sleep until due, looking at stop() now and then
-                wait = due - time.perf_counter()
-                if wait <= 0 or stop():
-                    break
-                time.sleep(min(wait, 0.1))
-            if stop():
-                return
-            yield j + 1, st
-
-
-@guarded
-def play(i, trace, speed):
-    """Play a stored trace from the current step (from the start when at the end) at the chosen
-    speed: "N tokens/s" shows N decided tokens a second. Pause stops it where it is. No model involved."""
-    if not trace:
-        yield _nothing("Nothing stored to play yet.")
-        return
-    steps = trace["steps"]
-    i = int(i or 0)
-    if i >= len(steps):
-        i = 0
-    yield frame(trace, i)
-    for j, st in paced(trace["view"], steps, i, speed):
-        yield frame(trace, j, st)
-
-
-@guarded
-def replay(trace, speed=DEFAULT_SPEED):
-    """Play a stored trace from the start at the chosen speed (no model involved)."""
-    yield from play(0, trace, speed)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -414,17 +312,17 @@ def wire(p: Page, remember) -> None:
     """Run and Stop (the model-bound Run shares one concurrency pool with Compare), then the
     player's controls over the stored trace. `remember` adds a stored run to this browser's list."""
     limit = p.run_limit
-    outputs = [p.status, p.counters, p.player, p.detail, p.completed, p.link, p.scrub_sl, p.trace_state, p.run_sid]
+    outputs = components(p, RUN_OUTPUTS)
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
     run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
                               api_visibility="private").then(
-        run_page, [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
+        named(p, run_page), [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.core.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)
-    p.api_run_btn.click(run_infill, p.form_inputs, outputs, api_name="infill", concurrency_id="model",
+    p.api_run_btn.click(named(p, run_infill), p.form_inputs, outputs, api_name="infill", concurrency_id="model",
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
@@ -434,18 +332,18 @@ def wire(p: Page, remember) -> None:
         api_visibility="private").then(
         speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden")
-    p.stop_btn.click(stop_run, [p.run_sid], [p.status, p.link, p.trace_state, p.scrub_sl, p.run_btn, p.stop_btn],
+    p.stop_btn.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
                      cancels=[run_evt], api_name="stop", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
-    frame_outputs = [p.player, p.detail, p.counters, p.scrub_sl]
-    p.scrub_sl.input(scrub, [p.scrub_sl, p.trace_state], [p.player, p.detail, p.counters], api_name="scrub",
+    frame_outputs = components(p, FRAME_OUTPUTS)
+    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",
                      trigger_mode="always_last", show_progress="hidden")
-    play_evt = p.play_btn.click(play, [p.scrub_sl, p.trace_state, p.speed], frame_outputs, api_name="play",
+    play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed], frame_outputs, api_name="play",
                                 show_progress="hidden")
     p.pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
-    p.fwd_btn.click(step_forward, [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_forward",
+    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_forward",
                     show_progress="hidden", cancels=[play_evt])
-    p.back_btn.click(step_back, [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
+    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
                      show_progress="hidden", cancels=[play_evt])
-    p.replay_btn.click(replay, [p.trace_state, p.speed], frame_outputs, api_name="replay", show_progress="hidden",
+    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed], frame_outputs, api_name="replay", show_progress="hidden",
                        cancels=[play_evt])

@@ -7,10 +7,12 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.errors import BadParameterError
+from engine.params import KNOBS
 
-from .. import core, plots, share
-from ..core import readable
+from .. import choices, plots, replay, share, token_views
+from ..errors import readable
 from ..render import counters_md, esc, view_html
+from ..store import store
 from . import exactness
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
@@ -28,7 +30,7 @@ def _own_ids(ids) -> list[str]:
 def recent(ids):
     """The sessions this browser ran or opened (ids kept in its localStorage), newest first. The store
     is never listed wholesale: a share id is the only key to a session."""
-    return share.recent_html(core.store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
+    return share.recent_html(store().list_sessions(HISTORY_MAX, share_ids=_own_ids(ids)))
 
 
 def remember(link, ids):
@@ -45,7 +47,7 @@ def _compare_values(rp) -> dict:
     sides = []
     for run in rp.runs[:2]:
         v = rp.view_for(run)
-        sides.append((run, core.new_state(v, run.steps)))
+        sides.append((run, token_views.new_state(v, run.steps)))
     (ra, sa), (rb, sb) = sides
     f1, f2 = plots.compare_figures([(f"A: {ra.sampler}", ra.steps), (f"B: {rb.sampler}", rb.steps)])
     rows = []
@@ -63,14 +65,14 @@ def _compare_values(rp) -> dict:
 
 def restore_values(share_id: str, request=None) -> dict:
     """Everything the page shows for a stored session, from the store only (no model run)."""
-    rp = core.load_session(share_id)
+    rp = replay.load_session(share_id)
     if not rp.runs:
         raise BadParameterError("This session has no stored run to replay.")
     sess = rp.session
     main = rp.runs[0]
     view = rp.view_for(main)
     prm = main.params
-    st = core.new_state(view, main.steps)
+    st = token_views.new_state(view, main.steps)
     title = f"{main.sampler} on {prm.get('model', sess.model)}"
     note = "" if main.status == "ok" else f" (this run was {main.status}; the partial trace is shown)"
     return {
@@ -78,9 +80,8 @@ def restore_values(share_id: str, request=None) -> dict:
         "model": prm.get("model", sess.model.split(" | ")[0]),
         "text": sess.text,
         "sampler": main.sampler,
-        "k": prm.get("k", 5), "temperature": prm.get("temperature", 1.0), "seed": str(main.seed or 0),
-        "steps": prm.get("steps", 32), "dtau": prm.get("dtau", 0.05), "window": prm.get("window", "cosine"),
-        "inner": prm.get("inner", 1),
+        **{name: prm.get(name, k.page_default) for name, k in KNOBS.items()},  # the run's, else the page's start
+        "seed": str(main.seed or 0),
         "status": status_md(
             f"Restored shared session {sess.share_id}: {main.sampler} on {prm.get('model', sess.model)}, seed "
             f"{main.seed or 0}, {len(view['masked'])} masked tokens in {st.round + 1} rounds{note}. Read from the "
@@ -93,18 +94,17 @@ def restore_values(share_id: str, request=None) -> dict:
         "completed": main.completed_text,
         "link": share.share_link(request, sess.share_id),
         "nsteps": len(main.steps),
-        "trace": core.trace_ref(main.id, view, main.steps, title),  # the player's state holds the run's id
+        "trace": replay.trace_ref(main.id, view, main.steps, title),  # the player's state holds the run's id
         "compare": _compare_values(rp) if rp.kind == "compare" and len(rp.runs) >= 2 else None,
     }
 
 
 def _updates(p: Page, v: dict) -> dict:
     """The restored values as updates of the page's components."""
-    names = core.list_models(v["domain"], core.sampler_kind(v["sampler"]))
+    names = choices.list_models(v["domain"], choices.sampler_kind(v["sampler"]))
     upd = {
         p.domain: v["domain"], p.model: gr.update(choices=sorted(set(names) | {v["model"]}), value=v["model"]),
-        p.text: v["text"], p.sampler: v["sampler"], p.k: v["k"], p.temperature: v["temperature"], p.seed: v["seed"],
-        p.steps: v["steps"], p.dtau: v["dtau"], p.window: v["window"], p.inner: v["inner"],
+        p.text: v["text"], p.sampler: v["sampler"], p.seed: v["seed"], **{getattr(p, name): v[name] for name in KNOBS},
         p.status: v["status"], p.counters: v["counters"], p.player: v["player"], p.detail: v["detail"],
         p.completed: v["completed"], p.link: v["link"],
         p.scrub_sl: gr.update(minimum=0, maximum=v["nsteps"], value=v["nsteps"], interactive=True),
@@ -163,8 +163,7 @@ def layout(p: Page) -> None:
 def wire(p: Page) -> None:
     """Refresh list, Open, and the page load (restoring the session of a share link)."""
     p.recent_btn.click(recent, [p.history], [p.recent_html], api_name="recent")
-    restore_outputs = [p.domain, p.model, p.text, p.sampler, p.k, p.temperature, p.seed, p.steps, p.dtau,
-                       p.window, p.inner, p.status, p.counters, p.player, p.detail, p.completed, p.link,
+    restore_outputs = [*p.form_inputs, p.status, p.counters, p.player, p.detail, p.completed, p.link,
                        p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a,
                        p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
     restore = restorer(p)

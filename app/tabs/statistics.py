@@ -8,11 +8,14 @@ import gradio as gr
 from engine.samplers import SAMPLERS
 from storage import stats_to_csv
 
-from .. import core, plots
-from ..core import DOMAINS
+from .. import choices, plots
+from ..examples import DOMAINS
 from ..exports import cached_export
-from .common import Page, empty_table, guarded
+from ..store import store
+from .common import Page, components, empty_table, guarded, named
 
+#: what Refresh (and the /stats API) updates, in the order API clients receive it
+STATS_OUTPUTS = ("fig_acc", "fig_tpc", "fig_cvm", "stats_table", "csv_btn")
 STATS_HEADERS = ["model", "sampler", "params", "runs", "masked tokens", "calls", "tokens/call", "tokens/round"]
 
 
@@ -22,27 +25,29 @@ def _opt(v):
 
 def _row(g) -> list[str]:
     tpc, tpr = g.mean_tokens_per_call, g.mean_tokens_per_round
-    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(core.shown_params(g.sampler, g.params).items())),
+    return [g.model, g.sampler, ", ".join(f"{k}={v}" for k, v in sorted(choices.shown_params(g.sampler, g.params).items())),
             str(g.runs), str(g.masked_tokens), f"{g.calls:g}",
             "" if tpc is None else f"{tpc:.3f}", "" if tpr is None else f"{tpr:.3f}"]
 
 
 @guarded
 def stats(domain, model, sampler):
-    """The filtered groups: three figures, the table and the CSV file behind the download button."""
-    groups = core.store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
+    """The filtered groups: three figures, the table and the CSV file behind the download button
+    (STATS_OUTPUTS, by name)."""
+    groups = store().stats(domain=_opt(domain), model=_opt(model), sampler=_opt(sampler))
     f1, f2, f3 = plots.stats_figures(groups)
     rows = [_row(g) for g in groups]
     path = cached_export(("stats", _opt(domain), _opt(model), _opt(sampler)), "infill-stats",
                          lambda: stats_to_csv(groups))  # one file per filter a minute (issue 28)
     table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
-    return f1, f2, f3, table, gr.update(value=path, visible=True)
+    return {"fig_acc": f1, "fig_tpc": f2, "fig_cvm": f3, "stats_table": table,
+            "csv_btn": gr.update(value=path, visible=True)}
 
 
 @guarded
 def stats_filters():
     """The filters' choices: every listed model and every model a stored session used."""
-    ms = sorted(set(core.list_models()) | {s.model for s in core.store().list_sessions(200)})
+    ms = sorted(set(choices.list_models()) | {s.model for s in store().list_sessions(200)})
     return gr.update(choices=["all", *ms]), gr.update(choices=["all", *SAMPLERS])
 
 
@@ -67,9 +72,9 @@ def wire(p: Page) -> None:
     """Refresh, opening the tab and every filter change redraw the statistics; the filters' choices
     are filled when the page loads."""
     filters = [p.f_domain, p.f_model, p.f_sampler]
-    outputs = [p.fig_acc, p.fig_tpc, p.fig_cvm, p.stats_table, p.csv_btn]
-    p.stats_btn.click(stats, filters, outputs, api_name="stats")
-    p.stats_tab.select(stats, filters, outputs, api_visibility="private")
+    outputs, handler = components(p, STATS_OUTPUTS), named(p, stats)
+    p.stats_btn.click(handler, filters, outputs, api_name="stats")
+    p.stats_tab.select(handler, filters, outputs, api_visibility="private")
     for f in filters:
-        f.input(stats, filters, outputs, api_visibility="private")
+        f.input(handler, filters, outputs, api_visibility="private")
     p.demo.load(stats_filters, None, [p.f_model, p.f_sampler], api_visibility="private")

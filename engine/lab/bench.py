@@ -13,11 +13,13 @@ import time
 
 import torch
 
-from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
-from ..registry import default_model, load, set_threads
+from ..model_loading import LoadedModel
+from ..registry import default_model, load
+from ..threads import set_threads
 from .progress import add_quiet_arg, set_quiet
+from .runs import drain
 from .shard import is_main, shard_map, world
 from .workloads import bench_inputs
 
@@ -36,22 +38,19 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def _measure_one(model: str, mi, samplers: list[str], k: int, seed: int, temperature: float) -> dict:
+def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float,
+                 draft_model: str | None = None) -> dict:
     """Every sampler on one input, one right after the other (drift in machine load hits every
     sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds."""
     out = {}
     for s in samplers:
         name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
-        run = InfillRun(masked_input=mi, model=model, sampler=name, k=k, seed=seed, temperature=temperature,
-                        cache=True if opt == "cache" else None)
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in run.stream():
-            pass
-        secs = time.perf_counter() - t0
-        cpu = time.process_time() - c0  # CPU time: far less disturbed by others' load
-        res = run.result(with_log_prob=False)
-        out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": secs, "cpu": cpu,
-                  "drafter_passes": run.drafter_passes[0], "fills": [sp.text for sp in res.spans]}
+        d = drain(lm, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None,
+                  draft_model=draft_model if name == "assd-ptp" else None)
+        res = d.result
+        out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
+                  "cpu": d.cpu, "drafter_passes": d.run.drafter_passes[0], "fills": [sp.text for sp in res.spans],
+                  "rows": [nc + nq for nc, nq in d.run.call_shapes]}
     return out
 
 
@@ -79,6 +78,7 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
             "seconds_mean": statistics.fmean(d["seconds"]),
             "seconds_median": statistics.median(d["seconds"]),
             "cpu_seconds_mean": statistics.fmean(d["cpu"]),
+            "tokens_per_second": tok / max(1e-12, sum(d["seconds"])),
         }
         for base, key in ((BASELINE, "sequential_cache"), (UNCACHED, "sequential")):
             if base not in per:
@@ -95,16 +95,68 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
     return rows
 
 
+def call_cost_curve(model, context: int = 200, reps: int = 7) -> dict[int, float]:
+    """Median CPU ms of one AS-ARM call against the rows it carries (half content, half query rows,
+    after `context` cached rows), on a grid of row counts: the cost model of the `limit` column."""
+    from .calls_worker import call_args, setup
+
+    m, cache, g = setup(model, context)
+    curve = {}
+    with torch.inference_mode():
+        for r in COST_GRID:
+            nc = max(1, r // 2)
+            times = []
+            for _ in range(reps + 1):
+                cache.truncate(context)
+                args = call_args(m, context, nc, r - nc, g)
+                c0 = time.process_time()
+                m(*args, cache=cache)
+                times.append(time.process_time() - c0)
+            curve[r] = 1000 * statistics.median(times[1:])
+    return curve
+
+
+COST_GRID = [2, 3, 4, 6, 8, 11, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+
+
+def call_cost(curve: dict[int, float], rows: int) -> float:
+    """A call's cost from the curve, linear between grid points (beyond the grid: the last slope)."""
+    xs = sorted(curve)
+    lo = max([x for x in xs if x <= rows], default=xs[0])
+    hi = min([x for x in xs if x >= rows], default=xs[-1])
+    if hi == lo:
+        if rows <= xs[-1]:
+            return curve[lo]
+        lo, hi = xs[-2], xs[-1]
+    return curve[lo] + (curve[hi] - curve[lo]) * (rows - lo) / (hi - lo)
+
+
+def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) -> None:
+    """Each row's `limit`: the ratio against cached sequential that the sampler would reach if its
+    AS-ARM calls were all it cost (drafting network, host work and Python free): the baseline's
+    calls priced by the curve over the sampler's calls priced by the curve, totals over inputs."""
+    price = {s: sum(call_cost(curve, r) for m in measured for r in m[s].get("rows", [])) for s in measured[0]}
+    if BASELINE not in price:
+        return
+    for row in rows:
+        p = price.get(row["sampler"], 0.0)
+        if p > 0:
+            row["limit_vs_sequential_cache"] = price[BASELINE] / p
+
+
 def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
-                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None) -> dict:
+                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
+                   cost_model: bool = True, draft_model: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
-    span texts it wrote) and the lines left out."""
+    span texts it wrote) and the lines left out. With `cost_model`, the call-cost curve of this
+    machine is measured after the samplers and each row gets its `limit` (add_limits)."""
     lm = load(model)
     inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
-    measured = shard_map(lambda i, mi: _measure_one(model, mi, samplers, k, seed + i, temperature), inputs,
+    measured = shard_map(lambda i, mi: _measure_one(lm, mi, samplers, k, seed + i, temperature, draft_model),
+                         inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
@@ -112,11 +164,19 @@ def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: i
         "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
         "processes": world()[1], "rows": assd_rows(measured, samplers),
     }
+    curve = call_cost_curve(model, context=max(2, (length or 256) // 2)) if cost_model else None
+    if curve:
+        out["call_cost_ms"] = curve
+        add_limits(out["rows"], measured, curve)
     if src is not None:
-        out.update(inputs=str(inputs_file), length=None, mask_rate=None, skipped=src.errors, per_input=[
-            {"line": n, "masked_tokens": m[samplers[0]]["tokens"], "rows": assd_rows([m], samplers),
-             "fills": {s: m[s]["fills"] for s in samplers}}
-            for n, m in zip(src.lines, measured, strict=True)])
+        per_input = []
+        for n, m in zip(src.lines, measured, strict=True):
+            rows = assd_rows([m], samplers)
+            if curve:
+                add_limits(rows, [m], curve)
+            per_input.append({"line": n, "masked_tokens": m[samplers[0]]["tokens"], "rows": rows,
+                              "fills": {s: m[s]["fills"] for s in samplers}})
+        out.update(inputs=str(inputs_file), length=None, mask_rate=None, skipped=src.errors, per_input=per_input)
     return out
 
 
@@ -127,7 +187,7 @@ def print_table(res: dict) -> None:
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
     print(f"{'sampler':<18}{'calls':>16}{'rounds':>8}{'drafter passes':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
-          f"{'vs seq-cache (median [min-max])':>34}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
+          f"{'tok/s':>8}{'vs seq-cache (median [min-max])':>34}{'limit':>7}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
     for r in res["rows"]:
         vc = "n/a"
         if "wall_ratio_vs_sequential_cache" in r:
@@ -135,13 +195,17 @@ def print_table(res: dict) -> None:
                   f"[{r['wall_ratio_vs_sequential_cache_min']:.2f}-{r['wall_ratio_vs_sequential_cache_max']:.2f}])")
         vu = f"{r['wall_ratio_vs_sequential']:.2f}x" if "wall_ratio_vs_sequential" in r else "n/a"
         cc = f"{r['cpu_ratio_vs_sequential_cache']:.2f}x" if "cpu_ratio_vs_sequential_cache" in r else "n/a"
+        lim = f"{r['limit_vs_sequential_cache']:.2f}x" if "limit_vs_sequential_cache" in r else "n/a"
         print(f"{r['sampler']:<18}{r['calls_mean']:>9.1f} ± {r['calls_se']:<4.1f}{r['rounds']:>8}"
               f"{r['drafter_passes']:>16}{r['tokens_per_round']:>11.2f}"
-              f"{r['tokens_per_call']:>10.2f}{r['seconds_median']:>9.2f}{vc:>34}{cc:>18}{vu:>17}")
+              f"{r['tokens_per_call']:>10.2f}{r['seconds_median']:>9.2f}{r.get('tokens_per_second', 0):>8.0f}"
+              f"{vc:>34}{lim:>7}{cc:>18}{vu:>17}")
     print("ratios: baseline seconds / sampler seconds, total over inputs; median, min and max of the per-input "
           "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time. rounds, "
           "drafter passes: totals over inputs (drafter passes: forward passes of a drafting network, PTP head or "
-          "diffusion drafter).")
+          "diffusion drafter). tok/s: masked tokens filled per wall second. limit: the ratio if the AS-ARM calls "
+          "were all a sampler cost (each call priced by this machine's call-cost curve, measured in the same run; "
+          "drafting network and host work free).")
     for one in res.get("per_input", []):
         cells = "  ".join(f"{r['sampler']} {r['calls_mean']:g} calls {r['tokens_per_call']:.2f} tok/call"
                           for r in one["rows"])
@@ -170,7 +234,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--domain", default="text")
     ap.add_argument("--length", type=int, default=256)
     ap.add_argument("--mask-rate", type=float, default=0.95)
-    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--k", default="5", help="draft length; a comma list (3,5,8) runs each and names the best k")
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--inputs", default=None, metavar="FILE.jsonl",
                     help='your own inputs, one JSON object a line: {"text": "... [MASK:4] ..."} or '
@@ -179,6 +243,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--draft-model", default=None,
+                    help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
@@ -187,12 +253,35 @@ def cli(argv: list[str]) -> int:
     apply_device_flag(a.device)
     if a.threads:
         set_threads(a.threads)
-    res = run_assd_bench(a.model or default_model(a.domain, "asarm"), a.length, a.mask_rate, a.k, a.samples,
-                         a.samplers.split(","), a.seed, inputs_file=a.inputs)
+    try:
+        ks = [int(x) for x in a.k.split(",")]
+    except ValueError:
+        ap.error(f"--k: expected whole numbers separated by commas, got {a.k!r}")
+    if any(not 1 <= k <= 64 for k in ks):
+        ap.error("--k: each draft length must be between 1 and 64")
+    model = a.model or default_model(a.domain, "asarm")
+    results = [run_assd_bench(model, a.length, a.mask_rate, k, a.samples, a.samplers.split(","), a.seed,
+                              inputs_file=a.inputs, draft_model=a.draft_model) for k in ks]
     if not is_main():
         return 0  # the main process prints what every process measured
+    res = results[0] if len(results) == 1 else {"sweep": results, "best_k": best_k(results)}
     if a.json:
         print(json.dumps(res))
-    else:
-        print_table(res)
+        return 0
+    for one in results:
+        print_table(one)
+    if len(results) > 1:
+        print("best k (highest wall ratio vs cached sequential): " +
+              ", ".join(f"{s} k={k} ({r:.2f}x)" for s, (k, r) in res["best_k"].items()))
     return 0
+
+
+def best_k(results: list[dict]) -> dict[str, tuple[int, float]]:
+    """Per sampler, the k of the sweep with the highest wall ratio against cached sequential."""
+    best: dict[str, tuple[int, float]] = {}
+    for res in results:
+        for r in res["rows"]:
+            ratio = r.get("wall_ratio_vs_sequential_cache")
+            if ratio is not None and r["sampler"] != BASELINE and ratio > best.get(r["sampler"], (0, -1.0))[1]:
+                best[r["sampler"]] = (res["k"], ratio)
+    return best

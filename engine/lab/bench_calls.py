@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from ..registry import default_model, set_threads
+from ..registry import default_model
+from ..threads import set_threads
 
 # (content rows, query rows): a sequential step, ASSD's draft and density passes at k = 5, the
 # pipelined call at k = 5 (4-5 drafts, density rows + k proposal rows per stopping point), larger

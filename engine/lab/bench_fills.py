@@ -31,9 +31,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..api import InfillRun, joint_log_prob
-from ..masking import DEFAULT_SPAN, MaskedInput, from_char_ranges, parse_masked_text
-from ..registry import LoadedModel, default_model, load
+from ..api import joint_log_prob
+from ..domains import default_span, studio_domains
+from ..masking import MaskedInput, from_char_ranges, parse_masked_text
+from ..model_loading import LoadedModel
+from ..registry import default_model, load
+from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"
 WORD_FILL = re.compile(r" ([A-Za-z]+(?:['-][A-Za-z]+)*)")  # one word, owning the space before it
@@ -74,14 +77,11 @@ def mask_word(text: str, start: int, end: int, lm: LoadedModel, word_boundary: b
     a = start - 1 if word_boundary else start
     sentinel = f"[MASK:{len(lm.codec.encode(text[a:end]))}]" if length == "reference" else "[MASK]"
     return parse_masked_text(text[:start] + sentinel + text[end:], lm.codec, max_tokens=lm.max_tokens,
-                             default_span=DEFAULT_SPAN.get(lm.domain, 8), word_boundary=word_boundary)
+                             default_span=default_span(lm.domain), word_boundary=word_boundary)
 
 
-def _sample(mi: MaskedInput, model: str, sampler: str, k: int, seed: int, temperature: float) -> str:
-    run = InfillRun(masked_input=mi, model=model, sampler=sampler, k=k, seed=seed, temperature=temperature)
-    for _ in run.stream():
-        pass
-    return run.result(with_log_prob=False).text
+def _sample(mi: MaskedInput, lm: LoadedModel, sampler: str, k: int, seed: int, temperature: float) -> str:
+    return drain(lm, mi, sampler, seed, k=k, temperature=temperature).result.text
 
 
 def judge_word(completed: str, prefix: str, suffix: str, accept: set[str], vocab: frozenset[str] | None) -> dict:
@@ -112,7 +112,7 @@ def bench_text(model: str, seeds: int, temperatures: list[float], modes: list[bo
             ref = before + it["accept"][0] + after
             mi = mask_word(ref, len(before), len(before) + len(it["accept"][0]), lm, wb, length)
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 j = judge_word(out, before[:-1], after, set(it["accept"]), vocab)
                 acc += j["accepted"]
                 whole += j["whole_word"]
@@ -150,7 +150,7 @@ def bench_code(model: str, seeds: int, temperatures: list[float], modes: list[bo
                 end = start + len(it["masked"])
                 mi = mask_word(src, start, end, lm, wb)
                 for s in range(seeds):
-                    out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                    out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                     passed += run_program(out + "\n" + it["tests"])
                     exact += out == src
                     runs += 1
@@ -210,7 +210,7 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
                "nll_model": -lp / len(pos), "nll_unigram": u / len(pos)}
         for t in temperatures:
             for s in range(seeds):
-                out = _sample(mi, model, sampler, k, 1000 * idx + s, t)
+                out = _sample(mi, lm, sampler, k, 1000 * idx + s, t)
                 hit = sum(out[p] == seq[p] for p in pos)
                 rec[t][0] += hit
                 rec[t][1] += len(pos)
@@ -220,6 +220,10 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
             "ppl_model": math.exp(nll_model / n_tot), "ppl_unigram": math.exp(nll_uni / n_tot),
             "recovery": {str(t): h / n for t, (h, n) in rec.items()},
             "recovery_unigram_expected": expected_uni / n_tot, "seeds": seeds, "rows": rows}
+
+
+#: the domains this benchmark has a hand-made fill set for (engine/lab/benchdata/fills_*.json)
+FILL_SETS = ("text", "code", "protein")
 
 
 def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | None = None,
@@ -241,7 +245,7 @@ def run_fills(domains: list[str], seeds: int = 5, temperatures: list[float] | No
         elif d == "protein":
             out["protein"] = bench_protein(model, seeds, temperatures, sampler, k, limit)
         else:
-            raise ValueError(f"unknown domain {d!r}")
+            raise ValueError(f"no fill set for domain {d!r} (fill sets: {', '.join(FILL_SETS)})")
         if progress:
             progress(d, out[d])
     return out
@@ -292,7 +296,8 @@ def run(argv: list[str]) -> int:
     """`python -m engine bench fills`: the command line of the fill benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench fills", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--domains", default="text,code,protein")
+    ap.add_argument("--domains", default=",".join(d for d in studio_domains() if d in FILL_SETS),
+                    help=f"comma-separated; the domains with a fill set: {', '.join(FILL_SETS)}")
     ap.add_argument("--seeds", type=int, default=5, help="samples per item and setting")
     ap.add_argument("--temperatures", default="1,0.4")
     ap.add_argument("--modes", default="before,after", help="before: space in the context; after: the mask owns it")
@@ -302,9 +307,8 @@ def run(argv: list[str]) -> int:
                     help="text mask lengths: reference ([MASK:n], n the tokens of the first accepted word), "
                          "default (a bare [MASK]: one word); comma-separated")
     ap.add_argument("--limit", type=int, default=None, help="first N items of each set (a quick check)")
-    ap.add_argument("--text-model", default=None)
-    ap.add_argument("--code-model", default=None)
-    ap.add_argument("--protein-model", default=None)
+    for d in studio_domains():
+        ap.add_argument(f"--{d}-model", default=None, help=f"the {d} AS-ARM (default: {d}-asarm)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (1: tiny forward passes gain nothing from more, and lose a lot on a busy machine)")
     ap.add_argument("--json", action="store_true")
@@ -314,7 +318,7 @@ def run(argv: list[str]) -> int:
 
         torch.set_num_threads(a.threads)
     modes = [{"before": False, "after": True}[m.strip()] for m in a.modes.split(",") if m.strip()]
-    models = {"text": a.text_model, "code": a.code_model, "protein": a.protein_model}
+    models = {d: getattr(a, f"{d}_model") for d in studio_domains()}
 
     def show(domain: str, r: dict) -> None:
         print(f"  {domain}: done", file=sys.stderr, flush=True)

@@ -19,12 +19,14 @@ import random
 import statistics
 from pathlib import Path
 
-from ..api import InfillRun
 from ..cli import add_device_arg
 from ..device import apply_device_flag
+from ..domains import DOMAINS
+from ..model_loading import LoadedModel
 from ..registry import available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
+from .runs import drain
 from .shard import is_main, shard_map, world
 from .workloads import bench_inputs
 
@@ -116,15 +118,12 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _run_settings(model: str, mi, settings: list[tuple[str, str, dict]], seed: int, domain: str,
+def _run_settings(lm: LoadedModel, mi, settings: list[tuple[str, str, dict]], seed: int, domain: str,
                   vocab: frozenset[str] | None) -> list[dict]:
     """Every setting on one input (seed for all): what the rows are computed from."""
     out = []
     for sampler, _, kw in settings:
-        run = InfillRun(masked_input=mi, model=model, sampler=sampler, seed=seed, **kw)
-        for _ in run.stream():
-            pass
-        res = run.result(with_log_prob=False)
+        res = drain(lm, mi, sampler, seed, **kw).result
         text = " ".join(s.text for s in res.spans)
         gen = [res.tokens[p] for p in mi.masked]
         out.append({"calls": res.calls, "best": res.counts["calls_best"], "text": text,
@@ -173,7 +172,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
                  for d, n in (self_spec or SELF_SPEC)]
     vocab = train_words(lm.domain) if lm.domain in ("text", "chars") else None
     judge = _judge(lm.domain)
-    measured = shard_map(lambda i, mi: _run_settings(model, mi, settings, seed + i, lm.domain, vocab), inputs,
+    measured = shard_map(lambda i, mi: _run_settings(lm, mi, settings, seed + i, lm.domain, vocab), inputs,
                          desc=f"bench self-spec {lm.name}: {len(settings)} settings per input")
     rows = _rows(settings, measured, lm.domain, vocab, judge)
     if progress:
@@ -217,7 +216,7 @@ def run(argv: list[str]) -> int:
     """`python -m engine bench self-spec`: the command line of the self-spec against MDM benchmark."""
     ap = argparse.ArgumentParser(prog="python -m engine bench self-spec")
     ap.add_argument("--model", default=None, help="hybrid model (default: <domain>-hybrid)")
-    ap.add_argument("--domain", default="text", choices=["text", "code", "protein", "chars"],
+    ap.add_argument("--domain", default="text", choices=list(DOMAINS),
                     help="chars: the text8-style character-level experiment (assets/models/chars-hybrid)")
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--length", type=int, default=128, help="tokens per input window")

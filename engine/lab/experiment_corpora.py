@@ -18,26 +18,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .data import (
-    PROSE_SEPARATOR,
-    SPLITS,
-    TEXT_FRACTIONS,
-    DomainBuild,
-    Source,
-    SourceResult,
-    SourceUnavailable,
-    _gather,
-    _report,
-    chunk_paragraphs,
-    clean_prose,
-    corpus_dir,
-    decode_text,
-    read_jsonl,
-    split_gathered,
-    write_domain,
-)
+from ..domains import DOMAINS
+from .corpus_clean import chunk_paragraphs, clean_prose, decode_text
+from .corpus_files import DomainBuild, SourceResult, corpus_dir, read_jsonl, write_domain
+from .corpus_sources import PROSE_SEPARATOR, SPLITS, TEXT_FRACTIONS, Source, _gather, _report, split_gathered
+from .package_fetch import SourceUnavailable
 
-CHARS_ALPHABET = " abcdefghijklmnopqrstuvwxyz"
+CHARS_ALPHABET = DOMAINS["chars"].alphabet  # the registry's (engine/domains.py)
 #: text-domain training documents that are modern enough to join the `modern` fine-tuning mix
 MODERN_FROM_TEXT = ("bbc", "brown/")
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import torch
 
+from ..domains import DOMAINS
 from ..models import MODEL_KINDS
-from ..tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer, train_bpe
+from ..tokenization import Codec, char_tokenizer, train_bpe
 from .progress import add_quiet_arg, bar, set_quiet
-from .workloads import separator_ids
+from .token_windows import batches, token_stream
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
-BPE_VOCAB = {"text": 4096, "code": 4096}
 
 
 def domain_tokenizer(domain: str) -> Codec:
@@ -32,12 +32,9 @@ def domain_tokenizer(domain: str) -> Codec:
     folder = TOKENIZERS / domain
     if (folder / "tokenizer.json").is_file():
         return Codec.load(folder)
-    if domain == "protein":
-        hf = char_tokenizer(PROTEIN_ALPHABET)
-    elif domain == "chars":
-        from .experiment_corpora import CHARS_ALPHABET
-
-        hf = char_tokenizer(CHARS_ALPHABET)
+    spec = DOMAINS[domain]  # engine/domains.py: "chars" (its alphabet) or "bpe" (trained on the corpus)
+    if spec.tokenizer == "chars":
+        hf = char_tokenizer(spec.alphabet)
     else:
         from .data import load_split
 
@@ -49,36 +46,10 @@ def domain_tokenizer(domain: str) -> Codec:
             size += len(d)
             if size > 8_000_000:
                 break
-        hf = train_bpe(sample, BPE_VOCAB[domain])
+        hf = train_bpe(sample, spec.bpe_vocab)
     folder.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(folder)
     return Codec(hf)
-
-
-def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None = None) -> torch.Tensor:
-    """All documents of a split, tokenized and concatenated (a blank line between prose or code
-    documents; proteins are simply abutted). Special tokens never appear as targets."""
-    from .data import load_split
-
-    sep = separator_ids(domain, codec)
-    ids: list[int] = []
-    total = 0
-    for doc in load_split(domain, split):
-        ids.extend(codec.encode(doc))
-        ids.extend(sep)
-        total += len(doc)
-        if limit_chars and total > limit_chars:
-            break
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def batches(stream: torch.Tensor, seq_len: int, batch: int, gen: torch.Generator, bos_id: int = 1):
-    """Random windows of seq_len tokens, with BOS prepended at model position 0."""
-    while True:
-        starts = torch.randint(0, len(stream) - seq_len - 1, (batch,), generator=gen)
-        x = torch.stack([stream[s : s + seq_len] for s in starts])
-        bos = torch.full((batch, 1), bos_id, dtype=torch.long)
-        yield torch.cat([bos, x], 1)
 
 
 class Schedule:
@@ -138,7 +109,7 @@ def precision(device: torch.device, choice: str = "auto") -> tuple[torch.dtype |
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine train")
     ap.add_argument("--kind", choices=sorted(MODEL_KINDS), default=None, help="required unless --resume")
-    ap.add_argument("--domain", choices=["text", "code", "protein", "chars"], default=None,
+    ap.add_argument("--domain", choices=list(DOMAINS), default=None,
                     help="required unless --resume; chars: text8-style letters and space (an experiment)")
     ap.add_argument("--corpus", default=None, choices=["modern"],
                     help="train on this corpus instead of the domain's own (modern: the CPU fine-tuning "
@@ -183,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp: training mask rate ~ U(rate-min, 1) per sequence (the benchmark masks 0.95)")
     ap.add_argument("--window", type=int, default=0,
                     help="ptp: the head also reads this many known tokens just left of each round")
+    ap.add_argument("--ptp-mode", choices=["draft", "onepass"], default="draft",
+                    help="ptp: draft = row j reads the previous draft (k head steps a round); onepass = row j "
+                         "reads u_{j-1} (one head pass a round)")
+    ap.add_argument("--prev-rank", type=int, default=0,
+                    help="ptp onepass: rank of the per-row low-rank logit term on the real previous draft (0: none)")
+    ap.add_argument("--prev-init", choices=["zero", "bigram"], default="zero",
+                    help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
     add_quiet_arg(ap)
     return ap
 
@@ -219,7 +197,7 @@ def cli(argv: list[str]) -> int:
     from accelerate import Accelerator
 
     from ..device import apply_device_flag
-    from ..registry import set_threads
+    from ..threads import set_threads
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)

@@ -6,7 +6,10 @@
 # needed a separate 45 s probe of each job to pick --steps; the trainer now does that itself.
 #
 # usage: engine/lab/train_all_gpu.sh            (env: MINUTES=15 OUT=runs/models-gpu PY=python3
-#                                              DEVICE=cuda EXTRA="" JOBS="name:kind:domain:hidden:layers:heads:ffn:batch ...")
+#                                              DEVICE=cuda EXTRA="" DOMAINS="text code protein"
+#                                              JOBS="name:kind:domain:hidden:layers:heads:ffn:batch ...")
+# Default JOBS: an AS-ARM, a hybrid and a judge for each of the studio's domains (engine/domains.py,
+# `python -m engine domains --names`), at the sizes below.
 # Needs the corpora (`make data`; INFILL_DATA_DIR) and assets/tokenizers. Outputs OUT/<name>/ (a
 # checkpoint saved every 3 minutes and at the end, with trainer.pt for --resume) and OUT/logs/.
 # Adopt a model only after `python -m engine eval` on it beats the bundled one.
@@ -16,15 +19,13 @@ OUT=${OUT:-runs/models-gpu}
 PY=${PY:-python3}
 DEVICE=${DEVICE:-cuda}
 EXTRA=${EXTRA:-}
-JOBS=${JOBS:-"text-asarm:asarm:text:320:6:5:1280:128
-code-asarm:asarm:code:320:6:5:1280:128
-protein-asarm:asarm:protein:320:6:5:1280:128
-text-hybrid:hybrid:text:320:5:5:1280:128
-code-hybrid:hybrid:code:320:5:5:1280:128
-protein-hybrid:hybrid:protein:320:5:5:1280:128
-text-judge:judge:text:256:4:4:768:64
-code-judge:judge:code:256:4:4:768:64
-protein-judge:judge:protein:256:4:4:768:64"}
+if [ -z "${JOBS:-}" ]; then
+  DOMAINS=${DOMAINS:-$("$PY" -m engine domains --names)} || exit 2
+  JOBS=""
+  for size in asarm:320:6:5:1280:128 hybrid:320:5:5:1280:128 judge:256:4:4:768:64; do
+    for d in $DOMAINS; do JOBS+="$d-${size%%:*}:${size%%:*}:$d:${size#*:}"$'\n'; done
+  done
+fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/logs"
 # a device that is not there: one line, before nine jobs start

@@ -14,6 +14,7 @@ import json
 import random
 import re
 
+from ..domains import DOMAINS
 from ..tokenization import Codec, train_bpe
 from .data import load_split
 
@@ -47,7 +48,7 @@ def study(domain: str, sizes: list[int], hidden: int, sample_chars: int = 8_000_
 def main(argv: list[str] | None = None) -> int:
     """`python -m engine.lab.vocab_study`: print the study's rows as JSON lines."""
     ap = argparse.ArgumentParser(prog="python -m engine.lab.vocab_study")
-    ap.add_argument("--domain", default="text", choices=["text", "code"])
+    ap.add_argument("--domain", default="text", choices=[n for n, d in DOMAINS.items() if d.tokenizer == "bpe"])
     ap.add_argument("--sizes", default="4096,8192,16384,32768")
     ap.add_argument("--hidden", type=int, default=320)
     a = ap.parse_args(argv)

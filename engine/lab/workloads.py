@@ -9,16 +9,22 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..domains import CORPORA, DOMAINS
 from ..masking import MaskedInput, from_token_positions
 from ..tokenization import Codec
 
 
+def separator(domain: str) -> str | None:
+    """What joins two documents of a domain in a token stream (engine/domains.py): a blank line for
+    prose and code, a space for text8-style characters (no newline in its alphabet); None where
+    each document is a window of its own (proteins). A corpus joins as its domain does."""
+    return DOMAINS[CORPORA.get(domain, domain)].separator
+
+
 def separator_ids(domain: str, codec: Codec) -> list[int]:
-    """What joins two documents of a domain in a token stream: a blank line for prose and code,
-    a space for text8-style characters (no newline in its alphabet), nothing between proteins."""
-    if domain == "protein":
-        return []
-    return codec.encode(" " if domain == "chars" else "\n\n")
+    """The separator as token ids (none where documents are not joined)."""
+    sep = separator(domain)
+    return codec.encode(sep) if sep else []
 
 
 def masked_windows(
@@ -26,7 +32,8 @@ def masked_windows(
     max_tokens: int | None = None,
 ) -> list[MaskedInput]:
     """n inputs of `length` tokens from the split, each with round(mask_rate * length) positions
-    masked uniformly at random (at least one). Proteins use whole sequences up to `length`."""
+    masked uniformly at random (at least one). Domains without a separator (proteins) use whole
+    sequences up to `length`."""
     from .data import load_split
 
     rng = random.Random(seed)
@@ -36,7 +43,7 @@ def masked_windows(
     stream: list[int] = []
     for doc in docs:
         ids = codec.encode(doc)
-        if domain == "protein":
+        if separator(domain) is None:  # whole sequences (proteins), one window each
             if len(ids) < 16:
                 continue
             windows = [ids[:length]]

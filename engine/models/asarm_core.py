@@ -108,9 +108,16 @@ class AsArmMixin:
         query_pos: torch.Tensor,  # [B, Lq]
         query_limit: torch.Tensor,  # [B, Lq] attend to keys of rank < limit
         cache: KVCache | None = None,
-    ) -> torch.Tensor:
+        states: bool = False,
+        head_rows: int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Logits [B, Lq, V] for the query rows. If `cache` is given, the new content rows' K/V
-        are appended to it (the caller truncates it to roll back rejected drafts)."""
+        are appended to it (the caller truncates it to roll back rejected drafts). With `states`,
+        (logits, normed query states [B, Lq, d]): the input of the output head, which a drafter
+        such as the PTP head reads (no forward hook needed). With `head_rows` (and `states`), the
+        output head runs on the first head_rows query rows only: a caller that reads the other
+        rows' logits for one outcome out of several (pipelined ASSD) puts those states through
+        `self.head` itself, and the 4,096-wide head never runs on rows nobody reads."""
         past = len(cache) if cache is not None else 0
         key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
         nc = content_rank.shape[1]
@@ -140,7 +147,10 @@ class AsArmMixin:
         if cache is not None:
             cache.rank_buf[:, past : past + nc] = content_rank
             cache.n = past + nc
-        return self.head(self.norm(x))
+        h = self.norm(x)
+        if not states:
+            return self.head(h)
+        return (self.head(h if head_rows is None else h[:, :head_rows]), h)
 
     def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """Teacher-forced joint NLL: ids [B, L] (BOS at 0), masked [B, L] bool. Masked positions

@@ -19,6 +19,19 @@ Our realisation is categorical PTP with a small autoregressive head:
 * drafts are drawn left to right, d_j = F^-1_{p_j}(u_j) (inverse CDF, `sample_categorical`),
   so d_j is a deterministic function of the context and u_1..u_j, which is PTP's functional form.
 
+Two modes (config.mode; old checkpoints have no field and load as "draft"):
+
+* "draft" (above): row j reads d_{j-1}, so a round takes k sequential head steps (`step`, with a
+  K/V cache) plus a window pass: about k + 1 head passes a round;
+* "onepass": row j reads u_{j-1} instead, as the paper has it: its 32 float bits through a linear
+  layer (`u_embed`, PTP §3.1 eq. 14) plus the embedding of e_{j-1} = F^-1_{softmax(asarm_{j-1})}(u_{j-1}),
+  the token the AS-ARM's parallel row would draw at that uniform (a distribution fixed before the
+  round, so e_{j-1} is a function of the context and u_{j-1} only). Every row of a round then
+  comes out of ONE pass of the head (`draft_pass`). Optionally (config.prev_rank = r > 0) each row
+  adds a low-rank logit term on the real previous draft, prev_out(prev_in[d_{j-1}] * (1 +
+  prev_gate(h_j))): a table lookup and a [V, r] matvec per row, not a pass of the head, and d_{j-1}
+  is itself a function of u_<j, so p_j is still fixed before u_j.
+
 Why categorical and not one-hot: the part of the u -> token map that is hard to learn, the
 inverse CDF over a 4096-token vocabulary, is computed exactly instead of being learned; the head
 only learns the conditional distribution, by distillation against the teacher's full rows (a
@@ -33,7 +46,9 @@ Training (`python -m engine train --kind ptp --teacher DIR`) distils from the fr
 the training corpus: the data tokens play the drafts d_<j (the paper's teacher-forced
 auxiliaries: a data token is what the teacher's inverse CDF returns for a u drawn uniformly
 within that token's CDF interval, so conditioning on u_<j there is conditioning on the data
-prefix), and the target for row j is the teacher's row at r_j given the data prefix.
+prefix), and the target for row j is the teacher's row at r_j given the data prefix. A one-pass
+head gets u_{j-1} uniform within the data token's CDF interval under the teacher's exact row j-1
+(the paper's teacher-forced auxiliaries, its appendix on training) and e_{j-1} from that u.
 """
 
 from __future__ import annotations
@@ -55,11 +70,18 @@ class PtpConfig(ModelConfig):
     model_type = "ptp"
 
     def __init__(self, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "",
-                 rate_min: float = 0.5, window: int = 0, **kwargs):
+                 rate_min: float = 0.5, window: int = 0, mode: str = "draft", prev_rank: int = 0, **kwargs):
         self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
         self.teacher = teacher  # name of the AS-ARM it was distilled from
         self.rate_min = rate_min  # training masks: rate ~ U(rate_min, 1) per sequence
         self.window = window  # known tokens just left of a round that the head reads as extra rows
+        # "draft": row j reads the previous draft d_{j-1}, so a round takes k sequential head steps;
+        # "onepass": row j reads u_{j-1} (its float bits and e_{j-1}, the AS-ARM row's token at u_{j-1}),
+        # so all k rows come from one pass (docs/DESIGN.md, "One-pass PTP head")
+        if mode not in ("draft", "onepass"):
+            raise ValueError(f"PTP head mode {mode!r}: expected 'draft' or 'onepass'")
+        self.mode = mode
+        self.prev_rank = prev_rank  # onepass: rank of the per-row low-rank logit term on d_{j-1} (0: none)
         super().__init__(num_layers=num_layers, intermediate_size=intermediate_size, **kwargs)
 
     @classmethod
@@ -69,7 +91,7 @@ class PtpConfig(ModelConfig):
             vocab_size=teacher_cfg.vocab_size, hidden_size=teacher_cfg.hidden_size, num_layers=a.layers,
             num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
             rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name, rate_min=a.rate_min,
-            window=a.window,
+            window=a.window, mode=getattr(a, "ptp_mode", "draft"), prev_rank=getattr(a, "prev_rank", 0),
             special_token_ids=list(teacher_cfg.special_token_ids), domain=teacher_cfg.domain,
             pad_token_id=teacher_cfg.pad_token_id, bos_token_id=teacher_cfg.bos_token_id,
             mask_token_id=teacher_cfg.mask_token_id,
@@ -94,25 +116,64 @@ class PtpHead(PreTrainedModel):
         self.out = nn.Linear(d, config.vocab_size, bias=False)
         # a window row carries a known token, not an AS-ARM state: this vector stands in for in_proj(g)
         self.window_embed = nn.Parameter(torch.zeros(d)) if config.window else None
+        if config.mode == "onepass":
+            self.u_embed = nn.Linear(U_BITS, d)  # the paper's embedding of u by its float32 bits (PTP §3.1)
+            if config.prev_rank:  # logits_j += prev_out(prev_in[d_{j-1}] * (1 + prev_gate(norm(h_j))))
+                self.prev_in = nn.Embedding(config.vocab_size, config.prev_rank)
+                self.prev_gate = nn.Linear(d, config.prev_rank, bias=False)
+                self.prev_out = nn.Linear(config.prev_rank, config.vocab_size, bias=False)
         self.post_init()
         self._teacher: list = []  # not a submodule: never saved, never trained
 
     def _init_weights(self, module: nn.Module) -> None:
         init_weights(module)
-        if module is getattr(self, "out", None):
+        if module is getattr(self, "out", None) or module is getattr(self, "prev_out", None):
             nn.init.zeros_(module.weight)  # untrained head = the AS-ARM's own parallel rows
+        if module is getattr(self, "u_embed", None):  # a head warm-started from a draft-mode one starts where it was
+            nn.init.zeros_(module.weight)
 
     def forward(self, hidden: torch.Tensor, prev: torch.Tensor, pos: torch.Tensor,
-                window: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                window: tuple[torch.Tensor, torch.Tensor] | None = None,
+                u_prev: torch.Tensor | None = None, d_prev: torch.Tensor | None = None) -> torch.Tensor:
         """hidden [B, k, d]: the AS-ARM's normed query states of the rows; prev [B, k]: the token
-        decided or drafted just before each row in lattice order; pos [B, k]: model positions;
-        window (ids, pos) [B, W]: the known tokens just left of the round (config.window of them).
+        decided or drafted just before each row in lattice order (mode "onepass": e_{j-1}, the
+        AS-ARM parallel row's token at u_{j-1}, the known token for row 1); pos [B, k]: model
+        positions; window (ids, pos) [B, W]: the known tokens just left of the round
+        (config.window of them); onepass only: u_prev [B, k] the uniform u_{j-1} (0 for row 1) and
+        d_prev [B, k] the real previous draft (read by the low-rank term only, when prev_rank > 0).
         Returns residual logits [B, k, V] (row j sees the window and rows <= j only)."""
+        if self.config.mode == "onepass":
+            resid, gate = self.draft_pass(hidden, prev, u_prev, pos, window)
+            if gate is not None:
+                resid = resid + self.prev_out(self.prev_in(d_prev) * gate)
+            return resid
         k = hidden.shape[1]
         x = self.rows(hidden, prev)
         if window is not None:
             x, pos = torch.cat([self.window_rows(window[0]), x], 1), torch.cat([window[1], pos], 1)
         return self.out(self.norm(self._extend(x, pos, [])[:, -k:]))
+
+    def draft_pass(self, hidden: torch.Tensor, e_prev: torch.Tensor, u_prev: torch.Tensor, pos: torch.Tensor,
+                   window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Mode "onepass": the whole round in ONE pass (window rows and k draft rows together).
+        Row j's input is in_proj(g_j) + tok_embed(e_{j-1}) + u_embed(bits(u_{j-1})): a function of
+        the context and u_1..u_{j-1} only, and the attention is causal, so p_j is fixed before u_j.
+        Returns the residual logits [B, k, V] and the gate [B, k, prev_rank] of the low-rank term
+        (None without one), which `prev_term` completes row by row once d_{j-1} is drawn."""
+        k = hidden.shape[1]
+        x = self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(e_prev)
+        x = x + self.u_embed(uniform_bits(u_prev).to(x.dtype))
+        if window is not None:
+            x, pos = torch.cat([self.window_rows(window[0]), x], 1), torch.cat([window[1], pos], 1)
+        h = self.norm(self._extend(x, pos, [])[:, -k:])
+        gate = 1 + self.prev_gate(h) if self.config.prev_rank else None
+        return self.out(h), gate
+
+    def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
+        """Row j's low-rank logit term on the real previous draft d_{j-1} ([V]; gate [prev_rank] from
+        `draft_pass`): a table lookup and a [V, r] matvec, not a pass of the head. d_{j-1} is a
+        function of u_1..u_{j-1}, so p_j stays fixed before u_j."""
+        return self.prev_out(self.prev_in.weight[prev] * gate)
 
     def rows(self, hidden: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
         """Input of draft rows: the projected AS-ARM state plus the embedding of the token before."""
@@ -181,7 +242,11 @@ class PtpHead(PreTrainedModel):
             hid, base, target = teacher_rows(teacher, ids, batch)
         batch = {n: v.to(ids.device) for n, v in batch.items()}  # rounds are cut on the CPU
         window = (batch["win"], batch["win_pos"]) if w else None
-        resid = self(hid, batch["prev"], batch["qpos"], window=window)
+        if self.config.mode == "onepass":
+            e_prev, u_prev = teacher_forced_uniforms(base, target, batch["prev"], gen)
+            resid = self(hid, e_prev, batch["qpos"], window=window, u_prev=u_prev, d_prev=batch["prev"])
+        else:
+            resid = self(hid, batch["prev"], batch["qpos"], window=window)
         logits = (base + resid.float()).masked_fill(teacher.special_mask(), float("-inf"))
         logp = torch.log_softmax(logits, -1)
         q = torch.softmax(target, -1)
@@ -195,6 +260,42 @@ class PtpHead(PreTrainedModel):
             acc_base = 1 - 0.5 * (pb - q).abs().sum(-1)
             stats = {"accept_head": float(acc_head[later].mean()), "accept_base": float(acc_base[later].mean())}
         return loss, stats
+
+
+U_BITS = 32
+
+
+def uniform_bits(u: torch.Tensor) -> torch.Tensor:
+    """[..., 32] the IEEE-754 bits of float32(u), lowest bit first (PTP §3.1, eq. 14); u = 0 (row 1,
+    whose previous token is known) gives all zeros, so u_embed adds only its bias there."""
+    x = u.to(torch.float32).contiguous().view(torch.int32)
+    return ((x[..., None] >> torch.arange(U_BITS, device=u.device, dtype=torch.int32)) & 1).float()
+
+
+def inverse_cdf_rows(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Batched F^-1_p(u) (engine.acceptance.inverse_cdf for many rows): probs [..., V], u [...]."""
+    cdf = probs.cumsum(-1)
+    idx = torch.searchsorted(cdf, (u * cdf[..., -1])[..., None].to(cdf.dtype), right=True)[..., 0]
+    return idx.clamp_max(probs.shape[-1] - 1)
+
+
+def teacher_forced_uniforms(base: torch.Tensor, target: torch.Tensor, prev: torch.Tensor,
+                            gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training inputs of the one-pass head (the paper's teacher forcing, its appendix on the
+    auxiliaries): u_{j-1} uniform within the CDF interval of the data token x_{j-1} (= prev[:, j])
+    under the teacher's exact row j-1, so that token is what the inverse CDF returns at u_{j-1};
+    e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1}. Row 1 gets the known token and u = 0.
+    base, target [R, k, V] logits; prev [R, k]. Returns (e_prev, u_prev) [R, k]."""
+    q = torch.softmax(target[:, :-1], -1)
+    tok = prev[:, 1:, None]
+    hi = q.cumsum(-1).gather(-1, tok)[..., 0]
+    lo = hi - q.gather(-1, tok)[..., 0]
+    r = torch.rand(hi.shape, generator=gen).to(hi.device)
+    u = (lo + r * (hi - lo)).clamp(1e-7, 1 - 1e-7)
+    e = inverse_cdf_rows(torch.softmax(base[:, :-1], -1), u)
+    e_prev = torch.cat([prev[:, :1], e], 1)
+    u_prev = torch.cat([torch.zeros_like(u[:, :1]), u], 1)
+    return e_prev, u_prev
 
 
 def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | None = None,
@@ -278,13 +379,7 @@ def teacher_rows(teacher, ids: torch.Tensor, rounds: dict) -> tuple[torch.Tensor
         qlim[s, :n] = rounds["limit"][idx].flatten()
         qpos[s, width : width + n] = rounds["pos"][idx].flatten()
         qlim[s, width : width + n] = rounds["rank"][idx].flatten()
-    captured: list[torch.Tensor] = []
-    hook = teacher.norm.register_forward_hook(lambda m, i, o: captured.append(o))
-    try:
-        logits = teacher(ids, pos, rank, qpos.to(ids.device), qlim.to(ids.device))
-    finally:
-        hook.remove()
-    normed = captured[-1]
+    logits, normed = teacher(ids, pos, rank, qpos.to(ids.device), qlim.to(ids.device), states=True)
     d, v = normed.shape[-1], logits.shape[-1]
     hid = torch.zeros(g, k, d, device=ids.device)
     base = torch.zeros(g, k, v, device=ids.device)

@@ -37,9 +37,10 @@ class XLNetOracle:
         self.committed.append((pos, tok))
 
     @torch.no_grad()
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False, logit_rows: int | None = None) -> torch.Tensor:
         """One XLNet pass: logits of the query rows given the decided tokens and the drafts before each
-        query (see DensityOracle.call)."""
+        query (see DensityOracle.call; it offers no states, so no `logit_rows` either)."""
         self.calls += 1
         size = len(self.mi.tokens) + self.offset
         inf = 1 << 30
@@ -65,6 +66,9 @@ class XLNetOracle:
                 )
             seen.add(at)
             limits[at] = lim
+        if states:  # after the check above: pipelined samplers get its more specific message
+            raise IncompatibleModelsError("This sampler reads the AS-ARM's query states; an XLNet adapter "
+                                          "does not offer them: use a native AS-ARM.")
         r = torch.tensor(rank)
         lim_t = torch.tensor(limits)
         # 1 = may NOT attend; prompt rows (rank 0) see each other

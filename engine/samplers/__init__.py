@@ -1,6 +1,10 @@
-"""The sampler catalogue: each name maps to a generator of Steps and the knobs it reads.
+"""The sampler catalogue: each name maps to a generator of Steps, the model kind it drives, the
+knobs it reads (each knob is described once, in engine.params.KNOBS; `readers` turns the
+catalogue around) and, for samplers that draft with a second network, that network's kind and
+fit check (`SecondModel`, engine/samplers/drafting.py).
 
-DRAFTER_KIND: samplers that also load a second network, and the model kind it must be."""
+DRAFTER_KIND: samplers that also load a second network, and the model kind it must be (read from
+the catalogue, kept for callers that only need the kind)."""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..trace import Step
-from .assd import assd, assd_drafted, assd_pipelined
-from .diffusion_drafter import assd_diffusion
-from .drafters import NgramDrafter
+from .assd import assd, assd_pipelined
+from .diffusion_drafter import check_pair as diffusion_fits
+from .drafters import drafted
+from .drafting import SecondModel
 from .hybrid_passes import CallCounter, require_hybrid
 from .mdm import mdm
+from .ptp import check_pair as ptp_fits
 from .ptp import run_ptp
 from .selfspec import self_spec
 from .sequential import sequential
@@ -20,23 +26,19 @@ from .sequential import sequential
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """One entry of the sampler catalogue: which model family it drives, whether it caches, which
-    knobs it reads, its help text and how to run it."""
+    """One entry of the sampler catalogue: which model kind it drives (the `kind` of
+    engine.model_loading.LoadedModel), whether it caches, which knobs it reads, its help text, how to
+    run it, and the second model it drafts with (None: it drafts from the run's model or not at all)."""
 
     name: str
-    family: str  # "asarm": drives an AS-ARM oracle; "hybrid": drives a hybrid model
-    cache: bool  # KV cache on by default (AS-ARM family)
-    params: tuple[str, ...]
+    kind: str  # the model kind it drives: "asarm" (an AS-ARM oracle) or "hybrid"
+    cache: bool  # KV cache on by default (AS-ARM samplers)
+    params: tuple[str, ...]  # the knobs it reads: names of engine.params.KNOBS
     help: str
     run: Callable[..., Iterator[Step]]
     default_steps: int = 32  # T when the caller gives none
-
-
-def _ngram(ctx) -> Iterator[Step]:
-    cfg = ctx.lm.codec
-    drafter = NgramDrafter(cfg.vocab_size, cfg.special_ids)
-    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
-                        ctx.drafter_passes)
+    second: SecondModel | None = None  # the drafting network it also loads, and whether one fits
+    calls_bounded: bool = True  # promises calls <= masked tokens (every round: <= 1 call per decided token)
 
 
 def _hybrid_counter(ctx) -> CallCounter:
@@ -55,8 +57,6 @@ def _self_spec(ctx) -> Iterator[Step]:
     return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.dtau, ctx.window,
                      ctx.inner, counter)
 
-
-DRAFTER_KIND = {"assd-diffusion": "hybrid", "assd-ptp": "ptp"}
 
 @dataclass(frozen=True)
 class DefaultChoice:
@@ -131,23 +131,34 @@ SAMPLERS: dict[str, SamplerSpec] = {
                     lambda c: assd_pipelined(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
         SamplerSpec("assd-ngram", "asarm", True, ("k", "temperature"),
                     "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
-                    _ngram),
+                    drafted("ngram")),
         SamplerSpec("mdm", "hybrid", False, ("steps", "temperature"),
                     "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
                     "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
-                    _mdm),
+                    _mdm, calls_bounded=False),
         SamplerSpec("self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
                     "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
                     "window, the causal head verifies it; fractional calls per pass.",
-                    _self_spec),
+                    _self_spec, calls_bounded=False),
         SamplerSpec("assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
                     "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
                     "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
-                    assd_diffusion, default_steps=4),
+                    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),
+                    calls_bounded=False),
         SamplerSpec("assd-ptp", "asarm", True, ("k", "temperature"),
                     "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
-                    "parallel rows into k dependent drafts (each sees the drafts before it); the next call "
-                    "verifies them and proposes the next round. Exact. Needs a PTP drafter (text-ptp).",
-                    run_ptp),
+                    "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
+                    "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
+                    "a PTP drafter (text-ptp1, code-ptp).",
+                    run_ptp, second=SecondModel("ptp", ptp_fits, "python -m engine train --kind ptp --teacher {model} ...")),
     ]
 }
+
+
+def readers(knob: str) -> list[str]:
+    """The samplers that read a knob (from their catalogue entries), in catalogue order."""
+    return [s.name for s in SAMPLERS.values() if knob in s.params]
+
+
+#: Samplers that also load a second network -> the model kind it must be (from the catalogue above)
+DRAFTER_KIND: dict[str, str] = {s.name: s.second.kind for s in SAMPLERS.values() if s.second is not None}

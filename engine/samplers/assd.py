@@ -15,6 +15,7 @@ from ..acceptance import Verdict, sample_categorical, speculative_accept, temper
 from ..masking import MaskedInput
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
+from .drafting import Drafter
 
 
 def verify(
@@ -32,7 +33,7 @@ def verify(
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
     the residual. Commits as it goes. Returns the index where the round stopped (len if none).
     `accept` replaces the test only for the deliberately wrong samplers of the exactness check
-    (engine/exactness.py); None is speculative_accept, looked up when the round runs."""
+    (engine/wrong_samplers.py); None is speculative_accept, looked up when the round runs."""
     test = accept or speculative_accept
     for i in range(start, len(drafts)):
         v = test(drafts[i], p_rows[i], q_rows[i], gen)
@@ -50,10 +51,12 @@ def verify(
     return len(drafts)
 
 
-def _commit_exact(
+def commit_exact(
     oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, tok: int, prob: float, why: str
 ) -> Step:
-    """A draft whose proposal row already saw every decided token *is* a target sample."""
+    """Commit a draft whose proposal row already saw every decided token: it *is* a target sample,
+    so it is kept without a test (recorded as an untested ACCEPT, p = q). A round helper that every
+    ASSD variant and assd-ptp share."""
     oracle.commit(pos, tok)
     return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why, tested=False)
 
@@ -83,7 +86,7 @@ def assd(
         drafts = [sample_categorical(p[i], gen) for i in range(len(positions))]
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p[i][d]) for i, d in enumerate(drafts)])
         # the first draft saw the same context in both passes: always accepted
-        yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")
+        yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")
         n += 1
         if len(positions) == 1:  # 2. only one token in this round: its draft is final
             rnd += 1
@@ -105,8 +108,9 @@ def assd(
         rnd += 1
 
 
-def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Generator[Step, None, int]:
-    """Pass steps through, writing every decided token into `known` (the drafter's context)."""
+def remember_decided(steps: Generator[Step, None, int], known: list[int | None]) -> Generator[Step, None, int]:
+    """Pass a round's steps through, writing every decided token into `known` (a drafter's context:
+    position -> token or None). A round helper shared by assd_drafted and assd-ptp."""
     while True:
         try:
             s = next(steps)
@@ -120,7 +124,7 @@ def _remember(steps: Generator[Step, None, int], known: list[int | None]) -> Gen
 
 def assd_drafted(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
-    drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
+    drafter: Drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
     every draft (none is exact), and its extra row gives a free token when all are accepted.
@@ -148,7 +152,7 @@ def assd_drafted(
             queries.append((order[t], len(positions)))
         q = tempered_probs(oracle.call(list(zip(positions, drafts)), queries), temperature)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions)} drafts")
-        j = yield from _remember(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
+        j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
         n += j + 1 if j < len(positions) else len(positions)
         if j == len(positions) and t < big_n:
             step = _bonus(oracle, rec, rnd, order[t], q[-1], gen)
@@ -202,21 +206,22 @@ def assd_pipelined(
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)])
         start = 0
         if exact_first:
-            yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
             start = 1
             if n + 1 == big_n:
                 break
         # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        logits = oracle.call(list(zip(positions, drafts))[start:], queries)
+        # logits of the density rows now; the proposal rows keep only their states until the
+        # stopping point is known (the other stopping points' rows never reach the output head)
+        logits, states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True,
+                                     logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
-        # soft-max only the rows this round uses: the density rows now, the proposal rows of the
-        # stopping point once it is known (the other stopping points' rows are never read)
-        q = tempered_probs(logits[: m - start], temperature)
+        q = tempered_probs(logits, temperature)
         q_rows = {i: q[i - start] for i in range(start, m)}
         j = yield from verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        props = tempered_probs(logits[at : at + len(positions)], temperature)
+        props = tempered_probs(oracle.head_logits(states[at : at + len(positions)], positions), temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1

@@ -16,9 +16,18 @@ class DensityOracle(Protocol):
 
     calls: int
 
-    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]]) -> torch.Tensor:
+    def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]],
+             states: bool = False, logit_rows: int | None = None) -> torch.Tensor:
         """Logits [len(queries), V]: drafts (position, token) are placed after the decided tokens in
-        that order; query (position, j) sees the decided tokens and the first j drafts."""
+        that order; query (position, j) sees the decided tokens and the first j drafts. With
+        `states=True`, (logits, states [len(queries), d]): the model's normed query states, what a
+        drafter reading the oracle's rows (the PTP head) needs; an oracle without them raises
+        IncompatibleModelsError. With `logit_rows` (and states), logits of the first logit_rows
+        queries only; `head_logits(states, positions)` gives the others' when they are read."""
+        ...
+
+    def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """Logits, as `call` gives them, of query rows a call returned as states only (`logit_rows`)."""
         ...
 
     def commit(self, pos: int, tok: int) -> None:

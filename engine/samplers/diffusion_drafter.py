@@ -10,24 +10,22 @@ left to right in chunks whose sizes follow a cosine grid of T steps: each step i
 non-causal pass on the decided tokens plus the drafts of earlier chunks; every position of the
 chunk is drawn from its own row. A step whose chunk is empty costs nothing. Calls are counted in
 the drafter network's own units (non-causal share of the hybrid per step) and added to the run's
-extra calls.
+extra calls. The sampler `assd-diffusion` is built from this drafter in engine/samplers/drafters.py.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import torch
 
 from ..acceptance import sample_categorical, tempered_probs
 from ..errors import IncompatibleModelsError
-from ..trace import Step
-from .assd import assd_drafted
+from .drafting import Drafter
 from .hybrid_passes import cosine_remaining, nc_pass
 
 
-class DiffusionDrafter:
-    """Drafts a round with T steps of the hybrid's non-causal head, left to right in chunks, so each
+class DiffusionDrafter(Drafter):
+    """A `Drafter` (engine/samplers/drafting.py), built by engine/samplers/drafters.py's DRAFTERS.
+    Drafts a round with T steps of the hybrid's non-causal head, left to right in chunks, so each
     draft's row depends only on the context and earlier drafts (what exactness needs)."""
 
     name = "diffusion"
@@ -78,18 +76,3 @@ def check_pair(lm, draft_lm) -> None:
             f"{draft_lm.codec.vocab_size} tokens); assd-diffusion needs an AS-ARM and a hybrid trained on the "
             "same tokenizer (e.g. text-asarm with text-hybrid)."
         )
-
-
-def assd_diffusion(ctx) -> Iterator[Step]:
-    """`assd-diffusion`: ASSD on the AS-ARM with drafts from a hybrid of the same tokenizer."""
-    if ctx.draft_lm is None:
-        raise IncompatibleModelsError("assd-diffusion needs a hybrid draft model (--draft-model).")
-    check_pair(ctx.lm, ctx.draft_lm)
-    if len(ctx.mi.tokens) > ctx.draft_lm.max_tokens:
-        raise IncompatibleModelsError(
-            f"The input is {len(ctx.mi.tokens)} tokens; the draft model {ctx.draft_lm.name} takes at most "
-            f"{ctx.draft_lm.max_tokens}."
-        )
-    drafter = DiffusionDrafter(ctx.draft_lm.model, ctx.steps)
-    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
-                        ctx.drafter_passes)

@@ -1,19 +1,32 @@
-"""Proposals that do not come from the AS-ARM itself.
+"""Proposals that do not come from the AS-ARM itself, and the one place drafters are built.
 
-A drafter returns, for the next positions of a round, draft tokens and the full proposal rows they
-were drawn from; ASSD then verifies them against the AS-ARM with the shared acceptance routine.
-Exactness needs only that the proposal is fixed before the acceptance randomness is drawn.
+A drafter (the `Drafter` contract of engine/samplers/drafting.py) returns, for the next positions
+of a round, draft tokens and the full proposal rows they were drawn from; ASSD then verifies them
+against the AS-ARM with the shared acceptance routine. Exactness needs only that the proposal is
+fixed before the acceptance randomness is drawn.
+
+DRAFTERS says how each drafter is built from a run (RunContext): the catalogue's `assd-ngram` and
+`assd-diffusion` are `drafted("ngram")` and `drafted("diffusion")`. The PTP head of `assd-ptp` is
+not a `propose` drafter (it reads the AS-ARM's states inside the pipelined call, engine/samplers/ptp.py)
+but its second model is declared the same way, through the catalogue's `SecondModel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import torch
 
 from ..acceptance import sample_categorical
+from ..errors import IncompatibleModelsError
+from ..trace import Step
+from .assd import assd_drafted
+from .diffusion_drafter import DiffusionDrafter
+from .drafting import Drafter
 
 
-class NgramDrafter:
-    """Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
+class NgramDrafter(Drafter):
+    """A `Drafter` without a network. Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
     and decided text, drafts left to right (each draft conditions on the previous draft), and mixes
     in a smoothed context unigram so that unseen contexts still propose something sensible."""
 
@@ -55,3 +68,44 @@ class NgramDrafter:
             drafts.append(tok)
             rows.append(row)
         return drafts, rows, 0.0
+
+
+def _ngram(ctx) -> Drafter:
+    cfg = ctx.lm.codec
+    return NgramDrafter(cfg.vocab_size, cfg.special_ids)
+
+
+def _diffusion(ctx) -> Drafter:
+    """T masked-diffusion steps of ctx.draft_lm (a hybrid on the AS-ARM's tokenizer, checked by the
+    catalogue's SecondModel when the run was prepared) per round."""
+    if ctx.draft_lm is None:
+        raise IncompatibleModelsError("assd-diffusion needs a hybrid draft model (--draft-model).")
+    if len(ctx.mi.tokens) > ctx.draft_lm.max_tokens:
+        raise IncompatibleModelsError(
+            f"The input is {len(ctx.mi.tokens)} tokens; the draft model {ctx.draft_lm.name} takes at most "
+            f"{ctx.draft_lm.max_tokens}."
+        )
+    return DiffusionDrafter(ctx.draft_lm.model, ctx.steps)
+
+
+#: Every `propose` drafter by name: how it is built from a run (engine.api.RunContext). The one place
+#: drafters are constructed for runs.
+DRAFTERS: dict[str, Callable[..., Drafter]] = {"ngram": _ngram, "diffusion": _diffusion}
+
+
+def build_drafter(name: str, ctx) -> Drafter:
+    """The drafter `name` for this run (DRAFTERS)."""
+    return DRAFTERS[name](ctx)
+
+
+def drafted(name: str) -> Callable[..., Iterator[Step]]:
+    """The catalogue's run function of ASSD drafted by DRAFTERS[name], verified by the run's AS-ARM."""
+
+    def run(ctx) -> Iterator[Step]:
+        drafter = build_drafter(name, ctx)
+        return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
+                            ctx.drafter_passes)
+
+    run.__name__ = run.__qualname__ = f"assd_{name}"
+    run.__doc__ = f"ASSD on the AS-ARM with drafts from the {name} drafter (engine.samplers.drafters.DRAFTERS)."
+    return run

@@ -4,7 +4,10 @@ Shape of a round (the pipelined sampler's, docs/DESIGN.md §3.4): the previous c
 k masked positions in lattice order, the AS-ARM's parallel rows (logits + normed query states).
 The PTP head (engine/models/ptp.py) turns them into dependent drafts left to right:
 p_j = softmax(asarm_j + head_j(states, d_<j)) and d_j = F^-1_{p_j}(u_j), so each draft is a
-function of the context and u_1..u_j only. One AS-ARM call then gives the exact rows
+function of the context and u_1..u_j only. A one-pass head (config.mode "onepass") draws
+u_1..u_m first and computes every p_j in one pass from u_<j (`row_inputs` says what row j reads),
+plus, with prev_rank, a low-rank logit term on d_{j-1}; then d_j = F^-1_{p_j}(u_j) row by row.
+One AS-ARM call then gives the exact rows
 q_j = p(. | decided, d_<j) for every draft, plus the parallel rows of every possible next round.
 The drafts are verified left to right by the shared speculative rule (engine.acceptance), as
 every speculative sampler here is.
@@ -19,42 +22,31 @@ row of a round that follows a fully accepted round is the AS-ARM's exact row (no
 from its context), so its draft is kept without a test, as in pipelined ASSD. A head that let
 row j see u_j' for j' > j (or later drafts) would break this, which is why its attention is causal.
 
-Calls: one AS-ARM call per round (the head's k tiny steps run on the host after the call and are
-not counted as AS-ARM calls; wall-clock ratios in `python -m engine bench assd` include them).
+Calls: one AS-ARM call per round (the head's passes run on the host after the call and are not
+counted as AS-ARM calls: k steps plus a window pass for a draft-mode head, one pass for a one-pass
+head; `drafter_passes` counts them, and wall-clock ratios in `python -m engine bench assd` include them).
+The AS-ARM's states come from the oracle (`call(..., states=True)`), not from a forward hook.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
-from ..acceptance import sample_categorical, tempered_probs
+from ..acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
 from ..errors import IncompatibleModelsError
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
-from .assd import _commit_exact, _remember, pipelined_queries, verify
+from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
 
 
-@contextmanager
-def query_states(model):
-    """Capture the AS-ARM's normed query-stream states (the input of its output head) during a call."""
-    box: list[torch.Tensor] = []
-    hook = model.norm.register_forward_hook(lambda mod, inp, out: box.append(out))
-    try:
-        yield box
-    finally:
-        hook.remove()
-
-
-def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
-    with query_states(oracle.model) as box:
-        logits = oracle.call(drafts, queries)
-    if not box:
-        raise IncompatibleModelsError("assd-ptp needs a native AS-ARM (its query states feed the PTP head).")
-    return logits, box[-1][0]
+def _call(oracle, drafts, queries, logit_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One AS-ARM call that also returns the normed query states the head reads (the oracle offers
+    them); with `logit_rows`, logits of the verified rows only (the lean call: the next round's
+    rows get theirs from `oracle.head_logits` once the stopping point is known)."""
+    return oracle.call(drafts, queries, states=True, logit_rows=logit_rows)
 
 
 @torch.no_grad()
@@ -89,6 +81,53 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
         p = tempered_probs(row, temperature)  # p_j, fixed by the context and d_<j (i.e. by u_<j)
         tok = sample_categorical(p, gen)  # d_j = F^-1_{p_j}(u_j)
         drafts.append(tok)
+        rows.append(p)
+    return drafts, rows
+
+
+def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
+    """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
+    e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
+    round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
+    exactness argument (tests/test_ptp.py replaces this function by one that leaks u_j and watches
+    the enumeration test fail)."""
+    m = len(u)
+    e_prev = [prev] + [inverse_cdf(base_p[j - 1], u[j - 1]) for j in range(1, m)]
+    return e_prev, [0.0] + u[: m - 1]
+
+
+@torch.no_grad()
+def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int,
+                        exact_first: bool, gen: torch.Generator, temperature: float, special: torch.Tensor,
+                        window: tuple[list[int], list[int]] | None = None,
+                        passes: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
+    """Drafts for `positions` from ONE pass of a one-pass head: u_1..u_m are drawn first, every
+    row's proposal p_j comes from the same pass (plus, with prev_rank, a low-rank logit term on the
+    real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1."""
+    m = len(positions)
+    dev = states.device
+    u = [uniform(gen) for _ in range(m)]  # u_1..u_m, before anything reads them
+    base_p = [tempered_probs(base[j], temperature) for j in range(m)]
+    e_prev, u_prev = row_inputs(base_p, u, prev)
+    pos = torch.tensor([[p + 1 for p in positions]], device=dev)
+    win = None
+    if window:
+        win = (torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev))
+    resid, gate = head.draft_pass(states[None, :m], torch.tensor([e_prev], device=dev),
+                                  torch.tensor([u_prev], dtype=torch.float64, device=dev), pos, win)
+    if passes is not None:
+        passes[0] += 1
+    drafts: list[int] = []
+    rows: list[torch.Tensor] = []
+    for j in range(m):
+        if j == 0 and exact_first:
+            p = base_p[0]  # the AS-ARM's exact row
+        else:
+            r = resid[0, j]
+            if gate is not None:
+                r = r + head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
+            p = tempered_probs((base[j] + r.to(torch.float64)).masked_fill(special, float("-inf")), temperature)
+        drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
         rows.append(p)
     return drafts, rows
 
@@ -142,26 +181,29 @@ def assd_ptp(
         if head.config.window:
             wpos = head.window_at(positions[0] + 1)
             window = (known_window(mi, known, wpos, oracle.bos), wpos)
-        drafts, p_rows = draft_round(head, states, base, positions, prev, exact_first, gen, temperature, special,
-                                     window=window, passes=passes)
+        draw = draft_round_onepass if getattr(head.config, "mode", "draft") == "onepass" else draft_round
+        drafts, p_rows = draw(head, states, base, positions, prev, exact_first, gen, temperature, special,
+                              window=window, passes=passes)
+        how = "u_1..u_j-1 (one pass)" if draw is draft_round_onepass else "drafts 1..j-1"
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
-                  note="PTP head: draft j drawn by inverse CDF at u_j, conditioned on drafts 1..j-1")
+                  note=f"PTP head: draft j drawn by inverse CDF at u_j, conditioned on {how}")
         start = 0
         if exact_first:
             known[positions[0]] = drafts[0]
-            yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
+            yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p_rows[0][drafts[0]]), "exact row")
             start = 1
             if n + 1 == big_n:
                 break
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries)
+        out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries, logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
         q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
-        j = yield from _remember(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
+        j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
         prev = known[positions[j]] if j < m else drafts[-1]  # the last decided token in lattice order
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        base, states = out[at : at + len(positions)], out_states[at : at + len(positions)]
+        states = out_states[at : at + len(positions)]
+        base = oracle.head_logits(states, positions)
         exact_first = j == m
         rnd += 1
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..acceptance import tempered_probs
 from ..errors import BadParameterError
 from ..masking import MaskedInput, completed_from_ranges
+from ..params import KNOBS
 from ..trace import DECIDING_KINDS
 from .hybrid_passes import causal_pass, model_ids, nc_pass
 from .selfspec import window_size
@@ -148,12 +149,8 @@ def score_self_spec(
         mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
     if lm.kind != "hybrid":
         raise BadParameterError(f"{lm.name} is a {lm.kind} model; the self-spec likelihood needs a hybrid.")
-    kw = {
-        "temperature": temperature if temperature is not None else params.get("temperature", 1.0),
-        "dtau": dtau if dtau is not None else params.get("dtau", 0.05),
-        "window": window if window is not None else params.get("window", "cosine"),
-        "inner": inner if inner is not None else params.get("inner", 1),
-    }
+    given = {"temperature": temperature, "dtau": dtau, "window": window, "inner": inner}
+    kw = {n: v if v is not None else params.get(n, KNOBS[n].default) for n, v in given.items()}
     if order is not None:
         return log_prob_given_order(lm.model, mi, tokens, list(order), **kw)
     return log_prob_marginal(lm.model, mi, tokens, **kw)

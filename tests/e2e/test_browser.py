@@ -48,19 +48,19 @@ def app_url(tmp_path_factory):
     os.environ["INFILL_WATCH"] = "0"  # these tests read runs as they compute (test_first_run.py watches)
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
-    from app import core
+    from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
-    saved_assets = registry.ASSETS
-    registry.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
+    saved_assets = model_folders.ASSETS
+    model_folders.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed
     make_tiny_models(root / "models")
-    core._store = None
+    app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    registry.ASSETS = saved_assets
-    core._store = None
+    model_folders.ASSETS = saved_assets
+    app_store._store = None
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -85,6 +85,8 @@ def _new_page(browser, url):
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
     page.goto(url)
     page.wait_for_selector("#infill-text textarea", timeout=30_000)
+    for control in ("#run", "#stop"):  # a loaded machine renders the buttons after the input box
+        page.wait_for_selector(control, state="attached", timeout=30_000)
     return page
 
 

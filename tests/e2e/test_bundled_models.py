@@ -30,14 +30,14 @@ def bundled_url(tmp_path_factory):
     old_watch = os.environ.get("INFILL_WATCH")
     os.environ["INFILL_WATCH"] = "0"  # timed from Run to the end as it computes, without the Watch pace
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
-    from app import core
+    from app import store as app_store
     from app.testing import launch_for_tests
 
-    core._store = None
+    app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    core._store = None
+    app_store._store = None
     if old_watch is None:
         os.environ.pop("INFILL_WATCH", None)
     else:

@@ -30,19 +30,19 @@ def first_url(tmp_path_factory):
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     os.environ.pop("INFILL_WATCH", None)  # the page's own default: Watch on
-    from app import core
+    from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
-    from engine import registry
+    from engine import model_folders
 
-    saved_assets = registry.ASSETS
-    registry.ASSETS = root / "no-bundled-models"
+    saved_assets = model_folders.ASSETS
+    model_folders.ASSETS = root / "no-bundled-models"
     make_tiny_models(root / "models")
-    core._store = None
+    app_store._store = None
     demo, url = launch_for_tests()
     yield url
     demo.close()
-    registry.ASSETS = saved_assets
-    core._store = None
+    model_folders.ASSETS = saved_assets
+    app_store._store = None
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
@@ -112,7 +112,7 @@ def _run_to_done(page, text: str, seed="3", watch=False):
 def test_default_run_shows_drafts_and_accepts_in_view(chromium, first_url, request):
     """Nothing typed: Run with the page's defaults shows drafted and accepted tokens inside the
     1366x768 viewport while the run is under way (the Watch pace holds each round on screen)."""
-    from app.core import DEFAULT_SAMPLER, EXAMPLES
+    from app.examples import DEFAULT_SAMPLER, EXAMPLES
 
     page = _page(chromium, first_url)
     assert page.input_value("#sampler input") == DEFAULT_SAMPLER != "sequential-cache"
@@ -185,12 +185,12 @@ def test_refused_values_leave_run_enabled(chromium, first_url, request):
     _wait_status(page, "Done")
     page.wait_for_function("!document.querySelector('#run').disabled", timeout=10_000)
     # a temperature typed beyond the slider's range is clamped, and the page says so
-    page.fill("#knob-temperature input[type='number']", "5")
+    page.fill("#knob-temperature input[type='number']", "50")
     page.keyboard.press("Tab")
     page.wait_for_function("document.querySelector('#knob-note').innerText.includes('temperature')",
                            timeout=5_000)
     note = page.inner_text("#knob-note")
-    assert "5" in note and "0.05 to 3" in note and "set to 3" in note, note
+    assert "50" in note and "0.05 to 10" in note and "set to 10" in note, note
     page.fill("#knob-temperature input[type='number']", "1")
     page.keyboard.press("Tab")
     # lower-case markers get a hint, under the input and on Run
@@ -253,7 +253,7 @@ def test_skip_to_end_and_hide_earlier_drafts(chromium, first_url, request):
 def test_knobs_follow_the_sampler_and_examples_follow_the_domain(chromium, first_url, request):
     """Cached sequential decoding reads no k: the k slider hides; the Examples box shows the new
     domain's first example after a domain switch, and the default sampler follows the domain."""
-    from app.core import EXAMPLES
+    from app.examples import EXAMPLES
     from engine.samplers import default_sampler
 
     page = _page(chromium, first_url)

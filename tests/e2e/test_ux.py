@@ -25,16 +25,16 @@ def shot(page, request, name: str = "screenshot") -> None:
 def slow_runs(monkeypatch):
     """The app runs in this process: each round waits a little, so a person (and this test) can act
     while a run is under way (the tiny models finish in a blink otherwise)."""
-    from app import core
+    from app import streaming
 
-    fast = core.rounds
+    fast = streaming.rounds
 
     def slow(live):
         for lv in fast(live):
             time.sleep(0.15)
             yield lv
 
-    monkeypatch.setattr(core, "rounds", slow)
+    monkeypatch.setattr(streaming, "rounds", slow)
 
 
 def _link(page) -> str:
@@ -43,6 +43,14 @@ def _link(page) -> str:
 
 def _status(page) -> str:
     return page.inner_text("#status")
+
+
+def _status_and_link(page) -> tuple[str, str]:
+    """The status line and the share link read at one instant (two reads could straddle the last
+    update, which brings "Done" and the link together)."""
+    return tuple(page.evaluate("() => [document.querySelector('#status').innerText, "
+                               "(document.querySelector('#share-link textarea') || "
+                               "document.querySelector('#share-link input')).value]"))
 
 
 def _wait_status(page, needle: str, timeout=60_000) -> None:
@@ -137,8 +145,11 @@ def test_share_link_appears_only_after_the_run_is_stored(browser, app_url, reque
     page.click("#run")
     _wait_status(page, "Running")
     seen_running = 0
-    while "Running" in _status(page):
-        assert _link(page) == "", "a share link while the run is not stored yet"
+    while True:
+        status, link = _status_and_link(page)
+        if "Running" not in status:
+            break
+        assert link == "", "a share link while the run is not stored yet"
         seen_running += 1
         time.sleep(0.05)
     _wait_status(page, "Done")
@@ -195,7 +206,7 @@ def test_stop_and_replay_states(browser, app_url, request, slow_runs):  # noqa: 
 
 
 def test_domain_switch_loads_that_domains_example(browser, app_url, request):  # noqa: F811
-    from app.core import EXAMPLES
+    from app.examples import EXAMPLES
 
     page = _new_page(browser, app_url)
     page.get_by_label("protein").check()

@@ -13,7 +13,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ...registry import set_threads
+from ...threads import set_threads
 from .. import progress, shard
 from . import measure
 from .measure import Models
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine report", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a few inputs, short windows: minutes, for CI")
     ap.add_argument("--samples", type=int, default=None, help="inputs for section 1 (default 100; quick 2)")
-    ap.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated: text,code,protein")
+    ap.add_argument("--domains", default=",".join(DOMAINS), help=f"comma-separated: {','.join(DOMAINS)}")
     ap.add_argument("--out", default="docs/RESULTS.md", help="markdown file; figures go to figures/ beside it")
     ap.add_argument("--humaneval-limit", type=int, default=None,
                     help="HumanEval tasks (default 100; quick 3; 0 = all 1033)")

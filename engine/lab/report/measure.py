@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...registry import set_threads
+from ...threads import set_threads
 from ...trace import tested_decisions, untested_accepts
 from .. import progress, shard
 from ..data import sha256_file
@@ -78,6 +78,7 @@ class Models:
     def _load(self, name: str, path: Path) -> str:
         """Load into `used`, retrying while a training job rewrites the checkpoint; else the error."""
         from ... import registry
+        from ...model_loading import clear_model_cache
 
         err = ""
         for attempt in range(3):  # a training job may be rewriting the checkpoint right now
@@ -95,7 +96,7 @@ class Models:
                 err = "checkpoint changed while loading"
             except Exception as e:  # noqa: BLE001 - skip with a note, never crash
                 err = f"{type(e).__name__}: {e}"
-            registry._load.cache_clear()
+            clear_model_cache()
             time.sleep(2 * (attempt + 1))
         return err
 

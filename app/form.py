@@ -1,0 +1,115 @@
+"""The editor's form checked into a run: `Form` holds the values as they arrive from the page,
+`prepare()` checks every one (domain, sampler, model, text, seed, the knobs the sampler reads
+against the page's ranges) and builds the InfillRun, or raises an InfillError whose message
+says what to type instead. PARAM_HELP and PAGE_RANGES are the knobs' texts and slider ranges, read
+from the one knob table (engine.params.KNOBS)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engine.api import InfillRun
+from engine.budget import Budget
+from engine.errors import BadParameterError, ModelNotFoundError
+from engine.params import KNOBS, SEED
+from engine.samplers import SAMPLERS
+from engine.seeding import SEED_MAX
+
+from .choices import list_models, no_model_message, sampler_kind
+from .examples import DOMAINS
+from .inputs import as_float, as_int, check_sentinels, check_text, normalize
+
+#: one plain sentence per knob, shown at the control (its range follows it there): the table's
+PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
+
+#: what a visitor may type into each knob on the page (the sliders show these ranges; prepare()
+#: refuses anything outside with a message that names the knob and its range): the table's page
+#: range, which is narrower than the engine's only where the table says why (steps, dtau)
+PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
+SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
+
+
+def check_range(name: str, value: float) -> None:
+    """A knob typed outside the page's range is refused with its name and range (nothing runs)."""
+    lo, hi = PAGE_RANGES[name]
+    if not lo <= value <= hi:
+        raise BadParameterError(f"{name} = {value:g} is outside this page's range {lo:g} to {hi:g}; "
+                                f"type a value in it. ({PARAM_HELP[name]})")
+
+
+def mask_hint(text: str) -> str:
+    """A hint when the text holds a lower-case or mixed-case marker such as [mask] (markers are upper case)."""
+    m = re.search(r"\[(?!MASK)[mM][aA][sS][kK](:[^\]]*)?\]", text or "")
+    if not m:
+        return ""
+    return f"{m.group(0)} is not read as a marker: markers are upper case, write [MASK{m.group(1) or ''}]."
+
+
+@dataclass
+class Form:
+    """The editor's values as they arrive from the page (unchecked: prepare() checks them)."""
+
+    domain: str
+    model: str | None
+    text: str
+    sampler: str
+    k: float = KNOBS["k"].page_default
+    temperature: float = KNOBS["temperature"].page_default
+    seed: float = SEED.default
+    steps: float = KNOBS["steps"].page_default
+    dtau: float = KNOBS["dtau"].page_default
+    window: str = KNOBS["window"].page_default
+    inner: float = KNOBS["inner"].page_default
+
+
+def prepare(form: Form) -> InfillRun:
+    """Form values -> InfillRun (checks everything; raises InfillError with a readable message)."""
+    for name in ("domain", "sampler", "model"):
+        v = getattr(form, name)
+        if not (isinstance(v, str) or (name == "model" and v is None)):
+            raise BadParameterError(f"{name} must be a name (text), got {type(v).__name__}.")
+    if form.domain not in DOMAINS:
+        raise BadParameterError(f"Unknown domain {form.domain!r}. Choose one of: {', '.join(DOMAINS)}.")
+    if form.sampler not in SAMPLERS:
+        raise BadParameterError(f"Unknown sampler {form.sampler!r}. Choose one of: {', '.join(SAMPLERS)}.")
+    check_text(form.text)
+    check_sentinels(form.text)
+    if "[MASK" not in form.text and mask_hint(form.text):
+        raise BadParameterError("Nothing is masked. " + mask_hint(form.text))
+    form.text = normalize(form.domain, form.text)[0]
+    kind = sampler_kind(form.sampler)
+    allowed = list_models(form.domain, kind)
+    if not allowed:
+        raise ModelNotFoundError(no_model_message(form.domain, kind))
+    model = form.model or allowed[0]
+    if model not in allowed:
+        all_models = list_models()
+        if model in all_models:
+            raise BadParameterError(
+                f"Model {model!r} does not fit: the {form.sampler} sampler on {form.domain!r} needs one of: "
+                f"{', '.join(allowed)}."
+            )
+        raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
+    seed_text = str(form.seed).strip() if form.seed is not None else ""
+    if not seed_text:
+        raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
+    seed = as_int("seed", seed_text)
+    if not 0 <= seed <= SEED_MAX:
+        raise BadParameterError(f"seed = {seed} is outside the range: type {SEED_HELP_RANGE}.")
+    values = {name: (as_int if k.type is int else as_float)(name, getattr(form, name))
+              for name, k in KNOBS.items() if k.range}
+    reads = SAMPLERS[form.sampler].params
+    for name in list(values):  # the knobs this sampler reads are checked; the hidden, ignored ones reset
+        if name in reads:
+            check_range(name, values[name])
+        else:
+            values[name] = IGNORED_DEFAULTS[name]
+    return InfillRun(
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed, **values,
+        window=str(form.window), allow_paths=False, budget=Budget.from_env(),
+    )
+
+
+#: what a knob the sampler ignores is sent as (the table's defaults; steps None: the sampler's own)
+IGNORED_DEFAULTS = {name: k.default for name, k in KNOBS.items() if k.range}

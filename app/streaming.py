@@ -1,0 +1,146 @@
+"""A run streamed round by round to the page: `start()` checks the form and announces the
+session, `rounds()` admits the run (app.slots), computes each step on a shared compute slot,
+applies it to the display state and lets the store record it; `throttled()` paces the updates."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from engine.api import InfillRun
+from engine.trace import Step
+
+from . import cancels
+from .admission import admission, small_run_tokens
+from .form import Form, prepare
+from .pending_sessions import create_session, mark_stored, pending_session
+from .render import TraceState
+from .slots import Cancelled, Turns, slots
+from .stops import stop_requested
+from .store import store
+from .token_views import run_state, token_view
+
+
+def min_interval() -> float:
+    """Seconds between two streamed UI updates (INFILL_UI_MIN_INTERVAL, default 0.25): four a second
+    keep a run visibly moving, and each update costs the run its rendering and Gradio's transport
+    (the step player replays every round afterwards at any speed)."""
+    try:
+        return max(0.0, float(os.environ.get("INFILL_UI_MIN_INTERVAL", "0.25")))
+    except ValueError:
+        return 0.25
+
+
+def stored_params(run: InfillRun) -> dict:
+    """A run's parameters as stored, with the model that really ran (statistics group by it)."""
+    return {**run.params, "model": run.lm.name}
+
+
+
+@dataclass
+class Live:
+    """One run in progress (or finished): its state, its trace, its result."""
+
+    run: InfillRun
+    view: dict
+    state: TraceState
+    share_id: str
+    steps: list[Step] = field(default_factory=list)
+    done: bool = False
+    result: object = None
+    run_id: int | None = None
+    error: str = ""
+    stopped: bool = False  # Stop ended it; stored as cancelled
+    owner: str | None = None  # the visitor's Gradio session hash (for cancels)
+    created: float = field(default_factory=time.monotonic)
+    cancelled: bool = False  # the visitor cancelled before the run computed anything
+
+
+def rounds(live: Live) -> Iterator[Live]:
+    """Advance `live` one round per iteration (the last round when the sampler ends), each step
+    computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
+    consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
+    visitor cancelled it while it waited for its first slot ends at once and stores nothing.
+    The run is first admitted (app.admission: a few runs per visitor, long runs bounded); a
+    refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
+    long = len(live.run.mi.masked) > small_run_tokens()
+    try:
+        with admission().enter(live.owner, long, lambda: cancels.cancelled_since(live.owner, live.created)):
+            yield from _admitted_rounds(live)
+    except Cancelled:  # cancelled while a long run waited in line for its seat
+        live.cancelled = live.done = True
+
+
+def _admitted_rounds(live: Live) -> Iterator[Live]:
+    """rounds() once admitted: the run on the slots, recorded by the store. `live.run_id` is set
+    whenever the store holds the run, also when it ended by an error (a budget stop)."""
+    run = live.run
+    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    run.pause = turns.preempt  # lighter runs take the slot between two network passes
+    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
+                              session=pending_session(live.share_id))
+    rec = None
+    try:
+        with rec_cm as rec:
+            yield from _recorded(live, rec, turns)
+    finally:
+        if rec is not None and rec.run_id is not None:  # stored, however it ended: reachable by link
+            live.run_id = rec.run_id
+            mark_stored(live.share_id)
+    if not live.cancelled:
+        yield live  # the final update, once the store holds the run
+
+
+def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
+    """The rounds of a run inside its recorder (rec.steps is what the store will hold: the steps
+    the consumer was shown, never one read after it left or pressed Stop)."""
+    run = live.run
+    cur_round = None
+    try:
+        for step in rec.wrap(turns.iterate(run.stream())):
+            if cur_round is not None and step.round != cur_round:
+                try:
+                    yield live  # the previous round is complete
+                except GeneratorExit:  # the consumer left (a disconnect): it never saw this step
+                    rec.steps.pop()
+                    raise
+                turns.cancelled = None  # from here on a cancel stops a run that was seen: stored
+                if stop_requested(live.share_id):
+                    rec.steps.pop()  # the step read after Stop was never shown
+                    live.stopped = True
+                    break
+            cur_round = step.round
+            live.steps.append(step)
+            live.state.apply(step)
+        if not live.stopped:
+            with turns.turn():
+                res = run.result()
+    except Cancelled:
+        rec.discard()
+        live.cancelled = live.done = True
+        return
+    if not live.stopped:
+        live.result = res
+        rec.finish(completed_text=res.text, masked_tokens=res.masked_tokens, logprob=res.log_prob,
+                   wall_seconds=res.seconds)
+    live.done = True
+
+
+def throttled(it: Iterator[Live]) -> Iterator[Live]:
+    """Pass through at most one update per min_interval(); the final update always passes."""
+    gap, last = min_interval(), 0.0
+    for live in it:
+        now = time.perf_counter()
+        if live.done or now - last >= gap:
+            last = now
+            yield live
+
+
+def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
+    """A checked run with its share id and empty display state, ready for rounds() (nothing stored yet)."""
+    run = prepare(form)
+    share_id = create_session(kind, [run], form.text, form.domain)
+    view = token_view(run)
+    return Live(run, view, run_state(run, view), share_id, owner=owner)

@@ -1,0 +1,91 @@
+"""The page's knob controls, texts, defaults and checks are the knob table's (engine.params.KNOBS,
+issue 23): ranges, steps, start values, visibility per sampler, restored values and the form's
+field order (the /infill endpoint's parameter names)."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+
+import gradio as gr
+import pytest
+
+from app import form
+from app.tabs import common, compare, editor, player
+from engine.params import KNOBS, SEED
+from engine.samplers import SAMPLERS
+
+
+def test_form_texts_ranges_and_defaults_are_the_tables():
+    assert form.PARAM_HELP == {**{n: k.help for n, k in KNOBS.items()}, "seed": SEED.help}
+    assert form.PAGE_RANGES == {n: k.page_range for n, k in KNOBS.items() if k.range}
+    assert form.IGNORED_DEFAULTS == {n: k.default for n, k in KNOBS.items() if k.range}
+    defaults = {f.name: f.default for f in fields(form.Form)}
+    for name, k in KNOBS.items():
+        assert defaults[name] == k.page_default, name
+
+
+def test_one_temperature_range_for_the_engine_and_the_page():
+    """Issue 23: the page offered 0.05-3 while the engine took 0.05-10; now both take the table's."""
+    assert form.PAGE_RANGES["temperature"] == KNOBS["temperature"].range == (0.05, 10.0)
+    assert all(k.ui is None or k.ui_why for k in KNOBS.values())
+
+
+@pytest.fixture(scope="module")
+def page():
+    p = common.Page(first_sampler="assd-cache", first_domain="text")
+    with gr.Blocks():
+        editor._parameters(p)
+    return p
+
+
+def test_the_controls_are_built_from_the_table(page):
+    listed = set(SAMPLERS["assd-cache"].params)
+    for name, k in KNOBS.items():
+        c = getattr(page, name)
+        assert c.visible == (name in listed), name
+        assert c.value == k.page_default, name
+        assert k.help in c.info, name
+        if k.choices:
+            assert [ch[1] for ch in c.choices] == list(k.choices), name
+        else:
+            assert (c.minimum, c.maximum) == k.page_range, name
+            assert c.step == k.ui_step, name
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_a_sampler_shows_exactly_the_knobs_it_reads(sampler, monkeypatch):
+    monkeypatch.setattr(editor, "models_for", lambda d, s, m: (gr.update(), ""))
+    out = editor.on_sampler(sampler, "text", None)
+    vis = {name: u for name, u in out.items() if name in KNOBS}  # the knobs it updates, by name
+    assert set(vis) == set(KNOBS)
+    assert {n for n, u in vis.items() if u["visible"]} == set(SAMPLERS[sampler].params)
+
+
+def test_form_fields_are_the_knobs_and_the_handlers_take_them_in_order():
+    assert set(common.FORM_FIELDS) == {"domain", "model", "text", "sampler", "seed", *KNOBS}
+    for fn in (common.make_form, player.run_infill, player.run_page, compare.run_compare):
+        names = list(inspect.signature(fn).parameters)
+        assert names[: len(common.FORM_FIELDS)] == list(common.FORM_FIELDS), fn.__name__
+
+
+def test_a_restored_session_falls_back_to_the_tables_start_values(monkeypatch):
+    from types import SimpleNamespace
+
+    from app.tabs import sessions
+
+    run = SimpleNamespace(params={"model": "m", "k": 7}, sampler="assd", seed=0, status="ok", steps=[],
+                          completed_text="", id=1)
+    rp = SimpleNamespace(runs=[run], session=SimpleNamespace(domain="text", model="m", text="t", share_id="x"),
+                         kind="single", view_for=lambda r: {"masked": []})
+    monkeypatch.setattr(sessions.replay, "load_session", lambda sid: rp)
+    monkeypatch.setattr(sessions.token_views, "new_state", lambda view, steps: SimpleNamespace(round=0, detail=[]))
+    for name in ("counters_md", "view_html", "detail_table"):
+        monkeypatch.setattr(sessions, name, lambda *a, **k: "")
+    monkeypatch.setattr(sessions.share, "share_link", lambda *a: "")
+    monkeypatch.setattr(sessions.replay, "trace_ref", lambda *a: None, raising=False)
+    v = sessions.restore_values("x")
+    assert v["k"] == 7
+    for name, k in KNOBS.items():
+        if name != "k":
+            assert v[name] == k.page_default, name

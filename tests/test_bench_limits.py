@@ -1,0 +1,57 @@
+"""`bench assd`'s cost-model column and k sweep: a call priced from the measured curve (linear
+between grid points), each sampler's `limit` (the baseline's calls over its calls, both priced by
+the curve) and the best k of a sweep. Pure functions over made-up numbers, so each rule is checked
+exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.lab.bench import add_limits, best_k, call_cost
+
+CURVE = {2: 5.0, 4: 6.0, 8: 10.0}
+
+
+def test_call_cost_reads_the_grid_and_interpolates_between_points():
+    assert call_cost(CURVE, 2) == 5.0 and call_cost(CURVE, 8) == 10.0
+    assert call_cost(CURVE, 3) == pytest.approx(5.5)
+    assert call_cost(CURVE, 6) == pytest.approx(8.0)
+    assert call_cost(CURVE, 10) == pytest.approx(12.0), "beyond the grid: the last slope carries on"
+    assert call_cost(CURVE, 1) == 5.0, "below the grid: the smallest call"
+
+
+def test_limit_is_the_baseline_calls_over_the_sampler_calls_priced_by_the_curve():
+    measured = [
+        {"sequential-cache": {"rows": [2, 2, 2, 2]}, "assd-cache": {"rows": [4, 8]}},
+        {"sequential-cache": {"rows": [2, 2]}, "assd-cache": {"rows": [3]}},
+    ]
+    rows = [{"sampler": "sequential-cache"}, {"sampler": "assd-cache"}]
+    add_limits(rows, measured, CURVE)
+    assert rows[0]["limit_vs_sequential_cache"] == pytest.approx(1.0)
+    assert rows[1]["limit_vs_sequential_cache"] == pytest.approx(30.0 / (6.0 + 10.0 + 5.5))
+
+
+def test_no_limit_without_the_baseline_or_without_calls():
+    rows = [{"sampler": "assd"}, {"sampler": "mdm"}]
+    add_limits(rows, [{"assd": {"rows": [4]}, "mdm": {"rows": []}}], CURVE)
+    assert "limit_vs_sequential_cache" not in rows[0]
+    rows = [{"sampler": "sequential-cache"}, {"sampler": "mdm"}]
+    add_limits(rows, [{"sequential-cache": {"rows": [2]}, "mdm": {"rows": []}}], CURVE)
+    assert "limit_vs_sequential_cache" not in rows[1], "a sampler with no AS-ARM call has no limit"
+
+
+def test_best_k_takes_the_highest_ratio_per_sampler_and_skips_the_baseline():
+    sweep = [
+        {"k": 3, "rows": [{"sampler": "sequential-cache", "wall_ratio_vs_sequential_cache": 1.0},
+                          {"sampler": "assd-cache", "wall_ratio_vs_sequential_cache": 0.9},
+                          {"sampler": "assd-ptp", "wall_ratio_vs_sequential_cache": 1.3}]},
+        {"k": 5, "rows": [{"sampler": "sequential-cache", "wall_ratio_vs_sequential_cache": 1.0},
+                          {"sampler": "assd-cache", "wall_ratio_vs_sequential_cache": 1.1},
+                          {"sampler": "assd-ptp", "wall_ratio_vs_sequential_cache": 1.2}]},
+    ]
+    assert best_k(sweep) == {"assd-cache": (5, 1.1), "assd-ptp": (3, 1.3)}
+
+
+def test_best_k_keeps_the_smaller_k_on_a_tie():
+    sweep = [{"k": k, "rows": [{"sampler": "assd", "wall_ratio_vs_sequential_cache": 1.0}]} for k in (3, 5)]
+    assert best_k(sweep) == {"assd": (3, 1.0)}
