@@ -447,3 +447,25 @@ def test_drafter_sees_every_decided_token_and_the_temperature(counter):
                 if s.round == r and s.kind in DECIDING_KINDS:
                     for p, t in zip(s.positions, s.tokens):
                         known[p] = t
+
+
+def test_assd_uses_the_accept_rule_it_is_given():
+    """`accept` (the exactness check's deliberately wrong samplers) replaces the speculative test in
+    every verification of plain ASSD: a rule that keeps every draft leaves no REJECT, while the
+    default rule rejects some drafts on this fixture."""
+    from engine.acceptance import Verdict
+
+    def keep_all(draft, p_row, q_row, gen):
+        return Verdict(True, draft, 1.0, float(p_row[draft]), float(q_row[draft]), float(q_row[draft]))
+
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    kinds = {True: collections.Counter(), False: collections.Counter()}
+    for seed in range(30):
+        for wrong in (True, False):
+            oracle = TableOracle(mi, symbols, SCALE, SALT)
+            steps = list(assd(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 3,
+                              accept=keep_all if wrong else None))
+            kinds[wrong].update(s.kind for s in steps)
+    assert kinds[True][StepKind.REJECT] == 0 and kinds[True][StepKind.ACCEPT] > 0
+    assert kinds[False][StepKind.REJECT] > 0
