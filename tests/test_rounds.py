@@ -182,6 +182,9 @@ def test_round_shapes(name):
                         assert s.note == f"verify {m - 1} drafts"
                     elif s.kind == StepKind.DENSITY_PASS and name == "assd-ngram":
                         assert s.note == f"verify {m} drafts"
+                    elif s.kind == StepKind.DENSITY_PASS and name == "assd-pipelined":
+                        untested = sum(d.kind == StepKind.ACCEPT and not d.tested for d in group)
+                        assert s.note == f"verify {m - untested} drafts, propose next round"
                     elif s.kind == StepKind.DRAFT and name == "assd-ngram":
                         assert s.note == "ngram drafts"  # whose drafts they are
                     elif s.kind == StepKind.ACCEPT and not s.tested:
