@@ -18,6 +18,7 @@ import torch
 
 from .checkpoint import check_folder
 from .device import resolve_device
+from .domains import DOMAINS
 from .errors import ModelNotFoundError
 from .hub import hub_config, hub_ids, hub_options, is_hub_spec, split_spec
 from .model_folders import KIND_BY_TYPE, listed_folders, read_card
@@ -74,11 +75,11 @@ def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device
 
 
 def default_model(domain: str, kind: str) -> str:
-    """The bundled `<domain>-<kind>` model's name (or the domain's chosen one of that kind where two
-    are bundled: `Domain.drafters`, e.g. text's one-pass PTP head), or a message saying it is not bundled."""
-    from .domains import DOMAINS
-
-    name = dict(DOMAINS[domain].drafters).get(kind, f"{domain}-{kind}") if domain in DOMAINS else f"{domain}-{kind}"
+    """The bundled model of a domain and kind: the domain's measured choice where it names one
+    (engine.domains, `drafters`: text drafts with text-ptp1), else `<domain>-<kind>`; or a message
+    saying it is not bundled."""
+    chosen = dict(DOMAINS[domain].drafters).get(kind) if domain in DOMAINS else None
+    name = chosen or f"{domain}-{kind}"
     if name not in listed_folders():
         raise ModelNotFoundError(
             f"No bundled {kind} model for {domain!r} (expected assets/models/{name}); pass model=..."

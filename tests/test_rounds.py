@@ -203,6 +203,19 @@ def test_round_shapes(name):
                 if any(s.kind == StepKind.RESAMPLE for s in dec):
                     assert [s.kind for s in group if s.kind in (StepKind.REJECT, StepKind.RESAMPLE)] == \
                         [StepKind.REJECT, StepKind.RESAMPLE]
+                # the round's first token is committed untested (its proposal row is the exact target)
+                # in plain ASSD always, in the pipelined one in round 0 and after a round that
+                # accepted every draft; the n-gram drafter's rows are never exact
+                first_exact = dec[0].kind == StepKind.ACCEPT and not dec[0].tested
+                if name in ("assd", "assd-bonus"):
+                    assert first_exact
+                elif name == "assd-pipelined":
+                    prev = rounds.get(r - 1, [])
+                    assert first_exact == (r == 0 or not any(s.kind == StepKind.RESAMPLE for s in prev)), r
+                else:
+                    assert not first_exact
+            # no pass after the last token is decided (a wasted call)
+            assert steps[-1].kind in DECIDING_KINDS
             if k == 1 and name in ("assd", "assd-bonus"):
                 assert oracle.calls == len(mi.masked)  # one draft per round: its pass is the only one
             if k >= len(mi.masked) and name == "assd-pipelined":

@@ -22,7 +22,7 @@ from ..domains import DOMAINS
 from ..models import MODEL_KINDS
 from ..tokenization import Codec, char_tokenizer, train_bpe
 from .progress import add_quiet_arg, bar, set_quiet
-from .token_windows import batches, token_stream  # noqa: F401 (also read from here: engine/lab/train_ptp.py)
+from .token_windows import batches, token_stream
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 

@@ -42,9 +42,11 @@ from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
 
 
-def _call(oracle, drafts, queries) -> tuple[torch.Tensor, torch.Tensor]:
-    """One AS-ARM call that also returns the normed query states the head reads (the oracle offers them)."""
-    return oracle.call(drafts, queries, states=True)
+def _call(oracle, drafts, queries, logit_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One AS-ARM call that also returns the normed query states the head reads (the oracle offers
+    them); with `logit_rows`, logits of the verified rows only (the lean call: the next round's
+    rows get theirs from `oracle.head_logits` once the stopping point is known)."""
+    return oracle.call(drafts, queries, states=True, logit_rows=logit_rows)
 
 
 @torch.no_grad()
@@ -193,9 +195,7 @@ def assd_ptp(
             if n + 1 == big_n:
                 break
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        # logits only for the verified rows; the next round's rows keep their states until the
-        # stopping point is known (the lean call, as assd-pipelined)
-        out, out_states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True, logit_rows=m - start)
+        out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries, logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
         q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
         j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)

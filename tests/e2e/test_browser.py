@@ -85,6 +85,8 @@ def _new_page(browser, url):
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
     page.goto(url)
     page.wait_for_selector("#infill-text textarea", timeout=30_000)
+    for control in ("#run", "#stop"):  # a loaded machine renders the buttons after the input box
+        page.wait_for_selector(control, state="attached", timeout=30_000)
     return page
 
 

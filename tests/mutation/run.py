@@ -12,6 +12,8 @@ reason, in tests/mutation_equivalent.txt ("<mutant name>  # why it changes nothi
     MUTATION_RESUME=1 python tests/mutation/run.py engine/samplers/assd.py
         # keep .mutation/<module>/'s results: run only the mutants not run yet, and re-run the
         # survivors (so a test added since then gets its chance); for a long module on a busy machine
+    MUTATION_TIMEOUT_MULTIPLIER=15 MUTATION_RESUME=1 python tests/mutation/run.py engine/samplers/assd.py
+        # re-run only the mutants that timed out, with a longer limit (mutmut keeps every other verdict)
 
 Prints, per module, killed / total and the survivors (with their diff), and last:
 `unexplained survivors: N of M mutants`. Exit status 1 when N > 0.
@@ -98,9 +100,10 @@ def prepare(module: str, tests: list[str], resume: bool = False) -> Path:
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=300"]\n'
         'process_isolation = "forkserver"\n'
-        # CPU seconds a mutant may spend: 2 x 1.5 x (its tests' clean time + 1 s); mutmut's default 15
-        # lets one hanging mutant take ten minutes on a 20 s test file)
-        "timeout_multiplier = 1.5\n"
+        # a mutant's wall-clock limit is timeout_multiplier x (its tests' clean time + 1 s) (the fork
+        # server's limit; CPU: twice that). mutmut's default 15 lets one hanging mutant take minutes;
+        # too low and a loaded machine "kills" sound mutants by timeout (see the README)
+        f"timeout_multiplier = {float(os.environ.get('MUTATION_TIMEOUT_MULTIPLIER', '6'))}\n"
         "use_git_change_detection = false\n"
     )
     (work / "pyproject.toml").write_text((work / "pyproject.toml").read_text() + conf)
@@ -166,9 +169,12 @@ def run_module(module: str, children: int, resume: bool = False) -> tuple[int, i
           f"{len(explained)} listed as equivalent, {len(text)} message text only, {len(unexplained)} unexplained"
           f"   [tests: {' '.join(tests)}]")
     prefix = module.removesuffix(".py").replace("/", ".") + "."
-    stale = sorted(n for n in known if n.startswith(prefix) and n in codes and n not in survivors)
+    stale = sorted(n for n in known if n.startswith(prefix) and codes.get(n) in KILLED)
     for n in stale:  # mutant numbers shift when the module's code changes: re-check these lines
         print(f"  STALE equivalent entry {n}: that mutant is killed now (renumbered?); fix tests/mutation_equivalent.txt")
+    for n in sorted(n for n in known if n.startswith(prefix) and codes.get(n) in TIMEOUT):
+        print(f"  equivalent entry {n} timed out: the limit is too tight for this machine's load "
+              "(MUTATION_TIMEOUT_MULTIPLIER); its timeouts are not evidence")
     for n in unexplained:
         code = codes[n]
         why = {0: "survived", None: "not run", 5: "no test reached it", 33: "no test reached it"}.get(code, f"exit {code}")
