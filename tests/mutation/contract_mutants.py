@@ -23,8 +23,8 @@ TEST = "tests/test_sampler_contract.py"
 #: (name, file, original text, mutated text, pytest -k selection)
 MUTANTS = [
     ("M1 assd skips the commit record of its first draft", "engine/samplers/assd.py",
-     '        yield _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")',
-     '        _commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")',
+     '        yield commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")',
+     '        commit_exact(oracle, rec, rnd, positions[0], drafts[0], float(p[0][drafts[0]]), "first draft")',
      "assd]"),
     ("M2 sequential counts one call twice", "engine/samplers/sequential.py",
      "        q = tempered_probs(oracle.call([], [(pos, 0)])[0], temperature)",
