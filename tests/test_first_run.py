@@ -72,14 +72,14 @@ def test_a_run_fills_a_code_line_without_a_line_break(tiny):
 
 def test_each_knob_has_one_plain_sentence_and_diffusion_says_why_calls_exceed_tokens():
     from app import choices, form
-    from engine.samplers import SAMPLERS
+    from engine.samplers import DEFAULT_SAMPLERS, SAMPLERS
 
     for name, text in form.PARAM_HELP.items():
         assert text.count(". ") == 0 and len(text.split()) >= 6, name
     for name in ("mdm", "self-spec", "assd-diffusion"):
         assert "exceed the tokens" in choices.sampler_help(name), name
     assert "exceed" not in choices.sampler_help("assd-cache")
-    assert "0.84x" in choices.sampler_help("assd-cache", "text")
+    assert f"{DEFAULT_SAMPLERS['text'].ratio:.2f}x" in choices.sampler_help("assd-cache", "text")
     assert set(choices.CALLS_NOTE) <= set(SAMPLERS)
 
 

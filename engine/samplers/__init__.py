@@ -66,20 +66,21 @@ class DefaultChoice:
 
     sampler: str
     ratio: float  # wall-clock speed against cached sequential decoding, same inputs, same run
-    ratio_se: float
+    ratio_range: tuple[float, float]  # lowest and highest per-input ratio of that run
     source: str
 
 
 #: The default sampler of the app and the CLI, per domain (issue 24 §3): the fastest *speculative*
-#: exact sampler measured, so a first run shows drafts, accepts and rejects. Measured in one run,
-#: docs/RESULTS.md §1 (generated 2026-11-24 14:42 UTC, `python -m engine report`, 6 test windows per
-#: domain, 256 tokens 95% masked, k = 5, one torch thread, 2-core CPU): on text and code speculation
-#: is *slower* than cached sequential decoding on that CPU (the page and the README say so); on
-#: protein it is about twice as fast.
+#: exact sampler measured, so a first run shows drafts, accepts and rejects. Measured in one quiet
+#: run per domain, 2026-11-25 (`python -m engine bench assd --samples 4 --k 5 --threads 1`, 4 test
+#: windows of 256 tokens 95% masked, 2-core CPU; README "Speed against cached sequential decoding",
+#: raw JSON docs/results/bench_assd_*_k5_t1_2026-11-25.json): on text and code speculation is still
+#: *slower* than cached sequential decoding on that CPU (the page and the README say so); on
+#: protein it is about 2.5 times as fast.
 DEFAULT_SAMPLERS: dict[str, DefaultChoice] = {
-    "text": DefaultChoice("assd-cache", 0.84, 0.05, "docs/RESULTS.md, 2026-11-24"),
-    "code": DefaultChoice("assd-cache", 0.70, 0.04, "docs/RESULTS.md, 2026-11-24"),
-    "protein": DefaultChoice("assd-pipelined", 2.07, 0.06, "docs/RESULTS.md, 2026-11-24"),
+    "text": DefaultChoice("assd-cache", 0.96, (0.85, 1.05), "bench assd, 2026-11-25"),
+    "code": DefaultChoice("assd-cache", 0.89, (0.86, 0.98), "bench assd, 2026-11-25"),
+    "protein": DefaultChoice("assd-pipelined", 2.48, (2.41, 2.56), "bench assd, 2026-11-25"),
 }
 
 #: The API's default when it is given neither a sampler nor a domain (text's default).
