@@ -11,6 +11,7 @@ import torch
 from engine.masking import MaskedInput
 from engine.models.asarm import AsArmConfig, AsArmModel
 from engine.tokenization import Codec, char_tokenizer
+from engine.wrong_samplers import residual_from_q  # noqa: F401 - mutant M1, one home: the exactness check's wrong rule
 
 ALPHABET = "abc"
 
@@ -156,19 +157,6 @@ def asarm_dependence(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[str,
     joint = exact_distribution(lm, mi, temperature)
     return {"prev_tv": prev_tv, "draft_tv": draft_tv, "max_joint": max(joint.values()),
             "max_first": float(rows[()].max())}
-
-
-def residual_from_q(draft, p, q, gen):
-    """A wrong acceptance rule (mutant M1): on rejection draw from the target q instead of
-    norm(max(q - p, 0)). Tests monkeypatch it in and require the goodness-of-fit test to fail."""
-    from engine.acceptance import Verdict, sample_categorical, uniform
-
-    px, qx = float(p[draft]), float(q[draft])
-    a = min(1.0, qx / px)
-    if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
-    tok = sample_categorical(q, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
 
 
 def trace_log_prob(trace) -> float:
