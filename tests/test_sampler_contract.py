@@ -222,3 +222,46 @@ def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models
     with pytest.raises(ModelNotFoundError, match=f"{name} drafts with a {spec.second.kind} model") as e:
         InfillRun(masked_input=mi, model=models["asarm"], sampler=name)
     assert spec.second.how.format(model=models["asarm"].name) in str(e.value)
+
+
+def _ctx(models, name: str, mi: MaskedInput, temperature: float, k: int, seed: int = 4):
+    from engine.api import RunContext
+
+    spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
+    return RunContext(models["asarm"], mi, spec, {"temperature": temperature, "k": k, "steps": 2, "cache": True},
+                      seed, models[spec.second.kind] if spec.second else None)
+
+
+@pytest.mark.parametrize("name", list(DRAFTERS))
+def test_drafted_is_assd_with_the_named_drafter_and_the_runs_knobs(models, name):
+    """The catalogue's run function `drafted(name)` (built at import) is plain ASSD fed by
+    build_drafter(name), with the run's generator, temperature, k and counters: the same steps, the
+    same drafter passes, as calling assd_drafted by hand. T = 0.7 and k = 2, so a dropped knob shows."""
+    from engine.samplers.assd import assd_drafted
+    from engine.samplers.drafters import drafted
+
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    got_ctx, want_ctx = _ctx(models, name, mi, 0.7, 2), _ctx(models, name, mi, 0.7, 2)
+    got = list(drafted(name)(got_ctx))
+    w = want_ctx
+    want = list(assd_drafted(w.oracle, w.mi, w.rec, w.gen, 0.7, 2, build_drafter(name, w), w.extra_calls,
+                             w.drafter_passes))
+    assert [(s.kind, s.positions, s.tokens, s.p, s.q) for s in got] == \
+           [(s.kind, s.positions, s.tokens, s.p, s.q) for s in want]
+    assert (got_ctx.drafter_passes, got_ctx.extra_calls) == (w.drafter_passes, w.extra_calls)
+    assert max(len(s.positions) for s in got if s.kind == StepKind.DRAFT) == 2, "k = 2 drafts a round"
+
+
+def test_the_diffusion_drafter_says_what_it_needs(models):
+    from engine.samplers.drafters import build_drafter as build
+
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    ctx = _ctx(models, "diffusion", mi, 1.0, 2)
+    ctx.draft_lm = None
+    with pytest.raises(IncompatibleModelsError, match=r"assd-diffusion needs a hybrid draft model \(--draft-model\)"):
+        build("diffusion", ctx)
+    long = masked_input(models["asarm"].codec, {1: "c"}, models["hybrid"].max_tokens + 1)
+    ctx = _ctx(models, "diffusion", long, 1.0, 2)
+    with pytest.raises(IncompatibleModelsError, match=rf"The input is {len(long.tokens)} tokens; the draft model "
+                                                      rf"{models['hybrid'].name} takes at most {models['hybrid'].max_tokens}\."):
+        build("diffusion", ctx)

@@ -40,7 +40,8 @@ MODULES: dict[str, list[str]] = {
     "engine/acceptance.py": ["tests/test_acceptance_rule.py", "tests/test_acceptance_stats.py", "tests/test_nan_path.py"],
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
-    "engine/samplers/drafters.py": SAMPLER_TESTS,
+    # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
+    "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/test_sampler_contract.py"],
     "engine/samplers/ptp.py": ["tests/test_ptp.py"],
     "engine/samplers/selfspec.py": ["tests/test_selfspec.py"],
     "engine/samplers/mdm.py": ["tests/test_hybrid.py"],
