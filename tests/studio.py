@@ -33,11 +33,16 @@ def tiny_studio(root: Path) -> Iterator:
     finally:
         app_store._store.close()
         app_store._store, model_folders.ASSETS = saved_store, saved_assets
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
+
+
+def restore_env(saved: dict[str, str | None]) -> None:
+    """Put environment variables back as `saved` recorded them (None: it was unset)."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def form(text: str = TEXT, sampler: str = "assd", seed: int = 3, **kw):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.studio import restore_env
+
 PREFIX, SUFFIX = "The cat <script>alert(1)</script> sat on ", " mat."
 INPUT = PREFIX + "[MASK:24]" + SUFFIX
 
@@ -39,11 +41,7 @@ def app_url(tmp_path_factory):
     if app_store._store is not None:
         app_store._store.close()
         app_store._store = None
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    restore_env(saved)
 
 
 @pytest.fixture()

@@ -23,6 +23,7 @@ import pytest
 from engine import hub, model_folders, registry
 from engine.errors import BadModelError, BadSpanLengthError, InfillError, InputTooLongError, ModelNotFoundError
 from tests import sweep_bad_inputs as sweep
+from tests.studio import restore_env
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:.*:UserWarning:gradio")  # the handler's toasts outside a request
@@ -45,11 +46,7 @@ def studio(tmp_path_factory):
     yield {"model": model, "demo": demo, "root": root}
     app_store._store.close()
     app_store._store, model_folders.ASSETS = saved_store, saved_assets
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    restore_env(saved)
 
 
 def _readable(msg: str) -> None:
@@ -122,8 +119,7 @@ def test_the_sweep_prints_its_table(capsys, monkeypatch):
         assert sweep.main() == 0
     finally:
         app_store._store, model_folders.ASSETS = saved_store, saved_assets
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        restore_env(saved)
     out = capsys.readouterr().out
     assert "k must be a whole number, got 5.5." in out and "0 without" in out
 

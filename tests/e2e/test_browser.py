@@ -5,6 +5,7 @@ Run with `make e2e` (pytest -m e2e). Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -40,14 +41,19 @@ def need_browser() -> None:
         pytest.skip(missing)
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    need_browser()
-    root = tmp_path_factory.mktemp("e2e")
+@contextlib.contextmanager
+def tiny_studio(root: Path, watch: str | None):
+    """The app on tiny random models in `root` (no bundled model listed, its own SQLite store), with
+    INFILL_WATCH set to `watch` (None: the page's own default); the URL, everything restored after."""
+    from tests.studio import restore_env
+
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL", "INFILL_WATCH")}
-    os.environ["INFILL_WATCH"] = "0"  # these tests read runs as they compute (test_first_run.py watches)
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
+    if watch is None:
+        os.environ.pop("INFILL_WATCH", None)
+    else:
+        os.environ["INFILL_WATCH"] = watch
     from app import store as app_store
     from app.testing import launch_for_tests, make_tiny_models
     from engine import model_folders
@@ -57,15 +63,21 @@ def app_url(tmp_path_factory):
     make_tiny_models(root / "models")
     app_store._store = None
     demo, url = launch_for_tests()
-    yield url
-    demo.close()
-    model_folders.ASSETS = saved_assets
-    app_store._store = None
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    try:
+        yield url
+    finally:
+        demo.close()
+        model_folders.ASSETS = saved_assets
+        app_store._store = None
+        restore_env(saved)
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    need_browser()
+    # Watch off: these tests read runs as they compute (test_first_run.py watches)
+    with tiny_studio(tmp_path_factory.mktemp("e2e"), watch="0") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

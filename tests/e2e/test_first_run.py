@@ -6,13 +6,12 @@ app of its own so the Watch default is the page's own. Screenshots go to test-ar
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM
+from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, need_browser, tiny_studio
 
 pytestmark = pytest.mark.e2e
 W, H = 1366, 768
@@ -20,34 +19,9 @@ W, H = 1366, 768
 
 @pytest.fixture(scope="module")
 def first_url(tmp_path_factory):
-    from pathlib import Path
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    pytest.importorskip("playwright")
-    root = tmp_path_factory.mktemp("first")
-    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL", "INFILL_WATCH")}
-    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
-    os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
-    os.environ.pop("INFILL_WATCH", None)  # the page's own default: Watch on
-    from app import store as app_store
-    from app.testing import launch_for_tests, make_tiny_models
-    from engine import model_folders
-
-    saved_assets = model_folders.ASSETS
-    model_folders.ASSETS = root / "no-bundled-models"
-    make_tiny_models(root / "models")
-    app_store._store = None
-    demo, url = launch_for_tests()
-    yield url
-    demo.close()
-    model_folders.ASSETS = saved_assets
-    app_store._store = None
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    need_browser()
+    with tiny_studio(tmp_path_factory.mktemp("first"), watch=None) as url:  # the page's own Watch default
+        yield url
 
 
 @pytest.fixture(scope="module")
