@@ -292,13 +292,16 @@ def from_char_ranges(
 
 
 def _owning_ranges(text: str, ranges: list[tuple[int, int]], codec: Codec) -> list[tuple[int, int]]:
-    """Sorted, checked character ranges, each widened to own the space before it (see owns_space)."""
+    """Sorted, checked character ranges, each widened to own the space before it (see owns_space).
+    The same test as `_build`'s, on the literal text alone: a range that itself starts with
+    whitespace owns the space before it too, else `_build` would drop that space from the literal
+    piece while the span's tokens left it out ("ab  cd" with " cd" masked came back "ab cd")."""
     out: list[tuple[int, int]] = []
     pos = 0
     for a, b in sorted(ranges):
         if not (0 <= a < b <= len(text)) or a < pos:
             raise BadSpanLengthError(f"Character range {a}..{b} is empty, out of the text or overlapping.")
-        if a > pos and owns_space(codec, text[pos:a]) and not text[a].isspace():
+        if a > pos and owns_space(codec, text[pos:a]):
             a -= 1
         out.append((a, b))
         pos = b
