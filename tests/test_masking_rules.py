@@ -352,3 +352,19 @@ def test_tokens_per_word_is_each_tokenizers_own():
     for codec in (text, code_, text):
         assert tokens_per_word(codec) == len(codec.encode(_WORD_SAMPLE)) / words
     assert tokens_per_word(text) != tokens_per_word(code_)
+
+
+def test_positions_without_a_ban_tensor_constrain_nothing(chars):
+    """A MaskedInput built by hand (tests/tiny.py, the lab's benchmarks) may name word-start or line
+    positions without the [V] ban tensors: nothing is banned then, and the line rule still applies
+    when only the word-start ban is missing."""
+    from engine.masking import MaskedInput
+
+    ban_nl = torch.zeros(chars.vocab_size, dtype=torch.bool)
+    ban_nl[NL] = True
+    mi = MaskedInput([A, MASK, MASK], [1, 2], ["a", ""], [(1, 3)], MASK, word_starts=[1], line_positions=[2],
+                     has_newline=ban_nl)
+    out = mi.constrain(torch.zeros(2, chars.vocab_size), [1, 2])
+    assert torch.isinf(out).nonzero().tolist() == [[1, NL]]
+    bare = MaskedInput([A, MASK], [1], ["a", ""], [(1, 2)], MASK, word_starts=[1], line_positions=[1])
+    assert torch.equal(bare.constrain(torch.zeros(1, chars.vocab_size), [1]), torch.zeros(1, chars.vocab_size))
