@@ -1,12 +1,34 @@
 """Masking keeps every character typed outside the spans: a span after a space owns exactly that
 one space (byte-level BPE attaches it to the word) and nothing else; tabs, newlines and further
-spaces stay literal. Expected pieces are written out by hand."""
+spaces stay literal. Expected pieces are written out by hand.
+
+The other rules of engine/masking.py, each against a reference written out by hand (token ids of a
+character-level codec, character offsets, exact messages): [MASK:n] parsing and its length limits,
+line masks (alone_on_line), fill's span offsets, character ranges, token positions and the
+character groups of byte-level tokens. These are the module's mutation-testing selection
+(tests/mutation/run.py): fast, no model."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from engine.masking import from_char_ranges, owns_space, parse_masked_text
+from engine.errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
+from engine.masking import (
+    _WORD_SAMPLE,
+    MARKER_HELP,
+    MaskedInput,
+    Span,
+    alone_on_line,
+    char_groups,
+    completed_from_ranges,
+    from_char_ranges,
+    from_token_positions,
+    owns_space,
+    parse_masked_text,
+    snap_to_characters,
+    tokens_per_word,
+)
 from engine.tokenization import Codec, char_tokenizer
 
 
@@ -68,21 +90,6 @@ def test_char_ranges_own_one_space(code):
 # gives every id by hand: the specials [PAD] [BOS] [MASK] [UNK] are 0..3, then a=4 b=5 x=6 '='=7
 # ' '=8 '\n'=9 '\t'=10; one character is one token, so token offsets are character counts.
 # ---------------------------------------------------------------------------------------------------
-
-import torch  # noqa: E402
-
-from engine.errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError  # noqa: E402
-from engine.masking import (  # noqa: E402
-    MARKER_HELP,
-    Span,
-    _WORD_SAMPLE,
-    alone_on_line,
-    char_groups,
-    completed_from_ranges,
-    from_token_positions,
-    snap_to_characters,
-    tokens_per_word,
-)
 
 A, B, X, EQ, SP, NL, TAB, MASK = 4, 5, 6, 7, 8, 9, 10, 2
 
@@ -358,8 +365,6 @@ def test_positions_without_a_ban_tensor_constrain_nothing(chars):
     """A MaskedInput built by hand (tests/tiny.py, the lab's benchmarks) may name word-start or line
     positions without the [V] ban tensors: nothing is banned then, and the line rule still applies
     when only the word-start ban is missing."""
-    from engine.masking import MaskedInput
-
     ban_nl = torch.zeros(chars.vocab_size, dtype=torch.bool)
     ban_nl[NL] = True
     mi = MaskedInput([A, MASK, MASK], [1, 2], ["a", ""], [(1, 3)], MASK, word_starts=[1], line_positions=[2],
