@@ -13,14 +13,12 @@ import gradio as gr
 from engine.params import KNOBS
 
 from ..errors import readable
-from ..form import Form
+from ..form import FORM_FIELDS, Form
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
 PARAMS = tuple(KNOBS)
-#: the form's inputs in order: the parameter names of the /infill endpoint and of the run handlers,
-#: which HTTP clients rely on (a new knob of the table is added here, and to make_form and the handlers)
-FORM_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
+# FORM_FIELDS (app.form, imported above): the form's inputs in order, the /infill endpoint's parameter names
 
 
 class Page(SimpleNamespace):
@@ -107,11 +105,44 @@ def empty_table(headers: list[str]) -> dict:
     return {"headers": headers, "data": [[""] * len(headers)]}
 
 
-def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
-    """The editor's values as an app.form.Form (None and blanks read as the defaults)."""
-    return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
-                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau,
-                window=window or KNOBS["window"].default, inner=inner)
+def make_form(values: dict) -> Form:
+    """The editor's values (by FORM_FIELDS name) as an app.form.Form (None and blanks read as the defaults)."""
+    v = dict(values)
+    knobs = {name: v[name] if k.range or v[name] else k.default for name, k in KNOBS.items()}  # a blank choice: its default
+    return Form(domain=v["domain"], model=v["model"] or None, text=v["text"] if v["text"] is not None else "",
+                sampler=v["sampler"], seed=v["seed"], **knobs)
+
+
+def takes_form(fn):
+    """A run handler whose first parameter, `form`, receives the editor's values as a dict by name,
+    while Gradio (and so the HTTP API, /infill) sees one positional parameter per FORM_FIELDS entry,
+    then fn's own parameters: the endpoint's parameter names come from the form and the knob table,
+    so a new knob needs no handler edited. fn's annotations are kept (gr.Request is injected by them)."""
+    sig = inspect.signature(fn)
+    own = list(sig.parameters.values())[1:]
+    fields = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in FORM_FIELDS]
+    public = sig.replace(parameters=fields + own)
+
+    def split(args, kwargs):
+        bound = public.bind(*args, **kwargs)
+        bound.apply_defaults()
+        form = {n: bound.arguments.pop(n) for n in FORM_FIELDS}
+        return form, bound.arguments
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            form, rest = split(args, kwargs)
+            yield from fn(form, **rest)
+        handler = gen
+    else:
+        @functools.wraps(fn)
+        def plain(*args, **kwargs):
+            form, rest = split(args, kwargs)
+            return fn(form, **rest)
+        handler = plain
+    handler.__signature__ = public
+    return handler
 
 
 def busy():

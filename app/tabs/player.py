@@ -18,6 +18,7 @@ from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
 from .common import (
+    FORM_FIELDS,
     Page,
     busy,
     components,
@@ -28,6 +29,7 @@ from .common import (
     make_form,
     named,
     status_md,
+    takes_form,
     warn,
 )
 from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, paced, play, replay, scrub, step_back, step_forward
@@ -136,15 +138,16 @@ def _watched(live: Live, note: str):
                "run_sid": live.share_id}
 
 
-def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch=False,
-               request: gr.Request = None):
+@takes_form
+def run_infill(values: dict, watch=False, request: gr.Request = None):
     """Stream a run: one update per round (throttled), ending with the completed text. With `watch`,
     a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
     frame. The share link and the stored trace appear only in the last update, once the store holds the run.
-    Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named)."""
-    form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
+    Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
+    values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
+    domain, text, sampler = values["domain"], values["text"], values["sampler"]
     try:
-        prep = _PREPARE.submit(streaming.start, form, owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
@@ -301,11 +304,10 @@ RESTORED_JS = """(hide) => {
 HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
 
 
-def run_page(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch,
-             request: gr.Request = None):
+@takes_form
+def run_page(values: dict, watch, request: gr.Request = None):
     """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
-    yield from run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
-                          watch=bool(watch), request=request)
+    yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
 
 
 def wire(p: Page, remember) -> None:
