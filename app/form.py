@@ -47,14 +47,19 @@ def mask_hint(text: str) -> str:
 
 #: the knobs on the page's first row, before the seed (the rest follow it)
 FIRST_ROW = ("k", "temperature")
-#: the form's inputs in order: the parameter names of the /infill endpoint and of the run handlers,
-#: which HTTP clients rely on. Built from the knob table: a new knob row lands at the end, so the
-#: positions of the ones before it never move
+#: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
+#: that call them positionally rely on these places (tests/test_app_outputs.py holds the contract)
+PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
+
+
 def form_fields() -> tuple[str, ...]:
-    """FORM_FIELDS from the knob table as it stands."""
-    return ("domain", "model", "text", "sampler", *FIRST_ROW, "seed", *(name for name in KNOBS if name not in FIRST_ROW))
+    """FORM_FIELDS from the knob table as it stands: the published fields, then every knob of the
+    table added since, in the table's order (app.tabs.common.takes_form places those after an
+    endpoint's own inputs, so no published position moves)."""
+    return (*PUBLISHED_FIELDS, *(name for name in KNOBS if name not in PUBLISHED_FIELDS))
 
 
+#: the form's inputs: the domain, model, text, sampler, seed and every knob of the table
 FORM_FIELDS = form_fields()
 
 

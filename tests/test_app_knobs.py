@@ -66,11 +66,12 @@ def test_form_fields_are_the_knobs_and_the_handlers_take_them_in_order():
     assert common.FORM_FIELDS[:11] == ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps",
                                        "dtau", "window", "inner")
     assert set(common.FORM_FIELDS) == {"domain", "model", "text", "sampler", "seed", *KNOBS}
-    own = {player.run_infill: ["watch", "request"], player.run_page: ["watch", "request"],
-           compare.run_compare: ["sampler_b", "model_b", "request"]}
-    for fn, rest in own.items():
+    later = [n for n in KNOBS if n not in common.FORM_FIELDS[:11]]  # knobs added since: after an endpoint's own
+    own = {player.run_infill: ([], ["watch", "request"]), player.run_page: (["watch"], ["request"]),
+           compare.run_compare: (["sampler_b", "model_b"], ["request"])}
+    for fn, (inputs, rest) in own.items():
         names = list(inspect.signature(fn).parameters)
-        assert names == [*common.FORM_FIELDS, *rest], fn.__name__
+        assert names == [*common.FORM_FIELDS[:11], *inputs, *later, *rest], fn.__name__
 
 
 def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
@@ -81,8 +82,15 @@ def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
     row = params.Knob("nudge", int, 3, (1, 9), "A knob that exists only in this test.")
     monkeypatch.setitem(params.KNOBS, "nudge", row)
     try:
-        fields = form.form_fields()
-        assert fields[-1] == "nudge" and fields[:-1] == common.FORM_FIELDS
+        assert form.form_fields() == (*common.FORM_FIELDS, "nudge")
+        # /compare: the new knob comes after sampler_b and model_b, which keep their published places
+        published, since = common.FORM_FIELDS[:11], common.FORM_FIELDS[11:]
+        assert common.endpoint_fields("sampler_b", "model_b") == (*published, "sampler_b", "model_b", *since, "nudge")
+        handler = common.takes_form("sampler_b", "model_b")(lambda values, sampler_b, model_b: (values, sampler_b))
+        got, b = handler(*range(11), "assd", "text-asarm", *range(len(since)), 7)
+        assert b == "assd" and got["nudge"] == 7 and got["inner"] == 10
+        got, _ = handler(*range(11), "assd", "text-asarm")  # a caller that does not know the new knob yet
+        assert got["nudge"] == 3
         assert form.Form(domain="text", model=None, text="", sampler="assd").nudge == 3
         params.with_knobs(api.InfillRun.__init__, after="seed")
         sig = inspect.signature(api.InfillRun.__init__).parameters

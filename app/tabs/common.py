@@ -13,7 +13,7 @@ import gradio as gr
 from engine.params import KNOBS
 
 from ..errors import readable
-from ..form import FORM_FIELDS, Form
+from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, form_fields
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
@@ -113,36 +113,57 @@ def make_form(values: dict) -> Form:
                 sampler=v["sampler"], seed=v["seed"], **knobs)
 
 
-def takes_form(fn):
-    """A run handler whose first parameter, `form`, receives the editor's values as a dict by name,
-    while Gradio (and so the HTTP API, /infill) sees one positional parameter per FORM_FIELDS entry,
-    then fn's own parameters: the endpoint's parameter names come from the form and the knob table,
-    so a new knob needs no handler edited. fn's annotations are kept (gr.Request is injected by them)."""
-    sig = inspect.signature(fn)
-    own = list(sig.parameters.values())[1:]
-    fields = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in FORM_FIELDS]
-    public = sig.replace(parameters=fields + own)
+def endpoint_fields(*inputs: str) -> tuple[str, ...]:
+    """A form endpoint's inputs in order: the published form fields, the endpoint's own `inputs`
+    (Compare's sampler_b and model_b), then the knobs added to the table since (app.form.form_fields),
+    so a new knob moves no published position."""
+    fields = form_fields()
+    return (*PUBLISHED_FIELDS, *inputs, *fields[len(PUBLISHED_FIELDS):])
 
-    def split(args, kwargs):
-        bound = public.bind(*args, **kwargs)
-        bound.apply_defaults()
-        form = {n: bound.arguments.pop(n) for n in FORM_FIELDS}
-        return form, bound.arguments
 
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def gen(*args, **kwargs):
-            form, rest = split(args, kwargs)
-            yield from fn(form, **rest)
-        handler = gen
-    else:
-        @functools.wraps(fn)
-        def plain(*args, **kwargs):
-            form, rest = split(args, kwargs)
-            return fn(form, **rest)
-        handler = plain
-    handler.__signature__ = public
-    return handler
+def form_components(p: Page, *inputs: str) -> list:
+    """The page's components of a form endpoint, in endpoint_fields order (an event's inputs)."""
+    return components(p, endpoint_fields(*inputs))
+
+
+def takes_form(*inputs: str):
+    """A run handler `fn(values, *inputs, ...)` whose first parameter receives the editor's values as
+    a dict by form field, while Gradio (and so the HTTP API: /infill, /compare) sees one positional
+    parameter per endpoint_fields(*inputs) entry, then fn's other parameters: an endpoint's parameter
+    names come from the form and the knob table, so a new knob needs no handler edited. fn's
+    annotations are kept (Gradio injects gr.Request by them). Wire it with form_components(p, *inputs)."""
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = {p.name: p for p in list(sig.parameters.values())[1:]}
+        # a knob added after publication has its start value as default: a client (or a caller) that
+        # does not know it yet still calls the endpoint as published
+        fields = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=inspect.Parameter.empty if n in PUBLISHED_FIELDS or n in inputs
+                                    else KNOBS[n].page_default) for n in endpoint_fields(*inputs)]
+        public = sig.replace(parameters=[own.pop(n) if n in own else f for n, f in
+                                         zip(endpoint_fields(*inputs), fields)] + list(own.values()))
+
+        def split(args, kwargs):
+            bound = public.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = {n: bound.arguments.pop(n) for n in form_fields()}
+            return values, bound.arguments
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def gen(*args, **kwargs):
+                values, rest = split(args, kwargs)
+                yield from fn(values, **rest)
+            handler = gen
+        else:
+            @functools.wraps(fn)
+            def plain(*args, **kwargs):
+                values, rest = split(args, kwargs)
+                return fn(values, **rest)
+            handler = plain
+        handler.__signature__ = public
+        return handler
+    return decorate
 
 
 def busy():

@@ -13,7 +13,20 @@ from .. import form, pending_sessions, plots, share, stops, streaming, token_vie
 from ..errors import readable
 from ..render import counters_md, esc, view_html
 from ..streaming import Live
-from .common import Page, busy, components, empty_table, idle, idle_named, make_form, named, status_md, takes_form, warn
+from .common import (
+    Page,
+    busy,
+    components,
+    empty_table,
+    form_components,
+    idle,
+    idle_named,
+    make_form,
+    named,
+    status_md,
+    takes_form,
+    warn,
+)
 
 #: what Compare (and the /compare API) updates, in the order API clients receive it
 COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
@@ -84,7 +97,7 @@ def _alternate(a: Live, b: Live, sid: str):
             pass
 
 
-@takes_form
+@takes_form("sampler_b", "model_b")
 def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
     """Two samplers on the same input and seed, advancing round by round side by side (updates
     COMPARE_OUTPUTS by name). `values`: the editor's values by name (app.tabs.common.takes_form)."""
@@ -172,7 +185,7 @@ def layout(p: Page) -> None:
 def wire(p: Page, remember) -> None:
     """Compare (in the model pool shared with Run) and its Stop."""
     cmp_evt = p.cmp_btn.click(busy, None, [p.cmp_btn, p.cmp_stop], queue=False, api_visibility="private").then(
-        named(p, run_compare), [*p.form_inputs, p.sampler_b, p.model_b], components(p, COMPARE_OUTPUTS),
+        named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )

@@ -24,6 +24,7 @@ from .common import (
     components,
     detail_table,
     empty_table,
+    form_components,
     idle,
     idle_named,
     make_form,
@@ -138,7 +139,7 @@ def _watched(live: Live, note: str):
                "run_sid": live.share_id}
 
 
-@takes_form
+@takes_form()
 def run_infill(values: dict, watch=False, request: gr.Request = None):
     """Stream a run: one update per round (throttled), ending with the completed text. With `watch`,
     a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
@@ -304,7 +305,7 @@ RESTORED_JS = """(hide) => {
 HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
 
 
-@takes_form
+@takes_form("watch")
 def run_page(values: dict, watch, request: gr.Request = None):
     """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
     yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
@@ -318,13 +319,13 @@ def wire(p: Page, remember) -> None:
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
     run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
                               api_visibility="private").then(
-        named(p, run_page), [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
+        named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)
-    p.api_run_btn.click(named(p, run_infill), p.form_inputs, outputs, api_name="infill", concurrency_id="model",
+    p.api_run_btn.click(named(p, run_infill), form_components(p), outputs, api_name="infill", concurrency_id="model",
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
