@@ -490,3 +490,46 @@ def test_byte_labels_and_characters_across_tokens():
     # and without the byte map, each token's own text
     st = fold(t, m, byte_steps(), upto=3, ids=ids)
     assert st.detail[0][1] == "\ufffd" and st.display_texts()[2] == "\ufffd"
+
+
+def test_exact_html_of_a_small_state():
+    st = fold(["a", "[M]"], [1], [])
+    assert tokens_html(st) == (
+        '<div class="tv-wrap"><span class="tv-tok tv-context" data-pos="0" data-role="context" '
+        'title="position 0: text you typed">a</span><span class="tv-tok tv-masked" data-pos="1" data-role="masked" '
+        f'title="position 1: masked">{M}</span></div>'
+    )
+    # a masked position whose text is empty (a state built with its own texts) shows the empty-set sign and is
+    # no continuation of its neighbour; a decided empty token is one
+    st = TraceState(["a", "[M]", "[M]"], [1, 2], texts=["a", "", ""], roles=["context", "masked", "sampled"])
+    sp = tokens(tokens_html(st))
+    assert sp[1] == span("tv-tok tv-masked", 1, "masked", "position 1: masked", "\u2205")
+    assert sp[2] == span("tv-tok tv-sampled tv-cont", 2, "sampled", "position 2: sampled", "")
+
+
+def test_rejection_in_a_later_round_names_its_round():
+    st = fold(["[M]", "[M]"], [0, 1], [S(D, 0, [0], [1], ["a"], [0.5]), S(A, 0, [0], [1], ["a"], [None], [0.5]),
+                                       S(D, 1, [1], [2], ["b"], [0.5]),
+                                       S(R, 1, [1], [2], ["b"], [0.4], [0.1]),  # the step's own p, not the draft's
+                                       S(StepKind.RESAMPLE, 1, [1], [3], ["c"], [None], [0.2]),
+                                       S(StepKind.DRAFT_PASS, 2)])
+    assert st.rejected_round == {1: 1} and st.info[1]["round"] == 1
+    sp = tokens(tokens_html(st))
+    assert sp[1] == span("tv-tok tv-rejected tv-rej tv-faded", 1, "rejected", "rejected draft at 1, round 2", "b")
+    st = fold(["[M]", "[M]"], [0, 1], [S(D, 0, [1], [2], ["b"], [0.5]), S(R, 0, [1], [2], ["b"], [0.4], [0.1])])
+    assert st.detail == [[1, "b", "0.4000", "0.1000", "0.2500", "rejected"]]
+    assert st.info[1] == {"p": 0.4, "q": 0.1, "round": 0, "tested": True, "outcome": "rejected"}
+
+
+def test_byte_labels_of_every_decision_row():
+    of = {1: b"\xc3", 2: b"\xbc", 3: b"\xe2", 4: b"ok"}.__getitem__
+    st = fold(["[M]", "[M]", "[M]", "[M]"], [0, 1, 2, 3],
+              [S(D, 0, [0], [1], ["\ufffd"], [0.5]),
+               S(A, 0, [0], [1], ["\ufffd"], [None], [0.5], tested=False),
+               S(StepKind.BONUS, 0, [1], [2], ["\ufffd"], [None], [0.9]),
+               S(StepKind.SAMPLE, 0, [2], [3], ["\ufffd"], [None], [0.8]),
+               S(StepKind.REVEAL, 0, [3], [4], ["?"], [None], [0.7])],
+              ids=[None] * 4, bytes_of=of)
+    assert st.detail == [[0, "<C3>", "0.5000", "0.5000", "", "kept untested"], [1, "<BC>", "", "0.9000", "", "bonus"],
+                         [2, "<E2>", "", "0.8000", "", "sampled"], [3, "ok", "", "0.7000", "", "sampled"]]
+    assert st.display_texts() == ["ü", "", "<E2>", "ok"]
