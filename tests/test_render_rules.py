@@ -1,6 +1,13 @@
-"""Every string that reaches the trace view's HTML is escaped, whatever role its token has: typed
-context, a draft, a draft discarded untested (its faded ghost), a rejected draft, a decided token,
-a title and a message. Hostile strings are pushed through each role and looked for unescaped."""
+"""The trace view's rules (app/render.py), fast and without a model.
+
+Escaping: every string that reaches the HTML is escaped, whatever role its token has: typed context, a
+draft, a draft discarded untested (its faded ghost), a rejected draft, a decided token, a hover note, a
+title and a message. Hostile strings are pushed through each role and looked for unescaped.
+
+Folding: hand-built Step traces are applied to a TraceState and its fields (roles, texts, token ids,
+the round's detail rows, hover info, ghosts, rejected drafts, rounds, counters) and the HTML spans
+(class, data attributes, hover text, shown text) are compared with values written out by hand. These
+tests are render.py's selection in tests/mutation/run.py (issue 29)."""
 
 from __future__ import annotations
 
