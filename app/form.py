@@ -7,7 +7,6 @@ from the one knob table (engine.params.KNOBS)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from engine.api import InfillRun
 from engine.budget import Budget
@@ -46,21 +45,40 @@ def mask_hint(text: str) -> str:
     return f"{m.group(0)} is not read as a marker: markers are upper case, write [MASK{m.group(1) or ''}]."
 
 
-@dataclass
-class Form:
-    """The editor's values as they arrive from the page (unchecked: prepare() checks them)."""
+#: the knobs on the page's first row, before the seed (the rest follow it)
+FIRST_ROW = ("k", "temperature")
+#: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
+#: that call them positionally rely on these places (tests/test_app_outputs.py holds the contract)
+PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
 
-    domain: str
-    model: str | None
-    text: str
-    sampler: str
-    k: float = KNOBS["k"].page_default
-    temperature: float = KNOBS["temperature"].page_default
-    seed: float = SEED.default
-    steps: float = KNOBS["steps"].page_default
-    dtau: float = KNOBS["dtau"].page_default
-    window: str = KNOBS["window"].page_default
-    inner: float = KNOBS["inner"].page_default
+
+def form_fields() -> tuple[str, ...]:
+    """FORM_FIELDS from the knob table as it stands: the published fields, then every knob of the
+    table added since, in the table's order (app.tabs.common.takes_form places those after an
+    endpoint's own inputs, so no published position moves)."""
+    return (*PUBLISHED_FIELDS, *(name for name in KNOBS if name not in PUBLISHED_FIELDS))
+
+
+#: the form's inputs: the domain, model, text, sampler, seed and every knob of the table
+FORM_FIELDS = form_fields()
+
+
+class Form:
+    """The editor's values as they arrive from the page (unchecked: prepare() checks them): the
+    domain, model, text, sampler and seed, and every knob of the table as an attribute (form.k,
+    form.dtau ...), the page's start value where not given."""
+
+    def __init__(self, domain: str, model: str | None, text: str, sampler: str, seed: object = SEED.default,
+                 **knobs: object):
+        unknown = sorted(set(knobs) - set(KNOBS))
+        if unknown:
+            raise BadParameterError(f"Unknown setting(s) {', '.join(unknown)}; the knobs are {', '.join(KNOBS)}.")
+        self.domain, self.model, self.text, self.sampler, self.seed = domain, model, text, sampler, seed
+        for name, k in KNOBS.items():
+            setattr(self, name, knobs.get(name, k.page_default))
+
+    def __repr__(self) -> str:
+        return f"Form({', '.join(f'{n}={getattr(self, n)!r}' for n in FORM_FIELDS)})"
 
 
 def prepare(form: Form) -> InfillRun:
@@ -105,9 +123,10 @@ def prepare(form: Form) -> InfillRun:
             check_range(name, values[name])
         else:
             values[name] = IGNORED_DEFAULTS[name]
+    choices = {name: str(getattr(form, name)) for name, k in KNOBS.items() if not k.range}  # window
     return InfillRun(
-        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed, **values,
-        window=str(form.window), allow_paths=False, budget=Budget.from_env(),
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed, **values, **choices,
+        allow_paths=False, budget=Budget.from_env(),
     )
 
 

@@ -19,14 +19,14 @@ from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundErr
 from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .model_loading import LoadedModel
 from .oracle import AsArmOracle
-from .params import KNOBS, LIMITS, read_knob, whole_number
+from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs
 from .registry import default_model, load
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
 from .trace import Step, decided_tokens, trace_counts
 
-# LIMITS (imported above, read by the app and engine.exactness): the knobs' accepted ranges, engine.params.KNOBS
+# LIMITS (imported above, re-exported): the knobs' accepted ranges, engine.params.KNOBS
 
 
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
@@ -102,13 +102,12 @@ _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "domain": ((str,), "a domain name (a string)"),
     "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
     "cache": ((bool,), "True or False"),
-    "window": ((str,), "'cosine' or 'linear'"),
     "masked_input": ((MaskedInput,), "an engine.masking.MaskedInput"),
     "allow_paths": ((bool,), "True or False"),
     "budget": ((Budget,), "an engine.budget.Budget"),
     "device": ((str, torch.device), "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device"),
 }
-_REQUIRED = {"sampler", "window", "allow_paths"}
+_REQUIRED = {"sampler", "allow_paths"}
 
 
 def _check_types(**values) -> None:
@@ -119,12 +118,6 @@ def _check_types(**values) -> None:
             continue
         if not isinstance(v, types):
             raise BadParameterError(f"{name} must be {what}, got {type(v).__name__}.")
-
-
-def _check(name: str, value: float) -> None:
-    lo, hi = LIMITS[name]
-    if not (lo <= value <= hi):
-        raise BadParameterError(f"{name} = {value} is outside the allowed range [{lo}, {hi}].")
 
 
 class RunContext:
@@ -205,21 +198,22 @@ class InfillRun:
         sampler: str = DOMAIN_DEFAULT,
         domain: str | None = None,
         seed: int = 0,
-        temperature: float = KNOBS["temperature"].default,
-        k: int = KNOBS["k"].default,
         cache: bool | None = None,
-        steps: int | None = KNOBS["steps"].default,
-        dtau: float = KNOBS["dtau"].default,
-        window: str = KNOBS["window"].default,
-        inner: int = KNOBS["inner"].default,
         draft_model: str | LoadedModel | None = None,
         masked_input: MaskedInput | None = None,
         allow_paths: bool = True,
         budget: Budget | None = None,
         device: str | torch.device | None = None,
+        **knobs: object,
     ):
+        """The sampler knobs (engine.params.KNOBS: k, temperature, steps, ...) are keyword arguments by
+        name; the signature lists them (engine.params.with_knobs)."""
+        unknown = sorted(set(knobs) - set(KNOBS))
+        if unknown:
+            raise BadParameterError(f"InfillRun got unknown argument(s) {', '.join(unknown)}; its sampler knobs "
+                                    f"are {', '.join(KNOBS)}.")
         _check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
-                     cache=cache, window=window, masked_input=masked_input, allow_paths=allow_paths,
+                     cache=cache, masked_input=masked_input, allow_paths=allow_paths,
                      budget=budget, device=device)
         if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
             sampler = default_sampler(domain or (_loaded(model, allow_paths, device).domain if model else "text"))
@@ -229,12 +223,9 @@ class InfillRun:
         seed = whole_number("seed", seed)
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
-        k, inner, temperature, dtau = (read_knob(n, v) for n, v in
-                                       (("k", k), ("inner", inner), ("temperature", temperature), ("dtau", dtau)))
-        steps = spec.default_steps if steps is None else read_knob("steps", steps)
-        for name, val in (("k", k), ("temperature", temperature), ("steps", steps), ("dtau", dtau), ("inner", inner)):
-            _check(name, val)
-        read_knob("window", window)
+        values = read_knobs(knobs)  # each knob read by the table's type and range, or its default
+        if values["steps"] is None:
+            values["steps"] = spec.default_steps
         # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
         # a torch.device; None reads INFILL_DEVICE (engine/device.py)
         self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
@@ -253,9 +244,10 @@ class InfillRun:
                 f"{self.lm.codec.mask_id}: prepare it with this model's tokenizer (engine.api.parse_for).")
         self.mi = masked_input
         self.seed = seed
-        self.params = {"k": k, "temperature": temperature, "cache": spec.cache if cache is None else cache}
-        if spec.kind == "hybrid" or "steps" in spec.params:  # a drafter that takes diffusion steps too
-            self.params.update(steps=steps, dtau=dtau, window=window, inner=inner)
+        # what the run records: k and temperature always (the sessions list shows them), the cache, and
+        # every knob its sampler reads (with the rest of that knob's group: engine.params.recorded)
+        self.params = {n: values[n] for n in recorded({"k", "temperature", *spec.params})}
+        self.params["cache"] = spec.cache if cache is None else cache
         self.budget = budget
         if budget is not None:
             budget.check_params(len(self.mi.masked), self.params)
@@ -306,6 +298,9 @@ class InfillRun:
             model=self.lm.name, seed=self.seed, params=dict(self.params), source=self.mi.source,
             tokens=tokens, trace=self.trace, counts=counts, model_path=str(self.lm.path), masked_input=self.mi,
         )
+
+
+with_knobs(InfillRun.__init__, after="seed")
 
 
 def infill(text: str | None = None, **kwargs) -> InfillResult:

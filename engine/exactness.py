@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .api import InfillRun, _check, parse_for
+from .api import InfillRun, parse_for
 from .errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
 from .exactness_fit import MIN_EXPECTED, goodness_of_fit, tv_noise
 from .exactness_law import Fill, asarm_cells, asarm_prob, hybrid_prob
 from .exactness_result import CheckResult, SamplerReport
-from .params import KNOBS, LIMITS, read_knob, whole_number
+from .params import KNOBS, read_knobs, recorded, whole_number, with_knobs
 from .registry import default_model, load
 from .samplers import SAMPLERS
 from .seeding import SEED_MAX
@@ -125,8 +125,6 @@ class ExactnessCheck:
         if unknown:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
         samples, seed = whole_number("N", samples), whole_number("seed", seed)
-        given = {name: knobs.get(name, k.default) for name, k in KNOBS.items()}
-        opts = {name: None if v is None else read_knob(name, v) for name, v in given.items()}  # steps None: the sampler's
         if samples < 1:
             raise BadParameterError("The number of samples N must be a whole number of at least 1.")
         if samples > MAX_SAMPLES:
@@ -139,9 +137,7 @@ class ExactnessCheck:
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
         if not 0 <= seed <= SEED_MAX:
             raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
-        for name in LIMITS:
-            if opts[name] is not None:
-                _check(name, opts[name])  # the same ranges as every run (engine.params.KNOBS)
+        opts = read_knobs(knobs)  # the same types and ranges as every run; steps None: each sampler's own
         self.kind = kind = _kind(names)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
         if self.lm.kind != kind:
@@ -161,11 +157,8 @@ class ExactnessCheck:
                 f"(write [MASK:2] or [MASK:3] for a short span).")
         self.names, self.samples, self.seed = names, samples, seed
         self.opts = opts
-        self.params = {"temperature": opts["temperature"]}
-        if any("k" in specs[n].params for n in names):
-            self.params["k"] = opts["k"]
-        if self.kind == "hybrid" or any("steps" in specs[n].params for n in names):
-            self.params.update({n: opts[n] for n in ("steps", "dtau", "window", "inner")})
+        # what the check records: every knob one of its samplers reads (engine.params.recorded)
+        self.params = {n: opts[n] for n in recorded({p for n in names for p in specs[n].params})}
         self.counts: dict[str, Counter] = {n: Counter() for n in names}
         self.calls: dict[str, float] = {n: 0.0 for n in names}
         self.seconds: dict[str, float] = {n: 0.0 for n in names}
@@ -247,6 +240,9 @@ class ExactnessCheck:
         """A fill as the text it puts in the span(s) (spans joined by ' | ')."""
         _, spans = self.mi.fill(self.lm.codec, dict(zip(self.mi.masked, fill)))
         return " | ".join(s.text for s in spans)
+
+
+with_knobs(ExactnessCheck.__init__, after="seed")
 
 
 def run_check(text: str, **kwargs) -> CheckResult:

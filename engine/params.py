@@ -39,6 +39,7 @@ class Knob:
     ui_step: float = 1  # the slider's step
     ui_default: object = None  # the slider's start value when `default` is None
     choices: tuple[str, ...] = ()  # a choice knob's values
+    group: str = ""  # knobs of one group are recorded together when a sampler reads any of them
 
     @property
     def page_range(self) -> tuple[float, float] | None:
@@ -61,16 +62,17 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob("steps", int, None, (1, 4096),
          "How many denoising steps the diffusion model takes (more steps, more network calls).",
          ui=(1, 512), ui_why="every step is a full network pass: the public page caps a run's cost",
-         ui_default=32),
+         ui_default=32, group="diffusion"),
     Knob("dtau", float, 0.05, (1e-4, 1.0),
          "How far the drafting window grows each outer step: larger drafts more tokens at once.",
          ui=(0.001, 1.0), ui_why="the slider moves in steps of 0.001, and a tinier window only adds passes",
-         ui_step=0.001),
+         ui_step=0.001, group="diffusion"),
     Knob("window", str, "cosine", None,
          "How the drafting window grows over the run: along a cosine curve or in equal steps.",
-         choices=("cosine", "linear")),
+         choices=("cosine", "linear"), group="diffusion"),
     Knob("inner", int, 1, (1, 64),
-         "How many times each outer step drafts and checks again before the window grows."),
+         "How many times each outer step drafts and checks again before the window grows.",
+         group="diffusion"),
 ]}
 
 #: the run's seed: every sampler reads it (its range is engine.seeding.SEED_MAX)
@@ -78,6 +80,50 @@ SEED = Knob("seed", int, 0, None, "The random numbers: the same seed, input and 
 
 #: the numeric knobs' accepted ranges (what engine.api refuses outside)
 LIMITS: dict[str, tuple[float, float]] = {n: k.range for n, k in KNOBS.items() if k.range is not None}
+
+
+def read_knobs(given: dict[str, object]) -> dict[str, object]:
+    """Every knob's value for a run: each given one read by its type and checked against the engine's
+    range, each other one the table's default (None stays None where the default is None: steps, the
+    sampler's own). The one place the Python API, the exactness check and the app read knobs."""
+    out: dict[str, object] = {}
+    for name, k in KNOBS.items():
+        v = given.get(name, k.default)
+        if v is None and k.default is None:
+            out[name] = None
+            continue
+        v = read_knob(name, v)
+        if k.range is not None:
+            lo, hi = k.range
+            if not lo <= v <= hi:
+                raise BadParameterError(f"{name} = {v} is outside the allowed range [{lo}, {hi}].")
+        out[name] = v
+    return out
+
+
+def recorded(reads: set[str] | tuple[str, ...]) -> list[str]:
+    """The knobs a run records, in the table's order: the ones its sampler(s) read, widened to whole
+    groups (a sampler that reads dtau records steps, window and inner too: the run's full setting)."""
+    groups = {KNOBS[n].group for n in reads if n in KNOBS and KNOBS[n].group}
+    return [n for n, k in KNOBS.items() if n in reads or (k.group and k.group in groups)]
+
+
+def with_knobs(fn, after: str):
+    """`fn`'s signature with every knob of the table as a keyword argument (its default), placed after
+    the parameter `after`: what help(), inspect and the infill() argument check read, so a new knob
+    row shows up in every public signature without editing it. `fn` takes the knobs as **knobs."""
+    import inspect
+
+    if not hasattr(fn, "own_signature"):  # fn's signature as written (a second call starts from it again)
+        fn.own_signature = inspect.signature(fn)
+    sig = fn.own_signature
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    at = [p.name for p in params].index(after) + 1
+    knobs = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=k.default,
+                               annotation=f"{k.type.__name__} | None" if k.default is None else k.type.__name__)
+             for n, k in KNOBS.items()]
+    fn.__signature__ = sig.replace(parameters=params[:at] + knobs + params[at:])
+    return fn
 
 
 def read_knob(name: str, v: object) -> object:

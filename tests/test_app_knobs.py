@@ -5,8 +5,6 @@ field order (the /infill endpoint's parameter names)."""
 from __future__ import annotations
 
 import inspect
-from dataclasses import fields
-
 import gradio as gr
 import pytest
 
@@ -20,9 +18,9 @@ def test_form_texts_ranges_and_defaults_are_the_tables():
     assert form.PARAM_HELP == {**{n: k.help for n, k in KNOBS.items()}, "seed": SEED.help}
     assert form.PAGE_RANGES == {n: k.page_range for n, k in KNOBS.items() if k.range}
     assert form.IGNORED_DEFAULTS == {n: k.default for n, k in KNOBS.items() if k.range}
-    defaults = {f.name: f.default for f in fields(form.Form)}
+    blank = form.Form(domain="text", model=None, text="", sampler="assd")
     for name, k in KNOBS.items():
-        assert defaults[name] == k.page_default, name
+        assert getattr(blank, name) == k.page_default, name
 
 
 def test_one_temperature_range_for_the_engine_and_the_page():
@@ -55,7 +53,7 @@ def test_the_controls_are_built_from_the_table(page):
 
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
 def test_a_sampler_shows_exactly_the_knobs_it_reads(sampler, monkeypatch):
-    monkeypatch.setattr(editor, "models_for", lambda d, s, m: (gr.update(), ""))
+    monkeypatch.setattr(editor, "models_for", lambda d, s, m: {"model": gr.update()})
     out = editor.on_sampler(sampler, "text", None)
     vis = {name: u for name, u in out.items() if name in KNOBS}  # the knobs it updates, by name
     assert set(vis) == set(KNOBS)
@@ -63,10 +61,46 @@ def test_a_sampler_shows_exactly_the_knobs_it_reads(sampler, monkeypatch):
 
 
 def test_form_fields_are_the_knobs_and_the_handlers_take_them_in_order():
+    # the /infill endpoint's parameter names and positions, as HTTP clients have them (a new knob is
+    # appended: none of these may move)
+    assert common.FORM_FIELDS[:11] == ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps",
+                                       "dtau", "window", "inner")
     assert set(common.FORM_FIELDS) == {"domain", "model", "text", "sampler", "seed", *KNOBS}
-    for fn in (common.make_form, player.run_infill, player.run_page, compare.run_compare):
+    later = [n for n in KNOBS if n not in common.FORM_FIELDS[:11]]  # knobs added since: after an endpoint's own
+    own = {player.run_infill: ([], ["watch", "request"]), player.run_page: (["watch"], ["request"]),
+           compare.run_compare: (["sampler_b", "model_b"], ["request"])}
+    for fn, (inputs, rest) in own.items():
         names = list(inspect.signature(fn).parameters)
-        assert names[: len(common.FORM_FIELDS)] == list(common.FORM_FIELDS), fn.__name__
+        assert names == [*common.FORM_FIELDS[:11], *inputs, *later, *rest], fn.__name__
+
+
+def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
+    """Adding a knob is one table row plus its sampler: the form, the handlers' (= /infill's)
+    parameters and the Python API's signature follow the table without being edited."""
+    from engine import api, params
+
+    row = params.Knob("nudge", int, 3, (1, 9), "A knob that exists only in this test.")
+    monkeypatch.setitem(params.KNOBS, "nudge", row)
+    try:
+        assert form.form_fields() == (*common.FORM_FIELDS, "nudge")
+        # /compare: the new knob comes after sampler_b and model_b, which keep their published places
+        published, since = common.FORM_FIELDS[:11], common.FORM_FIELDS[11:]
+        assert common.endpoint_fields("sampler_b", "model_b") == (*published, "sampler_b", "model_b", *since, "nudge")
+        handler = common.takes_form("sampler_b", "model_b")(lambda values, sampler_b, model_b: (values, sampler_b))
+        got, b = handler(*range(11), "assd", "text-asarm", *range(len(since)), 7)
+        assert b == "assd" and got["nudge"] == 7 and got["inner"] == 10
+        got, _ = handler(*range(11), "assd", "text-asarm")  # a caller that does not know the new knob yet
+        assert got["nudge"] == 3
+        assert form.Form(domain="text", model=None, text="", sampler="assd").nudge == 3
+        params.with_knobs(api.InfillRun.__init__, after="seed")
+        sig = inspect.signature(api.InfillRun.__init__).parameters
+        assert sig["nudge"].default == 3
+        with pytest.raises(api.BadParameterError, match="nudge = 12 is outside"):
+            api.InfillRun("a [MASK] b", model="text-asarm", sampler="assd", nudge=12)
+    finally:
+        monkeypatch.undo()
+        params.with_knobs(api.InfillRun.__init__, after="seed")
+    assert "nudge" not in inspect.signature(api.InfillRun.__init__).parameters
 
 
 def test_a_restored_session_falls_back_to_the_tables_start_values(monkeypatch):
@@ -89,3 +123,29 @@ def test_a_restored_session_falls_back_to_the_tables_start_values(monkeypatch):
     for name, k in KNOBS.items():
         if name != "k":
             assert v[name] == k.page_default, name
+
+
+def test_the_editors_domain_handlers_update_components_by_name():
+    """A domain switch sets the model list, the examples and (only when no model fits) the status; a
+    person's switch puts that domain's first example and default sampler in the editor."""
+    from app.examples import EXAMPLES
+    from engine.samplers import default_sampler
+
+    out = editor.on_domain("protein", default_sampler("protein"), None)
+    assert set(out) == {"model", "example"}  # a model fits: the status keeps its line
+    assert out["model"]["value"] in out["model"]["choices"] and out["model"]["value"].startswith("protein-")
+    assert out["example"]["value"] == EXAMPLES["protein"][0]
+    from app import choices
+
+    assert editor.domain_example("code") == {"text": EXAMPLES["code"][0], "sampler": default_sampler("code"),
+                                             "sampler_help": choices.sampler_help(default_sampler("code"), "code")}
+    assert editor.models_b("text", "self-spec", None) == {"model_b": editor.models_for("text", "self-spec")["model"]}
+
+
+def test_no_fitting_model_says_so_in_the_status(monkeypatch):
+    from app import choices
+
+    monkeypatch.setattr(choices, "list_models", lambda domain=None, kind=None: [])
+    out = editor.models_for("text", "assd")
+    assert out["model"]["choices"] == [] and out["model"]["value"] is None
+    assert "⚠️" in out["status"] and choices.no_model_message("text", "asarm")[:20] in out["status"]

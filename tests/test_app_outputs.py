@@ -48,8 +48,18 @@ def _labels(returns: list[dict]) -> list:
 
 
 def test_the_api_keeps_its_endpoints_parameters_and_output_order(page):
+    from engine.params import KNOBS
+
     info = page.get_api_info()["named_endpoints"]
-    assert {k: [p["parameter_name"] for p in v["parameters"]] for k, v in info.items()} == API
+    got = {k: [p["parameter_name"] for p in v["parameters"]] for k, v in info.items()}
+    # a knob added to the table since (engine.params.KNOBS) is appended to the form endpoints, after
+    # every published parameter: none of those may move
+    later = [name for name in KNOBS if name not in API["/infill"]]
+    for form_endpoint in ("/infill", "/compare"):
+        published = len(API[form_endpoint])
+        assert got[form_endpoint][published:] == later, form_endpoint
+        got[form_endpoint] = got[form_endpoint][:published]
+    assert got == API
     assert _labels(info["/infill"]["returns"]) == INFILL_RETURNS
     assert _labels(info["/compare"]["returns"])[5:] == [
         "Summary", None, None, "Share link (appears once both runs are stored)"]

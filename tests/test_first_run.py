@@ -203,8 +203,9 @@ def test_the_sampler_switch_names_the_new_model_and_hides_ignored_knobs(monkeypa
     assert "text-asarm to text-hybrid" in upd["status"] and "because" in upd["status"]
     shown = {p for p in PARAMS if upd[p]["visible"]}
     assert shown == {"temperature", "dtau", "window", "inner"}
-    msg = editor.on_sampler("assd", "text", "text-asarm")["status"]
-    assert not isinstance(msg, str), "no word (and the status kept) when the model stays"
+    kept = editor.on_sampler("assd", "text", "text-asarm")
+    assert "status" not in kept, "no word (and the status kept) when the model stays"
+    assert kept["model"]["value"] == "text-asarm"
 
 
 def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):

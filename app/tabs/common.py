@@ -13,14 +13,12 @@ import gradio as gr
 from engine.params import KNOBS
 
 from ..errors import readable
-from ..form import Form
+from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, form_fields
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
 PARAMS = tuple(KNOBS)
-#: the form's inputs in order: the parameter names of the /infill endpoint and of the run handlers,
-#: which HTTP clients rely on (a new knob of the table is added here, and to make_form and the handlers)
-FORM_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
+# FORM_FIELDS (app.form, imported above): the form's inputs in order, the /infill endpoint's parameter names
 
 
 class Page(SimpleNamespace):
@@ -107,11 +105,65 @@ def empty_table(headers: list[str]) -> dict:
     return {"headers": headers, "data": [[""] * len(headers)]}
 
 
-def make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner) -> Form:
-    """The editor's values as an app.form.Form (None and blanks read as the defaults)."""
-    return Form(domain=domain, model=model or None, text=text if text is not None else "", sampler=sampler,
-                k=k, temperature=temperature, seed=seed, steps=steps, dtau=dtau,
-                window=window or KNOBS["window"].default, inner=inner)
+def make_form(values: dict) -> Form:
+    """The editor's values (by FORM_FIELDS name) as an app.form.Form (None and blanks read as the defaults)."""
+    v = dict(values)
+    knobs = {name: v[name] if k.range or v[name] else k.default for name, k in KNOBS.items()}  # a blank choice: its default
+    return Form(domain=v["domain"], model=v["model"] or None, text=v["text"] if v["text"] is not None else "",
+                sampler=v["sampler"], seed=v["seed"], **knobs)
+
+
+def endpoint_fields(*inputs: str) -> tuple[str, ...]:
+    """A form endpoint's inputs in order: the published form fields, the endpoint's own `inputs`
+    (Compare's sampler_b and model_b), then the knobs added to the table since (app.form.form_fields),
+    so a new knob moves no published position."""
+    fields = form_fields()
+    return (*PUBLISHED_FIELDS, *inputs, *fields[len(PUBLISHED_FIELDS):])
+
+
+def form_components(p: Page, *inputs: str) -> list:
+    """The page's components of a form endpoint, in endpoint_fields order (an event's inputs)."""
+    return components(p, endpoint_fields(*inputs))
+
+
+def takes_form(*inputs: str):
+    """A run handler `fn(values, *inputs, ...)` whose first parameter receives the editor's values as
+    a dict by form field, while Gradio (and so the HTTP API: /infill, /compare) sees one positional
+    parameter per endpoint_fields(*inputs) entry, then fn's other parameters: an endpoint's parameter
+    names come from the form and the knob table, so a new knob needs no handler edited. fn's
+    annotations are kept (Gradio injects gr.Request by them). Wire it with form_components(p, *inputs)."""
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = {p.name: p for p in list(sig.parameters.values())[1:]}
+        # a knob added after publication has its start value as default: a client (or a caller) that
+        # does not know it yet still calls the endpoint as published
+        fields = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=inspect.Parameter.empty if n in PUBLISHED_FIELDS or n in inputs
+                                    else KNOBS[n].page_default) for n in endpoint_fields(*inputs)]
+        public = sig.replace(parameters=[own.pop(n) if n in own else f for n, f in
+                                         zip(endpoint_fields(*inputs), fields)] + list(own.values()))
+
+        def split(args, kwargs):
+            bound = public.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = {n: bound.arguments.pop(n) for n in form_fields()}
+            return values, bound.arguments
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def gen(*args, **kwargs):
+                values, rest = split(args, kwargs)
+                yield from fn(values, **rest)
+            handler = gen
+        else:
+            @functools.wraps(fn)
+            def plain(*args, **kwargs):
+                values, rest = split(args, kwargs)
+                return fn(values, **rest)
+            handler = plain
+        handler.__signature__ = public
+        return handler
+    return decorate
 
 
 def busy():

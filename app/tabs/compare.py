@@ -13,7 +13,20 @@ from .. import form, pending_sessions, plots, share, stops, streaming, token_vie
 from ..errors import readable
 from ..render import counters_md, esc, view_html
 from ..streaming import Live
-from .common import Page, busy, components, empty_table, idle, idle_named, make_form, named, status_md, warn
+from .common import (
+    Page,
+    busy,
+    components,
+    empty_table,
+    form_components,
+    idle,
+    idle_named,
+    make_form,
+    named,
+    status_md,
+    takes_form,
+    warn,
+)
 
 #: what Compare (and the /compare API) updates, in the order API clients receive it
 COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
@@ -42,13 +55,12 @@ def _figures(a: Live, b: Live):
     return plots.compare_figures([(f"A: {a.run.spec.name}", a.steps), (f"B: {b.run.spec.name}", b.steps)])
 
 
-def _prepare(form_values: tuple, sampler_b, model_b, request) -> tuple[str, list[Live]]:
-    """Both runs checked and announced under one share id (nothing stored until they run)."""
-    fa = make_form(*form_values)
-    domain, _, text, _, *params = form_values
-    fb = make_form(domain, model_b, text, sampler_b, *params)
+def _prepare(values: dict, sampler_b, model_b, request) -> tuple[str, list[Live]]:
+    """Both runs checked and announced under one share id (nothing stored until they run): B is A's
+    form with B's sampler and model."""
+    fa, fb = make_form(values), make_form({**values, "sampler": sampler_b, "model": model_b})
     ra, rb = form.prepare(fa), form.prepare(fb)
-    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, domain)
+    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, values["domain"])
     lives = []
     for run in (ra, rb):
         view = token_views.token_view(run)
@@ -85,13 +97,12 @@ def _alternate(a: Live, b: Live, sid: str):
             pass
 
 
-def run_compare(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
-                sampler_b, model_b, request: gr.Request = None):
+@takes_form("sampler_b", "model_b")
+def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
     """Two samplers on the same input and seed, advancing round by round side by side (updates
-    COMPARE_OUTPUTS by name)."""
+    COMPARE_OUTPUTS by name). `values`: the editor's values by name (app.tabs.common.takes_form)."""
     try:
-        sid, (a, b) = _prepare((domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner),
-                               sampler_b, model_b, request)
+        sid, (a, b) = _prepare(values, sampler_b, model_b, request)
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
@@ -174,7 +185,7 @@ def layout(p: Page) -> None:
 def wire(p: Page, remember) -> None:
     """Compare (in the model pool shared with Run) and its Stop."""
     cmp_evt = p.cmp_btn.click(busy, None, [p.cmp_btn, p.cmp_stop], queue=False, api_visibility="private").then(
-        named(p, run_compare), [*p.form_inputs, p.sampler_b, p.model_b], components(p, COMPARE_OUTPUTS),
+        named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )

@@ -28,30 +28,35 @@ MASK_SELECTION_JS = """
 """
 
 
-def models_for(domain: str, sampler: str, current: str | None = None):
-    """The model dropdown for this domain and sampler (keeping `current` when it fits), and a
-    message when no model fits."""
+def models_for(domain: str, sampler: str, current: str | None = None) -> dict:
+    """The model dropdown for this domain and sampler (keeping `current` when it fits), and the
+    status only when no model fits (a message saying so; otherwise the status keeps its line)."""
     kind = choices.sampler_kind(sampler)
     names = choices.list_models(domain, kind)
     value = current if current in names else (names[0] if names else None)
-    msg = gr.update() if names else status_md(choices.no_model_message(domain, kind), "error")  # no word: keep the status
-    return gr.update(choices=names, value=value), msg
+    upd = {"model": gr.update(choices=names, value=value)}
+    return upd if names else {**upd, "status": status_md(choices.no_model_message(domain, kind), "error")}
 
 
-def on_domain(domain, sampler, model):
+def models_b(domain: str, sampler_b: str, model_b: str | None) -> dict:
+    """Compare's B model list, following the domain and sampler B (the editor's status is A's)."""
+    return {"model_b": models_for(domain, sampler_b, model_b)["model"]}
+
+
+def on_domain(domain, sampler, model) -> dict:
     """A domain change: its models, its examples (the box shows the first, which the input holds
     after a person's switch), and a message when it has no model."""
-    upd, msg = models_for(domain, sampler, model)
     ex = EXAMPLES.get(domain, [])
-    return upd, gr.update(choices=ex, value=ex[0] if ex else None), msg
+    return {**models_for(domain, sampler, model), "example": gr.update(choices=ex, value=ex[0] if ex else None)}
 
 
-def domain_example(domain):
+def domain_example(domain) -> dict:
     """A person switching domain gets that domain's first example in the input box (never English
     text sent to the protein model) and that domain's default sampler."""
     ex = EXAMPLES.get(domain, [])
     sampler = default_sampler(domain)
-    return (ex[0] if ex else gr.update()), sampler, choices.sampler_help(sampler, domain)
+    return {**({"text": ex[0]} if ex else {}), "sampler": sampler,
+            "sampler_help": choices.sampler_help(sampler, domain)}
 
 
 def model_card(model):
@@ -92,11 +97,6 @@ def input_info(text, model, domain):
     return line + (f" {note}" if note else "")
 
 
-def names_fit(msg) -> bool:
-    """models_for found a model (its message is an empty update, not an error line)."""
-    return not isinstance(msg, str)
-
-
 CODE_LINE_HELP = "A [MASK] alone on a line fills that one line, after its indentation (no line break inside)."
 
 
@@ -104,14 +104,13 @@ def on_sampler(sampler, domain, model):
     """A sampler change: the models that fit it, its help line, only its own parameters shown, and
     a sentence saying so when the sampler needs another model (the model never changes silently).
     Updated by name: the model, the help line, the status and each knob in PARAMS."""
-    upd, msg = models_for(domain, sampler, model)
-    new = upd.get("value") if isinstance(upd, dict) else None
-    note = choices.switch_note(sampler, model, new)
-    if note and names_fit(msg):
-        msg = status_md(note, "info")
+    found = models_for(domain, sampler, model)
+    note = choices.switch_note(sampler, model, found["model"].get("value"))
+    if note and "status" not in found:  # a model fits: say when it is another one
+        found["status"] = status_md(note, "info")
     spec = SAMPLERS.get(sampler)
     listed = set(spec.params) if spec else set()
-    return {"model": upd, "sampler_help": choices.sampler_help(sampler, domain), "status": msg,
+    return {**found, "sampler_help": choices.sampler_help(sampler, domain),
             **{p: gr.update(visible=p in listed) for p in PARAMS}}
 
 
@@ -261,10 +260,6 @@ KNOB_NOTE_JS = """() => {
 }"""
 
 
-#: the knobs on the first row, beside the seed; every other knob of the table goes on the second row
-FIRST_ROW = ("k", "temperature")
-
-
 def knob_control(name: str, visible: bool):
     """A knob's control, all from its table row (engine.params.KNOBS): a slider over the page's range
     with the table's step and start value, or a radio of a choice knob's values; its sentence and
@@ -284,14 +279,14 @@ def _parameters(p: Page) -> None:
     with gr.Accordion("Sampler parameters", open=True):
         p.sampler_help = gr.Markdown(choices.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
         with gr.Row():
-            for name in FIRST_ROW:
+            for name in form.FIRST_ROW:  # beside the seed; every other knob of the table on the second row
                 setattr(p, name, knob_control(name, name in listed))
             # a text box: every seed 0 .. 2^64 - 1 is exact (a browser number box is exact only below 2^53)
             p.seed = gr.Textbox(str(SEED.default), label="seed", max_lines=1, elem_id="seed",
                                 info=f"{form.PARAM_HELP['seed']}: {form.SEED_HELP_RANGE}.")
         with gr.Row():
             for name in KNOBS:
-                if name not in FIRST_ROW:
+                if name not in form.FIRST_ROW:
                     setattr(p, name, knob_control(name, name in listed))
         # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
         p.knob_note = gr.HTML("", elem_id="knob-note")
@@ -299,10 +294,11 @@ def _parameters(p: Page) -> None:
 
 def wire(p: Page) -> None:
     """The editor's events (the compare side's model list follows domain and sampler B too)."""
-    p.domain.change(on_domain, [p.domain, p.sampler, p.model], [p.model, p.example, p.status],
+    p.domain.change(named(p, on_domain), [p.domain, p.sampler, p.model], components(p, ("model", "example", "status")),
                     api_visibility="private")
     # a person switching domain (not a restore) gets that domain's example in the input
-    p.domain.input(domain_example, [p.domain], [p.text, p.sampler, p.sampler_help], api_visibility="private")
+    p.domain.input(named(p, domain_example), [p.domain], components(p, ("text", "sampler", "sampler_help")),
+                   api_visibility="private")
     p.demo.load(None, None, None, js=KNOB_NOTE_JS, api_visibility="private")
     p.model.change(model_card, [p.model], [p.card], api_visibility="private", queue=False)
     for src in (p.text, p.model, p.domain):
@@ -310,10 +306,9 @@ def wire(p: Page) -> None:
                    trigger_mode="always_last", show_progress="hidden")
     p.sampler.change(named(p, on_sampler), [p.sampler, p.domain, p.model],
                      components(p, ("model", "sampler_help", "status", *PARAMS)), api_visibility="private")
-    p.domain.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
-                    api_visibility="private")
-    p.sampler_b.change(lambda d, s, m: models_for(d, s, m)[0], [p.domain, p.sampler_b, p.model_b], [p.model_b],
-                       api_visibility="private")
+    for src in (p.domain, p.sampler_b):
+        src.change(named(p, models_b), [p.domain, p.sampler_b, p.model_b], [p.model_b],
+                   api_visibility="private")
     p.example.input(lambda e: e or gr.update(), [p.example], [p.text], api_visibility="private")
     p.mask_btn.click(mask_selection, [p.text, p.sel_a, p.sel_b, p.model, p.domain], [p.text, p.status],
                      js=MASK_SELECTION_JS, api_name="mask_selection")

@@ -18,16 +18,19 @@ from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
 from .common import (
+    FORM_FIELDS,
     Page,
     busy,
     components,
     detail_table,
     empty_table,
+    form_components,
     idle,
     idle_named,
     make_form,
     named,
     status_md,
+    takes_form,
     warn,
 )
 from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, paced, play, replay, scrub, step_back, step_forward
@@ -136,15 +139,16 @@ def _watched(live: Live, note: str):
                "run_sid": live.share_id}
 
 
-def run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch=False,
-               request: gr.Request = None):
+@takes_form()
+def run_infill(values: dict, watch=False, request: gr.Request = None):
     """Stream a run: one update per round (throttled), ending with the completed text. With `watch`,
     a run that computed in under WATCH_UNDER seconds is then shown at the Watch pace before its last
     frame. The share link and the stored trace appear only in the last update, once the store holds the run.
-    Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named)."""
-    form = make_form(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner)
+    Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
+    values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
+    domain, text, sampler = values["domain"], values["text"], values["sampler"]
     try:
-        prep = _PREPARE.submit(streaming.start, form, owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
@@ -301,11 +305,10 @@ RESTORED_JS = """(hide) => {
 HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
 
 
-def run_page(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner, watch,
-             request: gr.Request = None):
+@takes_form("watch")
+def run_page(values: dict, watch, request: gr.Request = None):
     """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
-    yield from run_infill(domain, model, text, sampler, k, temperature, seed, steps, dtau, window, inner,
-                          watch=bool(watch), request=request)
+    yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
 
 
 def wire(p: Page, remember) -> None:
@@ -316,13 +319,13 @@ def wire(p: Page, remember) -> None:
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
     run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
                               api_visibility="private").then(
-        named(p, run_page), [*p.form_inputs, p.watch], outputs, api_visibility="private", concurrency_id="model",
+        named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)
-    p.api_run_btn.click(named(p, run_infill), p.form_inputs, outputs, api_name="infill", concurrency_id="model",
+    p.api_run_btn.click(named(p, run_infill), form_components(p), outputs, api_name="infill", concurrency_id="model",
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")

@@ -16,7 +16,7 @@ from ..store import store
 from . import exactness
 from .common import Page, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
-from .editor import models_for, on_domain
+from .editor import models_b, models_for
 from .player import RESTORED_JS
 
 HISTORY_MAX = 50  # share ids a browser remembers
@@ -141,12 +141,13 @@ def loader(p: Page, restore):
     """The page-load handler: the first domain's models, or the session in the link's ?s=."""
     def on_load(request: gr.Request):
         sid = share.share_id_from(request)
-        d_upd, _, msg = on_domain(p.first_domain, p.sampler.value, None)
+        first = models_for(p.first_domain, p.sampler.value)
         if not sid:
-            return {p.model: d_upd, p.model_b: models_for(p.first_domain, p.sampler_b.value, None)[0], p.status: msg}
+            return {getattr(p, name): v for name, v in {**models_b(p.first_domain, p.sampler_b.value, None),
+                                                         **first}.items()}
         r = restore(sid, request)
         if p.model not in r:
-            r[p.model] = d_upd
+            r[p.model] = first["model"]
         return r
     return on_load
 
