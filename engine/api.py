@@ -19,7 +19,7 @@ from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundErr
 from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
 from .model_loading import LoadedModel
 from .oracle import AsArmOracle
-from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs
+from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs  # noqa: F401 (LIMITS: re-exported)
 from .registry import default_model, load
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder

@@ -5,6 +5,7 @@ field order (the /infill endpoint's parameter names)."""
 from __future__ import annotations
 
 import inspect
+
 import gradio as gr
 import pytest
 

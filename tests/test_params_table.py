@@ -108,3 +108,20 @@ def test_cli_flags_are_the_tables(cmd):
         assert k.help in a.help
         for s in readers(name):
             assert s in a.help or "every sampler" in a.help, (cmd, name, s)
+
+
+def test_a_run_records_the_knobs_its_sampler_reads_with_their_group():
+    """What a run stores as its setting (engine.params.recorded): k and temperature always, the cache,
+    and a diffusion knob brings its whole group (self-spec reads dtau, window, inner: steps is
+    recorded too, so a stored run says every number its diffusion schedule used)."""
+    from engine.params import recorded
+
+    assert recorded(("k", "temperature")) == ["k", "temperature"]
+    assert recorded(("dtau",)) == ["steps", "dtau", "window", "inner"]
+    assert recorded(("steps", "temperature")) == ["temperature", "steps", "dtau", "window", "inner"]
+    assert InfillRun("a [MASK] b", sampler="assd", k=3).params == {"k": 3, "temperature": 1.0, "cache": False}
+    run = InfillRun("a [MASK] b", sampler="self-spec", inner=2)
+    assert run.params == {"k": 5, "temperature": 1.0, "steps": 32, "dtau": 0.05, "window": "cosine", "inner": 2,
+                          "cache": False}
+    check = ExactnessCheck("a [MASK:1] b", samplers="mdm", samples=1, steps=7)
+    assert check.params == {"temperature": 1.0, "steps": 7, "dtau": 0.05, "window": "cosine", "inner": 1}

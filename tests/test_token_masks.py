@@ -70,7 +70,7 @@ def test_app_token_view_uses_the_masking_function(monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(ui, "from_token_positions", spy)
-    text, _ = ui.toggle_tokens([1], {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id})
+    text = ui.toggle_tokens([1], {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id})["text"]
     assert seen and "\ufffd" not in text
     mi = parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens)
     assert mi.pieces == ["na", "ve cat"]
@@ -83,5 +83,5 @@ def test_app_token_view_plain_and_masked(sel):
 
     lm = load("text-asarm")
     ids = lm.codec.encode("naïve")
-    text, _ = ui.toggle_tokens(sel, {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id})
+    text = ui.toggle_tokens(sel, {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id})["text"]
     assert text == ("naïve" if not sel else "[MASK:1]ïve")

@@ -13,7 +13,7 @@ import gradio as gr
 from engine.params import KNOBS
 
 from ..errors import readable
-from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, form_fields
+from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order

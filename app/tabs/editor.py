@@ -123,26 +123,28 @@ def codec_for(model: str | None, domain: str):
     return load(name, allow_paths=False)
 
 
-def mask_selection(text, a, b, model, domain):
-    """Replace the selected characters with [MASK:n], n = their length in the model's tokens."""
+def mask_selection(text, a, b, model, domain) -> dict:
+    """Replace the selected characters with [MASK:n], n = their length in the model's tokens (the
+    text and the status, by name)."""
     text = text or ""
     try:
         inputs.check_text(text)
     except InfillError as e:
-        return text, status_md(str(e), "error")
+        return {"text": text, "status": status_md(str(e), "error")}
     try:
         a, b = int(a or 0), int(b or 0)
     except (TypeError, ValueError):
         a = b = 0
     a, b = max(0, min(a, len(text))), max(0, min(b, len(text)))
     if b <= a:
-        return text, status_md("Select some text in the input first, then press Mask selection.", "error")
+        return {"text": text, "status": status_md("Select some text in the input first, then press Mask selection.", "error")}
     try:
         lm = codec_for(model, domain)
         n = len(lm.codec.encode(text[a:b]))
     except InfillError as e:
-        return text, status_md(str(e), "error")
-    return text[:a] + f"[MASK:{max(n, 1)}]" + text[b:], status_md(f"Masked {b - a} characters ({n} tokens).", "ok")
+        return {"text": text, "status": status_md(str(e), "error")}
+    return {"text": text[:a] + f"[MASK:{max(n, 1)}]" + text[b:],
+            "status": status_md(f"Masked {b - a} characters ({n} tokens).", "ok")}
 
 
 def _tok_label(s: str) -> str:
@@ -162,37 +164,39 @@ def _tokens_of(text: str, lm) -> tuple[list[int], list[int]]:
     return ids, []
 
 
-def show_tokens(text, model, domain):
-    """The clickable token view: one checkbox per token, checked = masked."""
+def show_tokens(text, model, domain) -> dict:
+    """The clickable token view: one checkbox per token, checked = masked (the view, its state and
+    the status, by name)."""
     try:
         inputs.check_text(text or "")
         lm = codec_for(model, domain)
         ids, masked = _tokens_of(text or "", lm)
     except InfillError as e:
-        return gr.update(choices=[], value=[]), None, status_md(str(e), "error")
+        return {"tok_view": gr.update(choices=[], value=[]), "tok_state": None, "status": status_md(str(e), "error")}
     ms = set(masked)
     pieces = char_pieces([None if i in ms else t for i, t in enumerate(ids)], bytes_fn(lm.codec))
     # a token that only continues the character on its left shows the dotted circle
     choices = [("▁" if i in ms else (_tok_label(pieces[i]) if pieces[i] else "◌"), i) for i in range(len(ids))]
     state = {"model": lm.name, "ids": ids, "mask_id": lm.codec.mask_id}
-    return (gr.update(choices=choices, value=masked, visible=True), state,
-            status_md("Click tokens to mask or unmask them; the input box follows.", "info"))
+    return {"tok_view": gr.update(choices=choices, value=masked, visible=True), "tok_state": state,
+            "status": status_md("Click tokens to mask or unmask them; the input box follows.", "info")}
 
 
 @guarded
-def toggle_tokens(selected, tok_state):
+def toggle_tokens(selected, tok_state) -> dict:
     """Rebuild the input text from the token view's checked (masked) positions, with the engine's
-    one token-masking function (masks widen to whole characters, so the rest stays byte-identical)."""
+    one token-masking function (masks widen to whole characters, so the rest stays byte-identical):
+    the text and the status, by name."""
     if not tok_state:
-        return gr.update(), status_md("Press Show tokens first.", "error")
+        return {"status": status_md("Press Show tokens first.", "error")}
     lm = load(tok_state["model"], allow_paths=False)
     ids, mask_id = tok_state["ids"], tok_state["mask_id"]
     sel = sorted({int(i) for i in (selected or [])} | {i for i, t in enumerate(ids) if t == mask_id})
     if not sel:
-        return lm.codec.decode(ids), ""
+        return {"text": lm.codec.decode(ids), "status": ""}
     mi = from_token_positions(ids, sel, lm.codec, max_tokens=len(ids))
     widened = len(mi.masked) > len(sel)
-    return mi.source, (status_md("Masks widened to whole characters.", "info") if widened else "")
+    return {"text": mi.source, "status": status_md("Masks widened to whole characters.", "info") if widened else ""}
 
 
 # ----------------------------------------------------------------------------- layout
@@ -310,9 +314,9 @@ def wire(p: Page) -> None:
         src.change(named(p, models_b), [p.domain, p.sampler_b, p.model_b], [p.model_b],
                    api_visibility="private")
     p.example.input(lambda e: e or gr.update(), [p.example], [p.text], api_visibility="private")
-    p.mask_btn.click(mask_selection, [p.text, p.sel_a, p.sel_b, p.model, p.domain], [p.text, p.status],
+    p.mask_btn.click(named(p, mask_selection), [p.text, p.sel_a, p.sel_b, p.model, p.domain], components(p, ("text", "status")),
                      js=MASK_SELECTION_JS, api_name="mask_selection")
-    p.tok_btn.click(show_tokens, [p.text, p.model, p.domain], [p.tok_view, p.tok_state, p.status],
+    p.tok_btn.click(named(p, show_tokens), [p.text, p.model, p.domain], components(p, ("tok_view", "tok_state", "status")),
                     api_name="show_tokens")
-    p.tok_view.input(toggle_tokens, [p.tok_view, p.tok_state], [p.text, p.status], api_name="toggle_tokens",
-                     trigger_mode="always_last")
+    p.tok_view.input(named(p, toggle_tokens), [p.tok_view, p.tok_state], components(p, ("text", "status")),
+                     api_name="toggle_tokens", trigger_mode="always_last")

@@ -1,61 +1,20 @@
 """The sampler catalogue: each name maps to a generator of Steps, the model kind it drives, the
 knobs it reads (each knob is described once, in engine.params.KNOBS; `readers` turns the
 catalogue around) and, for samplers that draft with a second network, that network's kind and
-fit check (`SecondModel`, engine/samplers/drafting.py).
+fit check (`SecondModel`, engine/samplers/drafting.py). Each entry (engine/samplers/spec.py
+`SamplerSpec`) is written at the end of its sampler's module; this module gathers them and holds
+the domains' default samplers.
 
 DRAFTER_KIND: samplers that also load a second network, and the model kind it must be (read from
 the catalogue, kept for callers that only need the kind)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..trace import Step
-from .assd import assd, assd_pipelined
-from .diffusion_drafter import check_pair as diffusion_fits
-from .drafters import drafted
-from .drafting import SecondModel
-from .hybrid_passes import CallCounter, require_hybrid
-from .mdm import mdm
-from .ptp import check_pair as ptp_fits
-from .ptp import run_ptp
-from .selfspec import self_spec
-from .sequential import sequential
-
-
-@dataclass(frozen=True)
-class SamplerSpec:
-    """One entry of the sampler catalogue: which model kind it drives (the `kind` of
-    engine.model_loading.LoadedModel), whether it caches, which knobs it reads, its help text, how to
-    run it, and the second model it drafts with (None: it drafts from the run's model or not at all)."""
-
-    name: str
-    kind: str  # the model kind it drives: "asarm" (an AS-ARM oracle) or "hybrid"
-    cache: bool  # KV cache on by default (AS-ARM samplers)
-    params: tuple[str, ...]  # the knobs it reads: names of engine.params.KNOBS
-    help: str
-    run: Callable[..., Iterator[Step]]
-    default_steps: int = 32  # T when the caller gives none
-    second: SecondModel | None = None  # the drafting network it also loads, and whether one fits
-    calls_bounded: bool = True  # promises calls <= masked tokens (every round: <= 1 call per decided token)
-
-
-def _hybrid_counter(ctx) -> CallCounter:
-    require_hybrid(ctx.lm)
-    ctx.counter = CallCounter()
-    return ctx.counter
-
-
-def _mdm(ctx) -> Iterator[Step]:
-    counter = _hybrid_counter(ctx)
-    return mdm(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.steps, counter)
-
-
-def _self_spec(ctx) -> Iterator[Step]:
-    counter = _hybrid_counter(ctx)
-    return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.dtau, ctx.window,
-                     ctx.inner, counter)
+from . import assd, mdm, ptp, selfspec, sequential
+from .drafters import DIFFUSION_SPEC, NGRAM_SPEC
+from .spec import SamplerSpec
 
 
 @dataclass(frozen=True)
@@ -107,52 +66,10 @@ def cost_sentence(domain: str) -> str:
             f"{c.ratio:.2f}x the speed of cached sequential decoding on the 2-core CPU ({c.source}).")
 
 
+#: every sampler, in the page's order; each entry is written beside its algorithm (SPEC / SPECS at the
+#: end of its module: the knobs it reads, its help, how it runs)
 SAMPLERS: dict[str, SamplerSpec] = {
-    s.name: s
-    for s in [
-        SamplerSpec("sequential", "asarm", False, ("temperature",),
-                    "One network call per masked token, left to right: the exact reference.",
-                    lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
-        SamplerSpec("sequential-cache", "asarm", True, ("temperature",),
-                    "Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
-                    "one small call per token. The strongest non-speculative baseline.",
-                    lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
-        SamplerSpec("assd", "asarm", False, ("k", "temperature"),
-                    "Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
-                    "verify them with one density pass. Exact.",
-                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
-        SamplerSpec("assd-bonus", "asarm", False, ("k", "temperature"),
-                    "ASSD whose density pass also answers the next position: a free token when all drafts pass.",
-                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, bonus=True)),
-        SamplerSpec("assd-cache", "asarm", True, ("k", "temperature"),
-                    "ASSD with a KV cache of decided tokens (rejected drafts rolled back): same samples, less compute.",
-                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
-        SamplerSpec("assd-pipelined", "asarm", True, ("k", "temperature"),
-                    "One network call per round: each density pass also proposes the next round. Exact.",
-                    lambda c: assd_pipelined(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
-        SamplerSpec("assd-ngram", "asarm", True, ("k", "temperature"),
-                    "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
-                    drafted("ngram")),
-        SamplerSpec("mdm", "hybrid", False, ("steps", "temperature"),
-                    "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
-                    "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
-                    _mdm, calls_bounded=False),
-        SamplerSpec("self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
-                    "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
-                    "window, the causal head verifies it; fractional calls per pass.",
-                    _self_spec, calls_bounded=False),
-        SamplerSpec("assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
-                    "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
-                    "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
-                    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),
-                    calls_bounded=False),
-        SamplerSpec("assd-ptp", "asarm", True, ("k", "temperature"),
-                    "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
-                    "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
-                    "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
-                    "a PTP drafter (text-ptp1, code-ptp).",
-                    run_ptp, second=SecondModel("ptp", ptp_fits, "python -m engine train --kind ptp --teacher {model} ...")),
-    ]
+    s.name: s for s in [*sequential.SPECS, *assd.SPECS, NGRAM_SPEC, mdm.SPEC, selfspec.SPEC, DIFFUSION_SPEC, ptp.SPEC]
 }
 
 

@@ -16,6 +16,7 @@ from ..masking import MaskedInput
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
 from .drafting import Drafter
+from .spec import SamplerSpec
 
 
 def verify(
@@ -225,3 +226,21 @@ def assd_pipelined(
         props = tempered_probs(oracle.head_logits(states[at : at + len(positions)], positions), temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1
+
+
+#: the catalogue's entries (engine.samplers.SAMPLERS): ASSD and its variants on the run's AS-ARM
+SPECS = [
+    SamplerSpec("assd", "asarm", False, ("k", "temperature"),
+                "Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
+                "verify them with one density pass. Exact.",
+                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
+    SamplerSpec("assd-bonus", "asarm", False, ("k", "temperature"),
+                "ASSD whose density pass also answers the next position: a free token when all drafts pass.",
+                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, bonus=True)),
+    SamplerSpec("assd-cache", "asarm", True, ("k", "temperature"),
+                "ASSD with a KV cache of decided tokens (rejected drafts rolled back): same samples, less compute.",
+                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
+    SamplerSpec("assd-pipelined", "asarm", True, ("k", "temperature"),
+                "One network call per round: each density pass also proposes the next round. Exact.",
+                lambda c: assd_pipelined(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
+]

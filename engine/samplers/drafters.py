@@ -22,7 +22,9 @@ from ..errors import IncompatibleModelsError
 from ..trace import Step
 from .assd import assd_drafted
 from .diffusion_drafter import DiffusionDrafter
-from .drafting import Drafter
+from .diffusion_drafter import check_pair as diffusion_fits
+from .drafting import Drafter, SecondModel
+from .spec import SamplerSpec
 
 
 class NgramDrafter(Drafter):
@@ -109,3 +111,15 @@ def drafted(name: str) -> Callable[..., Iterator[Step]]:
     run.__name__ = run.__qualname__ = f"assd_{name}"
     run.__doc__ = f"ASSD on the AS-ARM with drafts from the {name} drafter (engine.samplers.drafters.DRAFTERS)."
     return run
+
+
+#: the catalogue's entries (engine.samplers.SAMPLERS) of ASSD drafted by a drafter of the table above
+NGRAM_SPEC = SamplerSpec(
+    "assd-ngram", "asarm", True, ("k", "temperature"),
+    "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
+    drafted("ngram"))
+DIFFUSION_SPEC = SamplerSpec(
+    "assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
+    "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
+    "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
+    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits), calls_bounded=False)

@@ -8,8 +8,9 @@ notice; the rule is stated here, once, so a new drafter is written against it an
 tests (tests/test_rounds.py, tests/test_selfspec.py, tests/test_sampler_contract.py) hold it to it.
 
 Adding a drafter: a class with `propose` (below), one row in engine/samplers/drafters.py's
-DRAFTERS (how it is built from a RunContext), one catalogue entry in engine/samplers/__init__.py
-(with its `SecondModel` when it drafts with another network), and its tests.
+DRAFTERS (how it is built from a RunContext), one catalogue entry beside it (a `SamplerSpec`,
+engine/samplers/spec.py, with its `SecondModel` when it drafts with another network, gathered into
+engine.samplers.SAMPLERS), and its tests.
 """
 
 from __future__ import annotations

@@ -67,3 +67,11 @@ def causal_pass(
 def cosine_remaining(m: int, steps: int) -> list[int]:
     """Positions still masked after each step s = 0..T of a cosine grid (m at s = 0, 0 at s = T)."""
     return [round(m * math.cos(0.5 * math.pi * s / steps)) if s < steps else 0 for s in range(steps + 1)]
+
+
+def hybrid_counter(ctx) -> CallCounter:
+    """A hybrid sampler's start: refuse a model that is not a hybrid, and install the run's call
+    counter (fractional calls per pass) where the run's context reads it."""
+    require_hybrid(ctx.lm)
+    ctx.counter = CallCounter()
+    return ctx.counter

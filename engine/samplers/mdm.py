@@ -21,7 +21,8 @@ from ..acceptance import sample_categorical, tempered_probs
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .base import Recorder
-from .hybrid_passes import CallCounter, cosine_remaining, model_ids, nc_pass
+from .hybrid_passes import CallCounter, cosine_remaining, hybrid_counter, model_ids, nc_pass
+from .spec import SamplerSpec
 
 
 def mdm(
@@ -61,3 +62,15 @@ def mdm(
         note = f"raw calls {counter.calls:g}, best-case calls {counter.best:g}" if not unrevealed else ""
         yield rec(StepKind.REVEAL, s - 1, positions, tokens, [float(probs[r][t]) for r, t in enumerate(tokens)],
                   note=note)
+
+
+def _run(ctx) -> Iterator[Step]:
+    return mdm(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.steps, hybrid_counter(ctx))
+
+
+#: the catalogue's entry (engine.samplers.SAMPLERS)
+SPEC = SamplerSpec(
+    "mdm", "hybrid", False, ("steps", "temperature"),
+    "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
+    "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
+    _run, calls_bounded=False)

@@ -40,6 +40,8 @@ from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
+from .drafting import SecondModel
+from .spec import SamplerSpec
 
 
 def _call(oracle, drafts, queries, logit_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -219,3 +221,13 @@ def run_ptp(ctx) -> Iterator[Step]:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
     return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, ctx.draft_lm.model, note,
                     ctx.drafter_passes)
+
+
+#: the catalogue's entry (engine.samplers.SAMPLERS)
+SPEC = SamplerSpec(
+    "assd-ptp", "asarm", True, ("k", "temperature"),
+    "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
+    "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
+    "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
+    "a PTP drafter (text-ptp1, code-ptp).",
+    run_ptp, second=SecondModel("ptp", check_pair, "python -m engine train --kind ptp --teacher {model} ..."))

@@ -32,7 +32,8 @@ from ..acceptance import sample_categorical, speculative_accept, tempered_probs
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .base import Recorder
-from .hybrid_passes import CallCounter, causal_pass, model_ids, nc_pass
+from .hybrid_passes import CallCounter, causal_pass, hybrid_counter, model_ids, nc_pass
+from .spec import SamplerSpec
 
 
 def window_size(i: int, d: int, dtau: float, window: str = "cosine") -> int:
@@ -107,3 +108,16 @@ def self_spec(
                 break
         i += s
         rnd += 1
+
+
+def _run(ctx) -> Iterator[Step]:
+    return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.dtau, ctx.window, ctx.inner,
+                     hybrid_counter(ctx))
+
+
+#: the catalogue's entry (engine.samplers.SAMPLERS)
+SPEC = SamplerSpec(
+    "self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
+    "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
+    "window, the causal head verifies it; fractional calls per pass.",
+    _run, calls_bounded=False)

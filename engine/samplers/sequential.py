@@ -13,6 +13,7 @@ from ..acceptance import sample_categorical, tempered_probs
 from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .base import DensityOracle, Recorder
+from .spec import SamplerSpec
 
 
 def sequential(
@@ -26,3 +27,15 @@ def sequential(
         tok = sample_categorical(q, gen)
         oracle.commit(pos, tok)
         yield rec(StepKind.SAMPLE, r, [pos], [tok], q=[float(q[tok])])
+
+
+#: the catalogue's entries (engine.samplers.SAMPLERS): the exact reference and its cached form
+SPECS = [
+    SamplerSpec("sequential", "asarm", False, ("temperature",),
+                "One network call per masked token, left to right: the exact reference.",
+                lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
+    SamplerSpec("sequential-cache", "asarm", True, ("temperature",),
+                "Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
+                "one small call per token. The strongest non-speculative baseline.",
+                lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
+]

@@ -58,8 +58,8 @@ MUTANTS = [
      "            spent += self.model.config.nc_share", "            spent += 0.0", "diffusion"),
     ("M11 InfillRun skips the catalogue's drafter fit check", "engine/api.py",
      "            spec.second.check(self.lm, self.draft_lm)\n", "", "wrong_kind"),
-    ("M12 mdm's entry promises calls <= masked tokens", "engine/samplers/__init__.py",
-     "                    _mdm, calls_bounded=False),", "                    _mdm),", "mdm or page"),
+    ("M12 mdm's entry promises calls <= masked tokens", "engine/samplers/mdm.py",
+     "    _run, calls_bounded=False)", "    _run)", "mdm or page"),
 ]
 
 
