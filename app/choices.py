@@ -11,17 +11,6 @@ from engine.samplers import SAMPLERS, cost_sentence, default_sampler
 
 log = logging.getLogger("app")
 
-#: samplers whose network calls can exceed the tokens they fill, and why (said next to their help)
-CALLS_NOTE = {
-    "mdm": "Its calls can exceed the tokens it fills: every one of its steps is a full network pass over "
-           "all masked positions, however few tokens that step reveals.",
-    "self-spec": "Its calls can exceed the tokens it fills: each outer step drafts with one pass and checks "
-                 "with more, and a rejected window is drafted again.",
-    "assd-diffusion": "Its calls can exceed the tokens it fills: each round spends a few diffusion steps of the "
-                      "drafter (counted as calls) before the AS-ARM checks the drafts, and rejected drafts are "
-                      "redrawn next round.",
-}
-
 #: why a sampler needs a model other than the AS-ARM
 KIND_WHY = {
     "hybrid": "it runs a hybrid model: a masked-diffusion network whose last block is causal, so it can draft "
@@ -63,8 +52,8 @@ def sampler_help(sampler: str, domain: str | None = None) -> str:
         return ""
     needs = "a hybrid (self-speculative) model" if spec.kind == "hybrid" else "an AS-ARM model"
     out = f"{spec.help} Needs {needs}."
-    if sampler in CALLS_NOTE:
-        out += " " + CALLS_NOTE[sampler]
+    if spec.calls_note:  # why its calls may exceed its tokens: its catalogue entry's word
+        out += " " + spec.calls_note
     if domain is not None and sampler == default_sampler(domain):
         out += " " + cost_sentence(domain)
     return out

@@ -224,10 +224,12 @@ def add_knob_args(p: argparse.ArgumentParser, note: dict[str, str] | None = None
         extra = f" {note[name]}" if note and name in note else ""
         by = "every sampler" if len(who) == len(SAMPLERS) else ", ".join(who)
         help_ = f"{k.help}{extra} ({said}{rng}; read by {by})"
+        # a two-word knob reads like the CLI's other flags (--draft-model): --k-first, and --k_first too
+        flags = dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name}"])
         if k.choices:
-            p.add_argument(f"--{name}", default=k.default, choices=list(k.choices), help=help_)
+            p.add_argument(*flags, dest=name, default=k.default, choices=list(k.choices), help=help_)
         else:
-            p.add_argument(f"--{name}", type=k.type, default=k.default, help=help_)
+            p.add_argument(*flags, dest=name, type=k.type, default=k.default, help=help_)
 
 
 def knob_values(a: argparse.Namespace) -> dict:

@@ -72,7 +72,7 @@ def test_a_run_fills_a_code_line_without_a_line_break(tiny):
 
 def test_each_knob_has_one_plain_sentence_and_diffusion_says_why_calls_exceed_tokens():
     from app import choices, form
-    from engine.samplers import DEFAULT_SAMPLERS, SAMPLERS
+    from engine.samplers import DEFAULT_SAMPLERS
 
     for name, text in form.PARAM_HELP.items():
         assert text.count(". ") == 0 and len(text.split()) >= 6, name
@@ -80,7 +80,6 @@ def test_each_knob_has_one_plain_sentence_and_diffusion_says_why_calls_exceed_to
         assert "exceed the tokens" in choices.sampler_help(name), name
     assert "exceed" not in choices.sampler_help("assd-cache")
     assert f"{DEFAULT_SAMPLERS['text'].ratio:.2f}x" in choices.sampler_help("assd-cache", "text")
-    assert set(choices.CALLS_NOTE) <= set(SAMPLERS)
 
 
 def test_switching_to_a_sampler_of_another_model_says_so_and_why():

@@ -125,3 +125,21 @@ def test_a_run_records_the_knobs_its_sampler_reads_with_their_group():
                           "cache": False}
     check = ExactnessCheck("a [MASK:1] b", samplers="mdm", samples=1, steps=7)
     assert check.params == {"temperature": 1.0, "steps": 7, "dtau": 0.05, "window": "cosine", "inner": 1}
+
+
+def test_a_two_word_knob_gets_a_hyphenated_flag(monkeypatch):
+    """A later knob named with an underscore (say k_first) reads like the CLI's other two-word flags
+    (--draft-model): --k-first, with --k_first still accepted, both into the knob's own name."""
+    import engine.params
+    from engine.cli import add_knob_args
+    from engine.params import Knob
+
+    row = Knob("k_first", int, 0, (0, 64), "How many tokens the first round drafts.")
+    monkeypatch.setattr(engine.params, "KNOBS", {**KNOBS, "k_first": row})
+    p = argparse.ArgumentParser()
+    add_knob_args(p)
+    assert p.parse_args(["--k-first", "3"]).k_first == 3
+    assert p.parse_args(["--k_first", "4"]).k_first == 4
+    assert p.parse_args([]).k_first == 0
+    assert p.parse_args(["--window", "linear"]).window == "linear"
+    assert "--k-first" in p.format_help()

@@ -122,4 +122,7 @@ DIFFUSION_SPEC = SamplerSpec(
     "assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
     "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
     "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
-    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits), calls_bounded=False)
+    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),
+    calls_note="Its calls can exceed the tokens it fills: each round spends a few diffusion steps of the "
+               "drafter (counted as calls) before the AS-ARM checks the drafts, and rejected drafts are "
+               "redrawn next round.")

@@ -73,4 +73,6 @@ SPEC = SamplerSpec(
     "mdm", "hybrid", False, ("steps", "temperature"),
     "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
     "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
-    _run, calls_bounded=False)
+    _run,
+    calls_note="Its calls can exceed the tokens it fills: every one of its steps is a full network pass over "
+               "all masked positions, however few tokens that step reveals.")

@@ -120,4 +120,6 @@ SPEC = SamplerSpec(
     "self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
     "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
     "window, the causal head verifies it; fractional calls per pass.",
-    _run, calls_bounded=False)
+    _run,
+    calls_note="Its calls can exceed the tokens it fills: each outer step drafts with one pass and checks "
+               "with more, and a rejected window is drafted again.")

@@ -59,7 +59,7 @@ MUTANTS = [
     ("M11 InfillRun skips the catalogue's drafter fit check", "engine/api.py",
      "            spec.second.check(self.lm, self.draft_lm)\n", "", "wrong_kind"),
     ("M12 mdm's entry promises calls <= masked tokens", "engine/samplers/mdm.py",
-     "    _run, calls_bounded=False)", "    _run)", "mdm or page"),
+     '    calls_note="Its calls', '    calls_note="" and "Its calls', "mdm or page"),
 ]
 
 
