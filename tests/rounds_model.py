@@ -55,12 +55,15 @@ class TableOracle:
         self.committed: list[tuple[int, int]] = []
         self.calls = 0
         self.queries: list[list[tuple[int, int]]] = []
+        self.lean: list[tuple[int, int | None]] = []  # per states=True call: (drafts placed, logit_rows asked)
+        self.head_positions: list[list[int] | None] = []  # the positions each head_logits call was given
 
     def call(self, drafts: list[tuple[int, int]], queries: list[tuple[int, int]], states: bool = False,
              logit_rows: int | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The table's rows; with `states`, the rows double as their own "states" (head_logits is
         the identity), and `logit_rows` returns only the first rows' logits, as the real oracle does."""
         if states:
+            self.lean.append((len(drafts), logit_rows))
             rows = self.call(drafts, queries)
             return rows[: len(queries) if logit_rows is None else logit_rows], rows
         self.calls += 1
@@ -76,6 +79,7 @@ class TableOracle:
         return torch.tensor(rows, dtype=torch.float64).reshape(len(queries), V)
 
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        self.head_positions.append(None if positions is None else list(positions))
         return states
 
     def commit(self, pos: int, tok: int) -> None:

@@ -472,3 +472,19 @@ def test_assd_uses_the_accept_rule_it_is_given():
             kinds[wrong].update(s.kind for s in steps)
     assert kinds[True][StepKind.REJECT] == 0 and kinds[True][StepKind.ACCEPT] > 0
     assert kinds[False][StepKind.REJECT] > 0
+
+
+@pytest.mark.parametrize("symbols_case,k", [(FOUR, 2), (FOUR, 3), (SIX, 5)])
+def test_pipelined_rounds_run_the_output_head_only_where_needed(symbols_case, k):
+    """Lean calls (docs/DESIGN.md §4): each pipelined call asks logits for exactly the drafts it
+    verifies (one row per draft placed in it), and the next round's proposal rows reach the output
+    head with that round's positions (the input's word-start rules are applied by position), as the
+    trace's DRAFT steps of rounds 1, 2, ... show them."""
+    visible, length, symbols = symbols_case
+    mi = make_input(length, visible)
+    for seed in range(40):
+        steps, oracle = run_sampler("assd-pipelined", mi, symbols, k, seed)
+        assert oracle.lean and all(rows == placed for placed, rows in oracle.lean), oracle.lean
+        drafted_later = [s.positions for s in steps if s.kind == StepKind.DRAFT and s.round > 0]
+        assert [p for p in oracle.head_positions if p] == drafted_later
+        assert all(p is not None for p in oracle.head_positions)
