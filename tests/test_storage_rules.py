@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 import storage.recorder as recorder_mod
 from engine.budget import BudgetExceededError
@@ -58,9 +58,14 @@ def template(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def store(template: Path, tmp_path: Path):
+    """A store on a fresh copy of the template. SQLite hands back the rows of a query without ORDER BY
+    in reverse (PRAGMA reverse_unordered_selects), so an order the store promises but does not ask
+    for shows up as wrong instead of passing by the accident of insertion order."""
     path = tmp_path / "studio.db"
     shutil.copy(template, path)
-    st = Store(sdb.make_engine(f"sqlite:///{path}"))
+    engine = sdb.make_engine(f"sqlite:///{path}")
+    event.listen(engine, "connect", lambda dbapi_conn, _rec: dbapi_conn.execute("PRAGMA reverse_unordered_selects=ON"))
+    st = Store(engine)
     yield st
     st.close()
 
@@ -414,10 +419,23 @@ def test_list_sessions_order_preview_counts_and_filters(store: Store):
     assert store.list_sessions(10, share_ids=["bad id", 7]) == []
     assert store.list_sessions(10, share_ids=[new_share_id()]) == []
     assert store.list_sessions(10, domain="code", share_ids=[a]) == []
-    # the same creation time: the later insert (higher id) first
+    created = {x: store.get_session(x).created_at for x in (a, b, c)}
+    assert [s.created_at for s in listed] == [created[c], created[b], created[a]]
+    assert created[a] < created[b] < created[c] and listed[0].created_at.tzinfo is not None
+    # newest first by creation time, not by id: a made newer than c comes first
+    with sdb.write_session(store.engine) as s:
+        s.execute(text("UPDATE sessions SET created_at = '2030-01-01 00:00:00.000000' WHERE share_id = :a"), {"a": a})
+    assert [s.share_id for s in store.list_sessions()] == [a, c, b]
+    # the same creation time: the later insert (higher id) first, also when the ids are looked up
+    # by share id (their index order, A < B < C, is the insert order)
     with sdb.write_session(store.engine) as s:
         s.execute(text("UPDATE sessions SET created_at = '2026-01-01 00:00:00.000000'"))
-    assert [s.share_id for s in store.list_sessions()] == [c, b, a]
+        for old, new in ((a, "A" * 22), (b, "B" * 22), (c, "C" * 22)):
+            s.execute(text("UPDATE sessions SET share_id = :new WHERE share_id = :old"), {"old": old, "new": new})
+    assert [s.share_id for s in store.list_sessions()] == ["C" * 22, "B" * 22, "A" * 22]
+    assert [s.share_id for s in store.list_sessions(share_ids=["A" * 22, "B" * 22, "C" * 22])] == [
+        "C" * 22, "B" * 22, "A" * 22]
+    assert [s.share_id for s in store.list_sessions(domain="text")] == ["C" * 22, "A" * 22]
 
 
 def test_list_sessions_caps(store: Store):
@@ -427,6 +445,7 @@ def test_list_sessions_caps(store: Store):
                        " VALUES (:i, 'text', 'm', 'x', '[]', :t)"),
                   [{"i": i, "t": f"2026-01-01 00:{n // 60:02d}:{n % 60:02d}.000000"} for n, i in enumerate(ids)])
     assert len(store.list_sessions(5000)) == 1000 and store.list_sessions(5000)[0].share_id == ids[-1]
+    assert [s.share_id for s in store.list_sessions()] == ids[:-51:-1]  # 50 by default, newest first
     # at most the first 1000 ids asked for are looked up
     assert [s.share_id for s in store.list_sessions(10, share_ids=ids[:1000] + [ids[1000]])] == ids[999:989:-1]
     assert [s.share_id for s in store.list_sessions(10, share_ids=[ids[1000]] + ids[:999])][0] == ids[1000]
