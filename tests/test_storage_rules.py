@@ -322,7 +322,7 @@ def test_recorder_without_finish_is_cancelled(clock):
     (type("Halt", (Exception,), {"run_status": "cancelled"})("halted"), "cancelled", "halted"),
     (type("Odd", (Exception,), {"run_status": "paused"})("odd"), "failed", "Odd: odd"),
     (ValueError("model blew up"), "failed", "ValueError: model blew up"),
-])
+], ids=["keyboard-interrupt", "generator-exit", "budget-stop", "own-status", "unknown-status", "error"])
 def test_recorder_stores_how_the_stream_ended_and_lets_the_error_through(clock, exc, status, error):
     sink = Sink()
     with pytest.raises(type(exc)), RunRecorder(sink, "SID", "assd", {}, 1) as rec:
