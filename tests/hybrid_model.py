@@ -37,7 +37,7 @@ def hybrid_logits(pos: int, context: frozenset, symbols: tuple[int, ...], scale:
     key = f"{salt}|{pos}|{sorted(context)}".encode()
     seed = int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
     g = torch.Generator().manual_seed(seed)
-    raw = (torch.randn(len(symbols), generator=g, dtype=torch.float64) * noise).tolist()
+    raw = (torch.randn(len(symbols), generator=g, dtype=torch.float64, device="cpu") * noise).tolist()
     for p, t in context:
         if p != pos and t in symbols:
             raw[(symbols.index(t) + p + salt) % len(symbols)] += scale / abs(pos - p)
@@ -64,7 +64,7 @@ class TableHybrid:
         self.causal_inputs: list[tuple[list[int], list[int], list[int]]] = []
 
     def special_mask(self) -> torch.Tensor:
-        m = torch.zeros(V, dtype=torch.bool)
+        m = torch.zeros(V, dtype=torch.bool, device="cpu")
         m[list(CODEC.special_ids)] = True
         return m
 
@@ -77,15 +77,17 @@ class TableHybrid:
         return list(hybrid_logits(pos, context, self.symbols, self.scale, self.noise, salt, self.special_logit))
 
     def noncausal(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        assert x.dim() == 2 and x.shape[0] == 1 and x.dtype == torch.long
+        assert x.dim() == 2 and x.shape[0] == 1 and x.dtype == torch.long and x.device == self.device
         ids = x[0].tolist()
         self.nc_inputs.append(ids)
         ctx = self.context(ids)
-        logits = torch.tensor([self._row(j - 1, ctx, NC_SALT) for j in range(len(ids))], dtype=torch.float64)
+        logits = torch.tensor([self._row(j - 1, ctx, NC_SALT) for j in range(len(ids))], dtype=torch.float64,
+                              device="cpu")
         return x.to(torch.float64)[..., None], logits[None]
 
     def causal(self, h: torch.Tensor, order: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         assert order.shape == tokens.shape and order.shape[0] == 1 and h.shape[0] == 1
+        assert order.dtype == tokens.dtype == torch.long and order.device == tokens.device == self.device
         ids = [int(v) for v in h[0, :, 0].tolist()]
         ctx = self.context(ids)
         order_l, toks = order[0].tolist(), tokens[0].tolist()
@@ -94,7 +96,7 @@ class TableHybrid:
         for r in range(len(order_l) - 1):
             chain = frozenset((order_l[j] - 1, toks[j]) for j in range(r + 1))
             rows.append(self._row(order_l[r + 1] - 1, ctx | chain, CAUSAL_SALT))
-        return torch.tensor(rows, dtype=torch.float64).reshape(1, len(order_l) - 1, V)
+        return torch.tensor(rows, dtype=torch.float64, device="cpu").reshape(1, len(order_l) - 1, V)
 
 
 def _probs(row: list[float], allowed: list[int], temperature: float) -> dict[int, float]:

@@ -26,7 +26,15 @@ from engine.samplers import selfspec as selfspec_mod
 from engine.samplers.assd import assd_drafted
 from engine.samplers.base import Recorder
 from engine.samplers.diffusion_drafter import DiffusionDrafter, check_pair
-from engine.samplers.hybrid_passes import CallCounter
+from engine.samplers.hybrid_passes import (
+    CallCounter,
+    causal_pass,
+    cosine_remaining,
+    hybrid_counter,
+    model_ids,
+    nc_pass,
+    require_hybrid,
+)
 from engine.samplers.mdm import mdm
 from engine.samplers.selfspec import random_order, self_spec, window_size
 from engine.trace import DECIDING_KINDS, StepKind, trace_counts
@@ -152,13 +160,18 @@ def selfspec_law(model, mi, order, dtau, window, inner, temperature) -> dict[tup
     return dict(out)
 
 
+MAX_STEPS = 200  # far above any run here: a sampler that loops fails fast instead of hanging
+
+
 def run_selfspec(mi, seed, order=None, dtau=1.0, window="linear", inner=2, temperature=1.0, check=True,
                  model=None):
     model = model or TableHybrid()
     counter = CallCounter()
     rec = Recorder(texts_one, counter)
     gen = torch.Generator().manual_seed(seed)
-    steps = list(self_spec(model, mi, rec, gen, temperature, dtau, window, inner, counter, order=order))
+    steps = list(itertools.islice(self_spec(model, mi, rec, gen, temperature, dtau, window, inner, counter, order=order),
+                                  MAX_STEPS))
+    assert len(steps) < MAX_STEPS, "a run that does not end"
     if check and order is not None:
         replay_selfspec(model, mi, order, steps, counter, dtau, window, inner, temperature)
     return steps, model, counter
@@ -678,3 +691,66 @@ def test_runs_replay_from_their_seed_alone():
                                   1.0, 0.6, "cosine", 2, counter))
             traces.append([(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps + more])
         assert traces[0] == traces[1]
+
+
+# ------------------------------------------------------------------------------- hybrid_passes
+def test_cosine_remaining_is_the_grid():
+    for m, steps in ((3, 1), (3, 2), (3, 3), (3, 12), (2, 4), (4, 12), (17, 5), (256, 32)):
+        assert cosine_remaining(m, steps) == hand_remaining(m, steps), (m, steps)
+    assert cosine_remaining(5, 4) == [5, 5, 4, 2, 0]  # 4.62, 3.54, 1.91
+    assert cosine_remaining(0, 3) == [0, 0, 0, 0]
+
+
+def test_passes_apply_specials_layout_and_word_starts():
+    """nc_pass: BOS then the tokens (model_ids), one input on the model's device, float64 logits
+    with -inf at the special ids (the table gives them finite logits) and, with a MaskedInput, at the
+    ids a word-start position bans (row i + 1 is position i); causal_pass: the chain's model
+    positions and tokens on the model's device, row r for positions[r + 1], the same masks."""
+    model = TableHybrid()
+    mi = constrained(**FOUR, word_start=3)
+    ids = model_ids(model, mi.tokens)
+    assert ids == [CODEC.bos_id] + mi.tokens
+    with torch.device("meta"):  # tensors the passes make must go to model.device, not the default one
+        h, logits = nc_pass(model, ids, mi)
+        h2, plain = nc_pass(model, ids)
+        q = causal_pass(model, h, [2, 3, 0], [A, B, C], mi)
+        q_plain = causal_pass(model, h, [2, 3, 0], [A, B, C])
+    assert model.nc_inputs == [ids, ids] and model.causal_inputs == [([3, 4, 1], [A, B, C], ids)] * 2
+    assert logits.dtype == plain.dtype == q.dtype == torch.float64 and logits.device.type == "cpu"
+    assert logits.shape == (len(ids), CODEC.vocab_size) and q.shape == (2, CODEC.vocab_size)
+    known = known_of(mi)
+    for r in range(len(ids)):
+        pos = r - 1
+        for t in range(CODEC.vocab_size):
+            special = t in CODEC.special_ids
+            assert (plain[r, t] == -math.inf) == special
+            assert (logits[r, t] == -math.inf) == (special or (pos == 3 and t == C)), (r, t)
+        if 0 <= pos:
+            assert torch.softmax(logits[r], -1)[list(SYMBOLS)].tolist() == \
+                [approx(nc_probs(model, mi, pos, known).get(t, 0.0)) for t in SYMBOLS]
+    for r, pos in enumerate([3, 0]):
+        chain = list(zip([2, 3, 0][: r + 1], [A, B, C][: r + 1]))
+        assert torch.softmax(q[r], -1)[list(SYMBOLS)].tolist() == \
+            [approx(causal_probs(model, mi, pos, known, chain).get(t, 0.0)) for t in SYMBOLS]
+        assert [bool(q_plain[r, t] == -math.inf) for t in range(CODEC.vocab_size)] == \
+            [t in CODEC.special_ids for t in range(CODEC.vocab_size)]
+    assert (q[0, C] == -math.inf) and not (q[1, C] == -math.inf)  # the ban is position 3's only
+    assert torch.equal(h, h2)
+
+
+def test_call_counter_and_the_hybrid_check():
+    c = CallCounter()
+    assert (c.calls, c.best, c()) == (0.0, 0.0, 0.0)
+    c.calls += 1.5
+    assert c() == 1.5
+    require_hybrid(types.SimpleNamespace(name="x", kind="hybrid"))
+    require_hybrid(types.SimpleNamespace(name="x"))  # no kind: taken as a hybrid
+    with pytest.raises(IncompatibleModelsError) as e:
+        require_hybrid(types.SimpleNamespace(name="text-asarm", kind="asarm"))
+    assert str(e.value) == ("text-asarm is a asarm model; this sampler needs a hybrid "
+                            "(self-speculative masked diffusion) model.")
+    ctx = types.SimpleNamespace(lm=types.SimpleNamespace(name="h", kind="hybrid"))
+    counter = hybrid_counter(ctx)
+    assert ctx.counter is counter and isinstance(counter, CallCounter) and counter() == 0.0
+    with pytest.raises(IncompatibleModelsError):
+        hybrid_counter(types.SimpleNamespace(lm=types.SimpleNamespace(name="a", kind="asarm")))
