@@ -679,7 +679,8 @@ def test_check_pair_refuses_other_kinds_and_vocabularies():
 
 def test_runs_replay_from_their_seed_alone():
     """Every draw comes from the run's generator: the same seed gives the same trace whatever the
-    global torch generator holds (the subsets MDM reveals and self-spec's order included)."""
+    global torch generator holds (the subsets MDM reveals, self-spec's order and the diffusion
+    drafter's drafts included)."""
     mi = constrained(**FOUR, word_start=2)
     for seed in range(4):
         traces = []
@@ -689,7 +690,9 @@ def test_runs_replay_from_their_seed_alone():
             counter = CallCounter()
             more = list(self_spec(TableHybrid(), mi, Recorder(texts_one, counter), torch.Generator().manual_seed(seed),
                                   1.0, 0.6, "cosine", 2, counter))
-            traces.append([(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps + more])
+            drafts = DiffusionDrafter(TableHybrid(), 3).propose([None, A, None, None, B], [0, 2, 3],
+                                                                torch.Generator().manual_seed(seed))[0]
+            traces.append([(s.kind, s.positions, s.tokens, s.p, s.q, s.calls) for s in steps + more] + [drafts])
         assert traces[0] == traces[1]
 
 

@@ -48,6 +48,7 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/selfspec.py": ["tests/test_hybrid_rounds.py"],
     "engine/samplers/mdm.py": ["tests/test_hybrid_rounds.py"],
     "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid_rounds.py"],
+    "engine/samplers/hybrid_passes.py": ["tests/test_hybrid_rounds.py"],
     "engine/masking.py": ["tests/test_masking_rules.py", "tests/test_inputs.py"],
     "engine/budget.py": ["tests/test_budget_rules.py"],
     "app/render.py": ["tests/test_render_rules.py", "tests/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
