@@ -757,3 +757,19 @@ def test_call_counter_and_the_hybrid_check():
     assert ctx.counter is counter and isinstance(counter, CallCounter) and counter() == 0.0
     with pytest.raises(IncompatibleModelsError):
         hybrid_counter(types.SimpleNamespace(lm=types.SimpleNamespace(name="a", kind="asarm")))
+
+
+@pytest.mark.parametrize("wrong", ["residual_from_q", "accept_every_draft"])
+def test_the_self_spec_g_test_sees_wrong_acceptance_rules(monkeypatch, wrong):
+    """The law test has the power to see realistic bugs by itself (trace replay off): resampling
+    from q instead of the residual, or keeping every draft (issue 29)."""
+    from engine import wrong_samplers
+
+    monkeypatch.setattr(selfspec_mod, "speculative_accept", getattr(wrong_samplers, wrong))
+    inp, ws, order, dtau, window, inner, temperature, _ = SELFSPEC_CASES[0]
+    mi = constrained(inp["length"], inp["visible"], ws)
+    law = selfspec_law(TableHybrid(), mi, order, dtau, window, inner, temperature)
+    n = 900
+    counts = collections.Counter(
+        outcome(mi, run_selfspec(mi, seed, order, dtau, window, inner, temperature, check=False)[0]) for seed in range(n))
+    assert g_test(counts, law, n) < 1e-6
