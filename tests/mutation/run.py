@@ -43,9 +43,12 @@ MODULES: dict[str, list[str]] = {
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
     "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/test_sampler_contract.py"],
     "engine/samplers/ptp.py": ["tests/test_ptp.py"],
-    "engine/samplers/selfspec.py": ["tests/test_selfspec.py"],
-    "engine/samplers/mdm.py": ["tests/test_hybrid.py"],
-    "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid.py"],
+    # the hybrid samplers: a hand-built hybrid with known conditionals (tests/hybrid_model.py), in seconds
+    # (tests/test_selfspec.py and tests/test_hybrid.py drive real tiny networks: minutes per mutant)
+    "engine/samplers/selfspec.py": ["tests/test_hybrid_rounds.py"],
+    "engine/samplers/mdm.py": ["tests/test_hybrid_rounds.py"],
+    "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid_rounds.py"],
+    "engine/samplers/hybrid_passes.py": ["tests/test_hybrid_rounds.py"],
     "engine/masking.py": ["tests/test_masking_rules.py", "tests/test_inputs.py"],
     "engine/budget.py": ["tests/test_budget_rules.py"],
     "app/render.py": ["tests/test_render_rules.py", "tests/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
