@@ -54,6 +54,12 @@ class PtpOracle(TableOracle):
         super().__init__(*a)
         self.special, self.bos = SPECIAL, BOS
         self.asked: list[tuple[bool, int | None]] = []
+        self.heads: list[tuple[torch.Tensor, list[int]]] = []
+
+    def head_logits(self, states, positions):
+        """The states are the rows here; the real oracle also applies the input's rules at `positions`."""
+        self.heads.append((states.clone(), list(positions)))
+        return states
 
     def call(self, drafts, queries, states=False, logit_rows=None):
         self.asked.append((states, logit_rows))
@@ -255,6 +261,9 @@ def check_rounds(mi, symbols, steps, oracle, head, passes, us, k: int, temperatu
         win_pos = window_of(positions[0] + 1, w)
         known = {**visible, **decided}
         win = [BOS if wp == 0 else known[wp - 1] for wp in win_pos]
+        if r > 0:  # the output head ran on this round's rows, at this round's positions
+            states, at = oracle.heads[r - 1]
+            assert at == positions and torch.equal(states, torch.tensor(base, dtype=torch.float64))
         if onepass:
             call = head.passes[r]
             assert torch.equal(call["states"], torch.tensor(base, dtype=torch.float64))
@@ -319,6 +328,8 @@ def check_rounds(mi, symbols, steps, oracle, head, passes, us, k: int, temperatu
         stats["full after round 0"] += full and r > 0
         full = not res
     assert next(calls, None) is None
+    # and once more, on no rows, when the last round ended with a call (not with an exact row)
+    assert [at for _, at in oracle.heads[len(rounds) - 1 :]] in ([], [[]])
     assert sorted(decided) == mi.masked
     if onepass:
         assert len(head.passes) == len(rounds) and passes == [len(rounds)] and next(uniforms, None) is None
