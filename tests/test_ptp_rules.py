@@ -58,7 +58,7 @@ class PtpOracle(TableOracle):
 
     def head_logits(self, states, positions):
         """The states are the rows here; the real oracle also applies the input's rules at `positions`."""
-        self.heads.append((states.clone(), list(positions)))
+        self.heads.append((states.clone(), None if positions is None else list(positions)))
         return states
 
     def call(self, drafts, queries, states=False, logit_rows=None):
