@@ -170,17 +170,26 @@ def inverse_cdf(probs: list[float], u: float) -> int:
 
 
 def run(mi, symbols, head, k: int, seed: int, temperature: float = 1.0, note: str = "", monkeypatch=None):
-    """One assd-ptp run on the table model; with `monkeypatch`, the one-pass uniforms are recorded."""
+    """One assd-ptp run on the table model; with `monkeypatch`, the drafting draws are recorded (`us`):
+    the one-pass head's uniforms, and the draft-mode head's (row, token) of each draw."""
     oracle = PtpOracle(mi, symbols, SCALE, SALT)
     passes = [0]
-    us: list[float] = []
+    us: list = []
     if monkeypatch is not None:
-        real = ptp_mod.uniform
-        monkeypatch.setattr(ptp_mod, "uniform", lambda gen: us.append(real(gen)) or us[-1])
+        real_u, real_s = ptp_mod.uniform, ptp_mod.sample_categorical
+
+        def drawn(p, gen):
+            tok = real_s(p, gen)
+            us.append((p.tolist(), tok))
+            return tok
+
+        monkeypatch.setattr(ptp_mod, "uniform", lambda gen: us.append(real_u(gen)) or us[-1])
+        monkeypatch.setattr(ptp_mod, "sample_categorical", drawn)
     steps = list(assd_ptp(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), temperature, k, head,
                           note, passes))
     if monkeypatch is not None:
-        monkeypatch.setattr(ptp_mod, "uniform", real)
+        monkeypatch.setattr(ptp_mod, "uniform", real_u)
+        monkeypatch.setattr(ptp_mod, "sample_categorical", real_s)
     return steps, oracle, passes, us
 
 
@@ -297,6 +306,9 @@ def check_rounds(mi, symbols, steps, oracle, head, passes, us, k: int, temperatu
             assert draft.p[j] == pytest.approx(p[drafts[j]], rel=1e-9, abs=1e-12), (r, j)
             if onepass:
                 assert drafts[j] == inverse_cdf(p, u[j])
+            elif us:  # the draft is drawn from p_j itself (the row the trace and the test show)
+                row_p, tok = next(uniforms)
+                assert tok == drafts[j] and row_p == pytest.approx(p, rel=1e-9, abs=1e-15), (r, j)
         # decisions: the exact first row kept untested, then accepts, at most one reject + resample
         dec = [s for s in group if s.kind in DECIDING_KINDS]
         tested = [s for s in group if s.kind in (StepKind.ACCEPT, StepKind.REJECT)]
@@ -337,6 +349,7 @@ def check_rounds(mi, symbols, steps, oracle, head, passes, us, k: int, temperatu
         assert next(rows_seen, None) is None
         assert passes == [len(head.steps) + (len(rounds) if w else 0)]
         assert len(head.windows) == (len(rounds) if w else 0)
+        assert next(uniforms, None) is None
     stats["rounds"] += len(rounds)
     return stats
 
