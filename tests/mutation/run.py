@@ -42,7 +42,8 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
     "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/test_sampler_contract.py"],
-    "engine/samplers/ptp.py": ["tests/test_ptp.py"],
+    # the hand-built table model and heads (fast); tests/test_ptp.py (a real random head, minutes) stays out
+    "engine/samplers/ptp.py": ["tests/test_ptp_rules.py"],
     # the hybrid samplers: a hand-built hybrid with known conditionals (tests/hybrid_model.py), in seconds
     # (tests/test_selfspec.py and tests/test_hybrid.py drive real tiny networks: minutes per mutant)
     "engine/samplers/selfspec.py": ["tests/test_hybrid_rounds.py"],
