@@ -41,27 +41,27 @@ def model_ids(model, tokens: list[int]) -> list[int]:
     return [model.config.bos_token_id] + list(tokens)
 
 
-@torch.no_grad()
 def nc_pass(model, ids: list[int], mi: MaskedInput | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-causal pass on one sequence: hidden [1, L, E] and float64 logits [L, V] (specials -inf;
     with `mi`, its word-start constraint too: row i + 1 is position i)."""
-    x = torch.tensor([ids], dtype=torch.long, device=model.device)
-    h, logits = model.noncausal(x)
-    logits = host64(logits[0].masked_fill(model.special_mask(), float("-inf")))
-    return h, (mi.constrain(logits, range(-1, len(ids) - 1)) if mi is not None else logits)
+    with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
+        x = torch.tensor([ids], dtype=torch.long, device=model.device)
+        h, logits = model.noncausal(x)
+        logits = host64(logits[0].masked_fill(model.special_mask(), float("-inf")))
+        return h, (mi.constrain(logits, range(-1, len(ids) - 1)) if mi is not None else logits)
 
 
-@torch.no_grad()
 def causal_pass(
     model, h: torch.Tensor, positions: list[int], tokens: list[int], mi: MaskedInput | None = None
 ) -> torch.Tensor:
     """Causal logits (float64, specials -inf) [n - 1, V]: row r predicts positions[r + 1] given
     tokens[:r + 1] along the chain (positions are MaskedInput indices)."""
-    dev = model.device
-    order = torch.tensor([[p + 1 for p in positions]], dtype=torch.long, device=dev)
-    toks = torch.tensor([tokens], dtype=torch.long, device=dev)
-    logits = host64(model.causal(h, order, toks)[0].masked_fill(model.special_mask(), float("-inf")))
-    return mi.constrain(logits, positions[1:]) if mi is not None else logits
+    with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
+        dev = model.device
+        order = torch.tensor([[p + 1 for p in positions]], dtype=torch.long, device=dev)
+        toks = torch.tensor([tokens], dtype=torch.long, device=dev)
+        logits = host64(model.causal(h, order, toks)[0].masked_fill(model.special_mask(), float("-inf")))
+        return mi.constrain(logits, positions[1:]) if mi is not None else logits
 
 
 def cosine_remaining(m: int, steps: int) -> list[int]:

@@ -51,7 +51,6 @@ def _call(oracle, drafts, queries, logit_rows: int | None = None) -> tuple[torch
     return oracle.call(drafts, queries, states=True, logit_rows=logit_rows)
 
 
-@torch.no_grad()
 def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int, exact_first: bool,
                 gen: torch.Generator, temperature: float, special: torch.Tensor,
                 window: tuple[list[int], list[int]] | None = None,
@@ -60,31 +59,32 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
     known tokens just left of the round, when the head has one), the parallel states of rows <= j and the drafts before it; its
     token is the inverse CDF of p_j at a fresh uniform u_j. `passes[0]` counts the head's forward
     passes (the window pass and one step per row: k + 1 a round today)."""
-    m = len(positions)
-    dev = states.device
-    pos = torch.tensor([[p + 1 for p in positions]], device=dev)
-    hid = states[None, :m].to(head.in_proj.weight.dtype)
-    cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
-    if window:
-        head.start(torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev), cache)
-        if passes is not None:
-            passes[0] += 1
-    drafts: list[int] = []
-    rows: list[torch.Tensor] = []
-    for j in range(m):
-        before = prev if j == 0 else drafts[-1]
-        resid = head.step(hid[:, j : j + 1], torch.tensor([[before]], device=dev), pos[:, j : j + 1], cache)[0, 0]
-        if passes is not None:
-            passes[0] += 1
-        if j == 0 and exact_first:
-            row = base[0]  # the AS-ARM's exact row (the head still reads row 1 for the rows after it)
-        else:
-            row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
-        p = tempered_probs(row, temperature)  # p_j, fixed by the context and d_<j (i.e. by u_<j)
-        tok = sample_categorical(p, gen)  # d_j = F^-1_{p_j}(u_j)
-        drafts.append(tok)
-        rows.append(p)
-    return drafts, rows
+    with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
+        m = len(positions)
+        dev = states.device
+        pos = torch.tensor([[p + 1 for p in positions]], device=dev)
+        hid = states[None, :m].to(head.in_proj.weight.dtype)
+        cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
+        if window:
+            head.start(torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev), cache)
+            if passes is not None:
+                passes[0] += 1
+        drafts: list[int] = []
+        rows: list[torch.Tensor] = []
+        for j in range(m):
+            before = prev if j == 0 else drafts[-1]
+            resid = head.step(hid[:, j : j + 1], torch.tensor([[before]], device=dev), pos[:, j : j + 1], cache)[0, 0]
+            if passes is not None:
+                passes[0] += 1
+            if j == 0 and exact_first:
+                row = base[0]  # the AS-ARM's exact row (the head still reads row 1 for the rows after it)
+            else:
+                row = (base[j] + resid.to(torch.float64)).masked_fill(special, float("-inf"))
+            p = tempered_probs(row, temperature)  # p_j, fixed by the context and d_<j (i.e. by u_<j)
+            tok = sample_categorical(p, gen)  # d_j = F^-1_{p_j}(u_j)
+            drafts.append(tok)
+            rows.append(p)
+        return drafts, rows
 
 
 def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
@@ -98,7 +98,6 @@ def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[l
     return e_prev, [0.0] + u[: m - 1]
 
 
-@torch.no_grad()
 def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int,
                         exact_first: bool, gen: torch.Generator, temperature: float, special: torch.Tensor,
                         window: tuple[list[int], list[int]] | None = None,
@@ -106,32 +105,33 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
     """Drafts for `positions` from ONE pass of a one-pass head: u_1..u_m are drawn first, every
     row's proposal p_j comes from the same pass (plus, with prev_rank, a low-rank logit term on the
     real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1."""
-    m = len(positions)
-    dev = states.device
-    u = [uniform(gen) for _ in range(m)]  # u_1..u_m, before anything reads them
-    base_p = [tempered_probs(base[j], temperature) for j in range(m)]
-    e_prev, u_prev = row_inputs(base_p, u, prev)
-    pos = torch.tensor([[p + 1 for p in positions]], device=dev)
-    win = None
-    if window:
-        win = (torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev))
-    resid, gate = head.draft_pass(states[None, :m], torch.tensor([e_prev], device=dev),
-                                  torch.tensor([u_prev], dtype=torch.float64, device=dev), pos, win)
-    if passes is not None:
-        passes[0] += 1
-    drafts: list[int] = []
-    rows: list[torch.Tensor] = []
-    for j in range(m):
-        if j == 0 and exact_first:
-            p = base_p[0]  # the AS-ARM's exact row
-        else:
-            r = resid[0, j]
-            if gate is not None:
-                r = r + head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
-            p = tempered_probs((base[j] + r.to(torch.float64)).masked_fill(special, float("-inf")), temperature)
-        drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
-        rows.append(p)
-    return drafts, rows
+    with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
+        m = len(positions)
+        dev = states.device
+        u = [uniform(gen) for _ in range(m)]  # u_1..u_m, before anything reads them
+        base_p = [tempered_probs(base[j], temperature) for j in range(m)]
+        e_prev, u_prev = row_inputs(base_p, u, prev)
+        pos = torch.tensor([[p + 1 for p in positions]], device=dev)
+        win = None
+        if window:
+            win = (torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev))
+        resid, gate = head.draft_pass(states[None, :m], torch.tensor([e_prev], device=dev),
+                                      torch.tensor([u_prev], dtype=torch.float64, device=dev), pos, win)
+        if passes is not None:
+            passes[0] += 1
+        drafts: list[int] = []
+        rows: list[torch.Tensor] = []
+        for j in range(m):
+            if j == 0 and exact_first:
+                p = base_p[0]  # the AS-ARM's exact row
+            else:
+                r = resid[0, j]
+                if gate is not None:
+                    r = r + head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
+                p = tempered_probs((base[j] + r.to(torch.float64)).masked_fill(special, float("-inf")), temperature)
+            drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
+            rows.append(p)
+        return drafts, rows
 
 
 def known_window(mi: MaskedInput, known: list[int | None], model_positions: list[int], bos: int) -> list[int]:
