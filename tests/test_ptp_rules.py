@@ -495,3 +495,31 @@ def test_catalogue_entry():
     assert (SPEC.name, SPEC.kind, SPEC.cache, SPEC.params, SPEC.run) == ("assd-ptp", "asarm", True,
                                                                           ("k", "temperature"), run_ptp)
     assert SPEC.second.kind == "ptp" and SPEC.second.check is check_pair and "--kind ptp" in SPEC.second.how
+
+
+class TensorsMade:
+    """Stands in for the module's `torch`: records the device of every tensor ptp.py makes itself
+    (everything else is torch's own)."""
+
+    def __init__(self):
+        self.devices: list = []
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def tensor(self, *a, **kw):
+        self.devices.append(kw.get("device", "none given"))
+        return torch.tensor(*a, **kw)
+
+
+@pytest.mark.parametrize("name", ["draft-window", "onepass-window-rank"])
+def test_drafting_puts_every_tensor_it_makes_on_the_states_device(name, monkeypatch):
+    """The head's inputs (model positions, the token before, the window, e_{j-1}, u_{j-1}) go to the
+    device the AS-ARM's states are on (a GPU in serving), never to torch's default device: on a
+    CPU-only machine both are the CPU, so the rule is read from the device each tensor is given."""
+    made = TensorsMade()
+    monkeypatch.setattr(ptp_mod, "torch", made)
+    visible, length, symbols = FOUR
+    steps = run(make_input(length, visible), symbols, HEADS[name](), 3, 2)[0]
+    assert steps[-1].kind in DECIDING_KINDS
+    assert len(made.devices) >= 4 and all(d == torch.device("cpu") for d in made.devices), made.devices
