@@ -33,6 +33,7 @@ from engine.errors import IncompatibleModelsError
 from engine.samplers.ptp import SPEC, assd_ptp, check_pair, known_window, row_inputs, run_ptp
 from engine.trace import DECIDING_KINDS, StepKind
 from tests.rounds_model import CODEC, TableOracle, V, exact_joint, make_input, recorder, table_logits
+from tests.test_acceptance_rule import inverse_cdf  # the reference draw, written apart from engine.acceptance
 from tests.test_rounds import FOUR, SALT, SCALE, SIX, check_trace, outcome
 from tests.tiny import g_test
 
@@ -157,16 +158,6 @@ def softmax(row: list[float], temperature: float) -> list[float]:
     top = max(z)
     e = [math.exp(x - top) if x > -math.inf else 0.0 for x in z]
     return [x / sum(e) for x in e]
-
-
-def inverse_cdf(probs: list[float], u: float) -> int:
-    """The reference draw: the first index whose cumulative mass exceeds u * total."""
-    total, acc = sum(probs), 0.0
-    for i, p in enumerate(probs):
-        acc += p
-        if p > 0 and u * total < acc:
-            return i
-    return max(i for i, p in enumerate(probs) if p > 0)
 
 
 def run(mi, symbols, head, k: int, seed: int, temperature: float = 1.0, note: str = "", monkeypatch=None):
