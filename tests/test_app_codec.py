@@ -43,8 +43,8 @@ def test_starting_a_run_does_not_reload_the_tokenizer(studio, codec_loads):
     codec_loads.clear()
     live = streaming.start(form())
     assert live.state.bytes_of is not None and live.state.bytes_of(live.run.mi.tokens[0])
-    sid, lives = compare._prepare(("text", "text-asarm", TEXT, "assd", 4, 1.0, 3, 32, 0.05, "cosine", 1),
-                                  "sequential", "text-asarm", None)
+    values = dict(zip(app_form.PUBLISHED_FIELDS, ("text", "text-asarm", TEXT, "assd", 4, 1.0, 3, 32, 0.05, "cosine", 1)))
+    sid, lives = compare._prepare(values, "sequential", "text-asarm", None)  # the form by name (takes_form)
     assert all(lv.state.bytes_of is not None for lv in lives)
     assert codec_loads == []
 
