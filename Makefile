@@ -32,7 +32,7 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest -q -m e2e
 
 # Mutation testing (mutmut, requirements-dev.txt; slow, so not part of `make test`): each module of
-# tests/mutation/run.py against its own fast tests, in a scratch copy (.mutation/). MODULES="engine/acceptance.py"
+# tests/mutation/run.py against its own fast tests, in a scratch copy (.mutation/). MODULES="engine/samplers/acceptance.py"
 # runs one. Prints killed / total and the survivors per module; last line: unexplained survivors: N of M mutants.
 MODULES ?=
 mutation: $(STAMP)
@@ -48,7 +48,7 @@ bench: $(STAMP)
 data: $(STAMP)
 	$(BIN)/python -m engine data fetch all
 
-# The domain registry (engine/domains.py): each domain's [MASK] length, tokenizer, quality measure and models.
+# The domain registry (engine/inputs/domains.py): each domain's [MASK] length, tokenizer, quality measure and models.
 domains: $(STAMP)
 	$(BIN)/python -m engine domains
 

@@ -2,8 +2,8 @@
 
 `create()` builds the queued Blocks page; `serve()` launches it. Queue settings come from the
 environment: INFILL_CONCURRENCY (simultaneous model runs, default 2) and INFILL_QUEUE_SIZE
-(waiting requests, default 64). Request limits (app.limits) and per-run budgets (engine.budget)
-are installed here too, and the public server's upkeep: idle visitor sessions dropped (app.memory)
+(waiting requests, default 64). Request limits (app.serving.limits) and per-run budgets (engine.budget)
+are installed here too, and the public server's upkeep: idle visitor sessions dropped (app.serving.memory)
 and old stored sessions deleted (storage.retention)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 
 def create():
     """The page with its queue and file-cache settings, not launched (tests and serve() share it)."""
-    from .limits import DELETE_CACHE
+    from app.serving.limits import DELETE_CACHE
+
     from .ui import build
 
     demo = build()
@@ -30,10 +31,10 @@ def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
     """Launch the page with its request limits on host:port (what `python -m app` runs), with the
     store's retention policy applied in the background (storage.retention: on for the public
     server, INFILL_RETENTION_DAYS / INFILL_RETENTION_MB; the library keeps everything)."""
-    from engine.model_loading import warm_imports
+    from app.serving.limits import launch_limits
+    from engine.loading.loaded_model import warm_imports
     from storage.retention import Pruner, Retention, period
 
-    from .limits import launch_limits
     from .store import store
     from .ui import launch_kwargs
 

@@ -8,8 +8,8 @@ import logging
 import os
 import sys
 
-from engine.device import apply_device_flag
 from engine.errors import InfillError
+from engine.loading.device import apply_device_flag
 
 from . import serve
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import model_folders, registry
-from engine.domains import DOMAINS as REGISTRY
+from engine.inputs.domains import DOMAINS as REGISTRY
+from engine.loading import folders as model_folders
+from engine.loading import registry
 
 from .render import esc
 
@@ -80,7 +81,7 @@ def quality_verdict(data: dict) -> str:
         low.append(f"about {1 - spell:.0%} of the words it writes are not real words")
     ppl = next((_num(v) for k, v in m.items() if k.startswith("ppl_") and k != "ppl_vs_unigram"
                 and _num(v) is not None), None)
-    fluent = REGISTRY[domain].fluent_ppl if domain in REGISTRY else None  # engine/domains.py
+    fluent = REGISTRY[domain].fluent_ppl if domain in REGISTRY else None  # engine/inputs/domains.py
     if ppl is not None and fluent is not None and ppl > fluent:
         low.append(f"its perplexity is {ppl:.0f} (fluent models score well under 20)")
     if not low:

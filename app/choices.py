@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from engine import registry
+from engine.loading import registry
 from engine.samplers import SAMPLERS, cost_sentence, default_sampler
 
 log = logging.getLogger("app")

@@ -1,14 +1,14 @@
 """The domains the page offers and the example inputs it starts with (the first example of each
-domain is the page's default input), both from the domain registry (engine/domains.py). A leaf:
+domain is the page's default input), both from the domain registry (engine/inputs/domains.py). A leaf:
 the editor, Statistics and the form checks read it."""
 
 from __future__ import annotations
 
-from engine.domains import DOMAINS as REGISTRY
-from engine.domains import studio_domains
+from engine.inputs.domains import DOMAINS as REGISTRY
+from engine.inputs.domains import studio_domains
 from engine.samplers import DEFAULT_SAMPLER as ENGINE_DEFAULT_SAMPLER
 
-#: the domains the page offers, in the registry's order (engine/domains.py: studio domains)
+#: the domains the page offers, in the registry's order (engine/inputs/domains.py: studio domains)
 DOMAINS = studio_domains()
 #: the sampler the page starts with: the first domain's default (engine.samplers.DEFAULT_SAMPLERS:
 #: the fastest exact speculative sampler measured for each domain; a domain switch picks its own)

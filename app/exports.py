@@ -8,7 +8,7 @@ in a loop cannot fill the disk (it used to leave one mkstemp file per call).
 Gradio's cache keys a copy by the file's content, so statistics that change with every stored run
 used to leave a fresh copy per download (304 files, 116 MB in a minute, issue 28). `cached_export`
 therefore reuses one file per filter for EXPORT_TTL seconds: at most one new copy per filter a
-minute, and Gradio's cache is pruned every few minutes (app.limits.DELETE_CACHE)."""
+minute, and Gradio's cache is pruned every few minutes (app.serving.limits.DELETE_CACHE)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def mask_hint(text: str) -> str:
 #: the knobs on the page's first row, before the seed (the rest follow it)
 FIRST_ROW = ("k", "temperature")
 #: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
-#: that call them positionally rely on these places (tests/test_app_outputs.py holds the contract)
+#: that call them positionally rely on these places (tests/app/test_app_outputs.py holds the contract)
 PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
 
 

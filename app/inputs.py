@@ -4,11 +4,11 @@ and what the span markers mean for a domain's tokenizer. Every problem is an Inf
 
 from __future__ import annotations
 
-from engine.domains import default_span
-from engine.domains import normalise as domain_normalise
 from engine.errors import BadParameterError, InputTooLongError
-from engine.masking import MASK_RE, marker_error, tokens_per_word
-from engine.normalise import ANY_MARKER_RE, normalize_protein  # noqa: F401  (protein reading: engine/normalise.py)
+from engine.inputs.domains import default_span
+from engine.inputs.domains import normalise as domain_normalise
+from engine.inputs.masking import MASK_RE, marker_error, tokens_per_word
+from engine.inputs.normalise import ANY_MARKER_RE, normalize_protein  # noqa: F401  (protein reading: engine/inputs/normalise.py)
 from engine.params import real_number, whole_number
 
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)
@@ -60,6 +60,6 @@ def mask_units(domain: str, codec) -> str:
 
 
 def normalize(domain: str, text: str) -> tuple[str, str]:
-    """The input as the domain's model reads it (its registry normaliser, engine/domains.py), and a
+    """The input as the domain's model reads it (its registry normaliser, engine/inputs/domains.py), and a
     note about what changed ('' if nothing)."""
     return domain_normalise(domain, text)

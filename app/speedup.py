@@ -10,14 +10,14 @@ import os
 import threading
 from collections import OrderedDict
 
+from app.serving import cancels
+from app.serving.admission import admission, small_run_tokens
+from app.serving.slots import Cancelled, Turns, slots
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import InfillError
 from engine.params import KNOBS
 
-from . import cancels
-from .admission import admission, small_run_tokens
-from .slots import Cancelled, Turns, slots
 from .streaming import Live
 
 log = logging.getLogger("app")

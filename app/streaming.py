@@ -1,5 +1,5 @@
 """A run streamed round by round to the page: `start()` checks the form and announces the
-session, `rounds()` admits the run (app.slots), computes each step on a shared compute slot,
+session, `rounds()` admits the run (app.serving.slots), computes each step on a shared compute slot,
 applies it to the display state and lets the store record it; `throttled()` paces the updates."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from app.serving import cancels
+from app.serving.admission import admission, small_run_tokens
+from app.serving.pending_sessions import create_session, mark_stored, pending_session
+from app.serving.slots import Cancelled, Turns, slots
+from app.serving.stops import stop_requested
 from engine.api import InfillRun
 from engine.trace import Step
 
-from . import cancels
-from .admission import admission, small_run_tokens
 from .form import Form, prepare
-from .pending_sessions import create_session, mark_stored, pending_session
 from .render import TraceState
-from .slots import Cancelled, Turns, slots
-from .stops import stop_requested
 from .store import store
 from .token_views import run_state, token_view
 
@@ -60,10 +60,10 @@ class Live:
 
 def rounds(live: Live) -> Iterator[Live]:
     """Advance `live` one round per iteration (the last round when the sampler ends), each step
-    computed on a shared compute slot (app.slots); the store records the run (ok, cancelled if the
+    computed on a shared compute slot (app.serving.slots); the store records the run (ok, cancelled if the
     consumer stops early or Stop was requested, stopped when it used its budget, failed on an error). A job whose
     visitor cancelled it while it waited for its first slot ends at once and stores nothing.
-    The run is first admitted (app.admission: a few runs per visitor, long runs bounded); a
+    The run is first admitted (app.serving.admission: a few runs per visitor, long runs bounded); a
     refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
     try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from engine import registry
 from engine.api import InfillRun
+from engine.loading import registry
 from engine.trace import Step
 
 from .render import TraceState, fold
@@ -33,7 +33,7 @@ def token_view(run: InfillRun) -> dict:
 
 @functools.lru_cache(maxsize=32)
 def _bytes_for_folder(folder: str):
-    from engine.tokenization import Codec
+    from engine.inputs.tokenization import Codec
 
     return bytes_fn(Codec.load(folder))
 

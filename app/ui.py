@@ -9,7 +9,8 @@ import html
 
 import gradio as gr
 
-from .admission import run_seats
+from app.serving.admission import run_seats
+
 from .render import CSS
 from .tabs import compare, editor, exactness, player, sessions, statistics
 from .tabs.common import Page
@@ -108,7 +109,7 @@ def build() -> gr.Blocks:
         p = Page(demo=demo)
         _layout(p)
         # runs in progress at once: long runs' seats and line plus seats only small runs reach
-        # (app.admission.Admission); INFILL_CONCURRENCY of them compute at the same time
+        # (app.serving.admission.Admission); INFILL_CONCURRENCY of them compute at the same time
         p.run_limit = run_seats()
         editor.wire(p)
         player.wire(p, sessions.remember)

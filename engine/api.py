@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.inputs.domains import default_span, line_masks
+from engine.inputs.masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
+from engine.loading.loaded_model import LoadedModel
+from engine.loading.registry import default_model, load
+from engine.samplers.oracle import AsArmOracle
+
 from .budget import Budget, Meter, install
-from .domains import default_span, line_masks
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
-from .model_loading import LoadedModel
-from .oracle import AsArmOracle
 from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs  # noqa: F401 (LIMITS: re-exported)
-from .registry import default_model, load
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
 from .seeding import SEED_MAX, generator_for
@@ -97,12 +98,12 @@ class InfillResult:
 _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "text": ((str,), "a string"),
     "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), "
-              "or a loaded model (engine.model_loading.LoadedModel)"),
+              "or a loaded model (engine.loading.loaded_model.LoadedModel)"),
     "sampler": ((str,), "a sampler name (a string)"),
     "domain": ((str,), "a domain name (a string)"),
     "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
     "cache": ((bool,), "True or False"),
-    "masked_input": ((MaskedInput,), "an engine.masking.MaskedInput"),
+    "masked_input": ((MaskedInput,), "an engine.inputs.masking.MaskedInput"),
     "allow_paths": ((bool,), "True or False"),
     "budget": ((Budget,), "an engine.budget.Budget"),
     "device": ((str, torch.device), "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device"),
@@ -227,7 +228,7 @@ class InfillRun:
         if values["steps"] is None:
             values["steps"] = spec.default_steps
         # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
-        # a torch.device; None reads INFILL_DEVICE (engine/device.py)
+        # a torch.device; None reads INFILL_DEVICE (engine/loading/device.py)
         self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
         _require_kind(self.lm, spec)
         self.draft_lm = None

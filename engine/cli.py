@@ -13,8 +13,9 @@ from .errors import InfillError
 
 
 def _infill(a: argparse.Namespace) -> int:
+    from engine.loading.device import apply_device_flag
+
     from .api import infill
-    from .device import apply_device_flag
     from .samplers import DOMAIN_DEFAULT
 
     apply_device_flag(a.device)
@@ -34,8 +35,8 @@ def _infill(a: argparse.Namespace) -> int:
 
 
 def _exactness(a: argparse.Namespace) -> int:
-    from .device import apply_device_flag
-    from .exactness import run_check
+    from engine.exactness.check import run_check
+    from engine.loading.device import apply_device_flag
 
     apply_device_flag(a.device)
     if (a.text is None) == (a.inputs is None):
@@ -48,7 +49,7 @@ def _exactness(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(r.to_json()))
         return 0
-    from .exactness_fit import verdict
+    from engine.exactness.fit import verdict
 
     print(f"{r.source}  ({r.model}, {r.masked_tokens} masked tokens, N = {r.samples}, seed {r.seed}, "
           f"temperature {r.params['temperature']:g})")
@@ -75,10 +76,11 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
     """`exactness --inputs FILE.jsonl`: the check on each line's {"text": ...} (a short [MASK:n] span),
     one JSON result per input (or a summary line each); a bad line is reported by its number on
     stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
+    from engine.exactness.check import run_check
+    from engine.exactness.fit import verdict
+    from engine.inputs.inputs_file import text_objects
+
     from .errors import InfillError
-    from .exactness import run_check
-    from .exactness_fit import verdict
-    from .inputs_file import text_objects
 
     try:
         objects, skipped = text_objects(a.inputs)
@@ -112,7 +114,7 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
 
 
 def _models(a: argparse.Namespace) -> int:
-    from .registry import available
+    from engine.loading.registry import available
 
     rows = available()
     if a.json:
@@ -127,7 +129,7 @@ def _models(a: argparse.Namespace) -> int:
 
 
 def _domains(a: argparse.Namespace) -> int:
-    from .domains import listing, studio_domains
+    from engine.inputs.domains import listing, studio_domains
 
     if a.names:
         print(" ".join(studio_domains()))
@@ -146,7 +148,8 @@ def _domains(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `python -m engine` (infill, exactness, models, domains); the delegated subcommands
     parse their own."""
-    from .domains import studio_domains
+    from engine.inputs.domains import studio_domains
+
     from .samplers import DEFAULT_SAMPLERS, SAMPLERS
 
     ap = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
@@ -170,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_infill)
 
-    from .exactness import DEFAULT_SAMPLES
-    from .wrong_samplers import WRONG_SAMPLERS
+    from engine.exactness.check import DEFAULT_SAMPLES
+    from engine.exactness.wrong_samplers import WRONG_SAMPLERS
 
     p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
                                          "the model's exact law")
@@ -192,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_exactness)
 
-    p = sub.add_parser("domains", help="list the domains (engine/domains.py): span, tokenizer, quality measure, "
+    p = sub.add_parser("domains", help="list the domains (engine/inputs/domains.py): span, tokenizer, quality measure, "
                                        "bundled models, data")
     p.add_argument("--json", action="store_true")
     p.add_argument("--names", action="store_true", help="only the studio's domain names, one line (for scripts)")
@@ -240,7 +243,7 @@ def knob_values(a: argparse.Namespace) -> dict:
 
 
 def add_hub_args(p: argparse.ArgumentParser) -> None:
-    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (engine/hub.py: HubOptions)."""
+    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (engine/loading/hub.py: HubOptions)."""
     p.add_argument("--tokenizer", default=None,
                    help="with a Hub --model: take the tokenizer from this Hub id (NAME@REV) or folder "
                         "(default: the checkpoint's own, else its family's, XLNet: xlnet/xlnet-base-cased)")
@@ -250,7 +253,7 @@ def add_hub_args(p: argparse.ArgumentParser) -> None:
 
 def apply_hub_flags(a: argparse.Namespace) -> None:
     """Record --tokenizer / --code-map for the Hub model named by --model (nothing for other models)."""
-    from .hub import is_hub_spec, set_hub_options
+    from engine.loading.hub import is_hub_spec, set_hub_options
 
     if getattr(a, "model", None) and (a.tokenizer is not None or a.code_map is not None) and is_hub_spec(a.model):
         set_hub_options(a.model, tokenizer=a.tokenizer, code_map=a.code_map)

@@ -49,5 +49,5 @@ class DistributionError(InfillError):
 
 class BadModelError(InfillError):
     """A model folder that cannot be used: config.json unreadable or out of bounds, weights
-    missing, truncated or not matching the config (engine/checkpoint.py). The message names the
+    missing, truncated or not matching the config (engine/loading/checkpoint.py). The message names the
     folder and what is wrong, in one line."""

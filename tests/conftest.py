@@ -16,8 +16,8 @@ torch.set_num_threads(1)  # tiny tensors: threads only add overhead (and CI has 
 @pytest.fixture(scope="session")
 def tiny_asarm(tmp_path_factory):
     """A saved tiny random AS-ARM (alphabet 'abc', length 6, float64), loaded through the registry."""
-    from engine import registry
-    from tests.tiny import save_tiny_asarm
+    from engine.loading import registry
+    from tests.support.tiny import save_tiny_asarm
 
     folder = save_tiny_asarm(tmp_path_factory.mktemp("tiny") / "tiny-asarm")
     return registry.load(str(folder))

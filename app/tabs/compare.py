@@ -7,9 +7,10 @@ import time
 
 import gradio as gr
 
+from app import form, plots, share, streaming, token_views
+from app.serving import pending_sessions, stops
 from engine.samplers import SAMPLERS
 
-from .. import form, pending_sessions, plots, share, stops, streaming, token_views
 from ..errors import readable
 from ..render import counters_md, esc, view_html
 from ..streaming import Live

@@ -7,11 +7,11 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.api import parse_for
-from engine.domains import line_masks
 from engine.errors import InfillError
-from engine.masking import from_token_positions
+from engine.inputs.domains import line_masks
+from engine.inputs.masking import from_token_positions
+from engine.loading.registry import load
 from engine.params import KNOBS, SEED
-from engine.registry import load
 from engine.samplers import SAMPLERS, default_sampler
 
 from .. import cards, choices, form, inputs
@@ -92,7 +92,7 @@ def input_info(text, model, domain):
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
     except InfillError as e:
         return status_md(str(e), "error")
-    if line_masks(domain):  # a bare [MASK] alone on a line is the whole line (engine/domains.py)
+    if line_masks(domain):  # a bare [MASK] alone on a line is the whole line (engine/inputs/domains.py)
         line += " " + CODE_LINE_HELP
     return line + (f" {note}" if note else "")
 

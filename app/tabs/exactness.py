@@ -1,5 +1,5 @@
 """The Exactness tab: a visitor's own sentence with a short masked span, N fills drawn from each
-chosen sampler (engine/exactness.py), and side by side the frequency of every likely fill against
+chosen sampler (engine/exactness/check.py), and side by side the frequency of every likely fill against
 the model's exact probability, with each sampler's TV distance, p-value, verdict, calls and time.
 
 Deliberately wrong samplers (`wrong-...`) are offered here and nowhere else. A finished check is
@@ -15,21 +15,21 @@ import gradio as gr
 import plotly.graph_objects as go
 from scipy.stats import beta
 
-from engine import registry
+from app.serving.admission import admission
+from app.serving.slots import Turns, slots
 from engine.errors import BadParameterError, InfillError
-from engine.exactness import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
-from engine.exactness_fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
-from engine.exactness_law import fill_key
-from engine.exactness_result import CheckResult, from_json
-from engine.wrong_samplers import WRONG_SAMPLERS, check_samplers
+from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
+from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
+from engine.exactness.law import fill_key
+from engine.exactness.result import CheckResult, from_json
+from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
+from engine.loading import registry
 
 from .. import choices, share
-from ..admission import admission
 from ..errors import readable
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
-from ..slots import Turns, slots
 from ..store import store
 from .common import Page, components, guarded, named, status_md, warn
 

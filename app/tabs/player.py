@@ -10,7 +10,9 @@ import time
 
 import gradio as gr
 
-from .. import inputs, share, stops, streaming, token_views
+from app import inputs, share, streaming, token_views
+from app.serving import stops
+
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
 from ..replay import load_session, trace_ref

@@ -13,11 +13,12 @@ import time
 
 import torch
 
+from engine.loading.device import apply_device_flag
+from engine.loading.loaded_model import LoadedModel
+from engine.loading.registry import default_model, load
+from engine.loading.threads import set_threads
+
 from ..cli import add_device_arg
-from ..device import apply_device_flag
-from ..model_loading import LoadedModel
-from ..registry import default_model, load
-from ..threads import set_threads
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
 from .shard import is_main, shard_map, world

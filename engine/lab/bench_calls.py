@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from ..registry import default_model
-from ..threads import set_threads
+from engine.loading.registry import default_model
+from engine.loading.threads import set_threads
 
 # (content rows, query rows): a sequential step, ASSD's draft and density passes at k = 5, the
 # pipelined call at k = 5 (4-5 drafts, density rows + k proposal rows per stopping point), larger
@@ -129,9 +129,10 @@ def measure_xlnet(length: int, reps: int, k: int = 5, mask_rate: float = 0.95) -
     step (1 query) and an ASSD density pass (k drafts, k queries). Nothing is downloaded."""
     from transformers import XLNetConfig, XLNetLMHeadModel
 
-    from ..masking import MaskedInput
+    from engine.inputs.masking import MaskedInput
+    from engine.inputs.tokenization import Codec, char_tokenizer
+
     from ..models.xlnet_adapter import XLNetOracle
-    from ..tokenization import Codec, char_tokenizer
 
     torch.manual_seed(0)
     cfg = XLNetConfig(vocab_size=32000, d_model=768, n_layer=12, n_head=12, d_inner=3072)  # xlnet-base-cased

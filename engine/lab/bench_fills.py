@@ -31,11 +31,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from engine.inputs.domains import default_span, studio_domains
+from engine.inputs.masking import MaskedInput, from_char_ranges, parse_masked_text
+from engine.loading.loaded_model import LoadedModel
+from engine.loading.registry import default_model, load
+
 from ..api import joint_log_prob
-from ..domains import default_span, studio_domains
-from ..masking import MaskedInput, from_char_ranges, parse_masked_text
-from ..model_loading import LoadedModel
-from ..registry import default_model, load
 from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"

@@ -19,11 +19,12 @@ import random
 import statistics
 from pathlib import Path
 
+from engine.inputs.domains import DOMAINS
+from engine.loading.device import apply_device_flag
+from engine.loading.loaded_model import LoadedModel
+from engine.loading.registry import available, default_model, load
+
 from ..cli import add_device_arg
-from ..device import apply_device_flag
-from ..domains import DOMAINS
-from ..model_loading import LoadedModel
-from ..registry import available, default_model, load
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain

@@ -5,7 +5,7 @@ Why a separate process and a standalone file: two versions of `engine` cannot li
 process, and an old checkout does not have this file. The parent (engine/lab/bench_calls.py) runs
 this file by path with PYTHONPATH set to a tree, once per tree, and drives the processes in turn
 (one repetition each, interleaved), so machine load drifts over both alike. It only uses what
-every checkout has: engine.registry.load and engine.models.asarm_core.KVCache.
+every checkout has: engine.loading.registry.load and engine.models.asarm_core.KVCache.
 
 Protocol: prints one JSON line `{"ready": ...}` once loaded; then for every line read from stdin
 measures each shape once (the call, then its floor) and prints one JSON line of times. With
@@ -47,8 +47,8 @@ def floor(layers: list[list[torch.Tensor]], head: torch.Tensor, x: torch.Tensor,
 
 def setup(model: str, context: int):
     """The loaded model, a cache holding `context` rows, and the random source of the call ids."""
+    from engine.loading.registry import load
     from engine.models.asarm_core import KVCache
-    from engine.registry import load
 
     m = load(model).model
     g = torch.Generator().manual_seed(0)

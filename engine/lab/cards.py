@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..domains import CORPUS_DATA, DOMAINS
+from engine.inputs.domains import CORPUS_DATA, DOMAINS
 
 KIND_TEXT = {
     "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
@@ -22,7 +22,7 @@ KIND_TEXT = {
            "i.e. how often the speculative test keeps a draft, for this head and for the AS-ARM's own parallel "
            "rows (what pipelined ASSD drafts).",
 }
-#: the model card's Data line, per domain and corpus (engine/domains.py)
+#: the model card's Data line, per domain and corpus (engine/inputs/domains.py)
 DATA_TEXT = {**{n: d.data for n, d in DOMAINS.items()}, **CORPUS_DATA}
 
 

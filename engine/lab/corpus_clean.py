@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# Same alphabet as engine.tokenization.PROTEIN_ALPHABET (not imported: that pulls in transformers).
+# Same alphabet as engine.inputs.tokenization.PROTEIN_ALPHABET (not imported: that pulls in transformers).
 PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
 PROSE_CHUNK_CHARS = 16_000  # long works (plays, poems) are cut into documents about this size
 

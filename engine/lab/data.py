@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..domains import CORPORA
-from ..domains import DOMAINS as REGISTRY
+from engine.inputs.domains import CORPORA
+from engine.inputs.domains import DOMAINS as REGISTRY
 
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
@@ -99,7 +99,7 @@ from .package_fetch import SourceUnavailable, fetch_package  # noqa: F401
 
 _STUDIO = [d.name for d in REGISTRY.values() if d.studio]
 _EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
-#: what `data fetch` knows (engine/domains.py): the studio's domains, the HumanEval evaluation set, then
+#: what `data fetch` knows (engine/inputs/domains.py): the studio's domains, the HumanEval evaluation set, then
 #: the corpora and experiment domains derived from them (fetched after their sources)
 DOMAINS = (*_STUDIO, "humaneval", *CORPORA, *_EXPERIMENTS)
 TRAIN_DOMAINS = (*_STUDIO, *CORPORA, *_EXPERIMENTS)

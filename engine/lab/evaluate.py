@@ -25,9 +25,10 @@ from pathlib import Path
 
 import torch
 
-from ..domains import DOMAINS, studio_domains
-from ..masking import parse_masked_text
-from ..registry import available, load
+from engine.inputs.domains import DOMAINS, studio_domains
+from engine.inputs.masking import parse_masked_text
+from engine.loading.registry import available, load
+
 from .cards import DATA_TEXT, KIND_TEXT, stored_dtype, train_command, write_card  # noqa: F401 (their old home)
 from .metrics import spelling_accuracy, train_words
 from .progress import add_quiet_arg, set_quiet
@@ -190,7 +191,7 @@ def _protein_quality(name: str, m: dict) -> dict:
 
 
 BITS_PER_CHAR = "bits_per_char_noncausal_by_mask_rate"
-#: how each quality measure named in the domain registry (engine/domains.py, `quality`) is taken
+#: how each quality measure named in the domain registry (engine/inputs/domains.py, `quality`) is taken
 #: on an AS-ARM: (name, held-out metrics so far, samples, HumanEval limit) -> metrics to add
 QUALITY: dict[str, Callable[[str, dict, int, int | None], dict]] = {
     "spelling_accuracy_95": lambda name, m, samples, limit: text_spelling(name, samples),
@@ -226,8 +227,9 @@ def cli(argv: list[str]) -> int:
                     help="with --model: only the held-out NLL, on this corpus's test split instead of the domain's")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
+    from engine.loading.device import apply_device_flag
+
     from ..cli import add_device_arg
-    from ..device import apply_device_flag
 
     add_device_arg(ap)
     add_quiet_arg(ap)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..domains import DOMAINS
+from engine.inputs.domains import DOMAINS
+
 from .corpus_clean import chunk_paragraphs, clean_prose, decode_text
 from .corpus_files import DomainBuild, SourceResult, corpus_dir, read_jsonl, write_domain
 from .corpus_sources import PROSE_SEPARATOR, SPLITS, TEXT_FRACTIONS, Source, _gather, _report, split_gathered
 from .package_fetch import SourceUnavailable
 
-CHARS_ALPHABET = DOMAINS["chars"].alphabet  # the registry's (engine/domains.py)
+CHARS_ALPHABET = DOMAINS["chars"].alphabet  # the registry's (engine/inputs/domains.py)
 #: text-domain training documents that are modern enough to join the `modern` fine-tuning mix
 MODERN_FROM_TEXT = ("bbc", "brown/")
 

@@ -36,7 +36,7 @@ def unigram_entropy(tokens: list[int]) -> float:
 
 def judge_nll_tokens(sequences: list[list[int]], model: str) -> float:
     """Mean per-token NLL of whole token sequences under a left-to-right judge model."""
-    from ..registry import load
+    from engine.loading.registry import load
 
     lm = load(model)
     vals = [lm.model.token_nll(seq[: lm.max_tokens]) for seq in sequences if seq]
@@ -45,7 +45,7 @@ def judge_nll_tokens(sequences: list[list[int]], model: str) -> float:
 
 def judge_nll(texts: list[str], model: str) -> float:
     """judge_nll_tokens of texts tokenized with the judge's tokenizer."""
-    from ..registry import load
+    from engine.loading.registry import load
 
     codec = load(model).codec
     return judge_nll_tokens([codec.encode(t) for t in texts], model)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from engine.inputs.masking import MaskedInput
+from engine.loading.loaded_model import LoadedModel
+
 from ..api import InfillResult, InfillRun
-from ..masking import MaskedInput
-from ..model_loading import LoadedModel
 
 
 @dataclass

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..tokenization import Codec
+from engine.inputs.tokenization import Codec
+
 from .workloads import separator_ids
 
 

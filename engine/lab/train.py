@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from ..domains import DOMAINS
+from engine.inputs.domains import DOMAINS
+from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
+
 from ..models import MODEL_KINDS
-from ..tokenization import Codec, char_tokenizer, train_bpe
 from .progress import add_quiet_arg, bar, set_quiet
 from .token_windows import batches, token_stream
 
@@ -32,7 +33,7 @@ def domain_tokenizer(domain: str) -> Codec:
     folder = TOKENIZERS / domain
     if (folder / "tokenizer.json").is_file():
         return Codec.load(folder)
-    spec = DOMAINS[domain]  # engine/domains.py: "chars" (its alphabet) or "bpe" (trained on the corpus)
+    spec = DOMAINS[domain]  # engine/inputs/domains.py: "chars" (its alphabet) or "bpe" (trained on the corpus)
     if spec.tokenizer == "chars":
         hf = char_tokenizer(spec.alphabet)
     else:
@@ -196,8 +197,8 @@ def cli(argv: list[str]) -> int:
 
     from accelerate import Accelerator
 
-    from ..device import apply_device_flag
-    from ..threads import set_threads
+    from engine.loading.device import apply_device_flag
+    from engine.loading.threads import set_threads
 
     device = apply_device_flag(a.device)
     autocast_dtype, tf32 = precision(device, a.precision)
@@ -324,7 +325,7 @@ def _resume_model(folder: Path, a):
         raise SystemExit(f"error: --resume {folder} holds a {cfg.model_type} model, not {a.kind}")
     model = MODEL_KINDS[a.kind][1].from_pretrained(str(folder), dtype=torch.float32)
     if a.kind == "ptp":  # the frozen AS-ARM it distils from is not part of the checkpoint
-        from ..registry import load
+        from engine.loading.registry import load
 
         model.attach_teacher(load(a.teacher or cfg.teacher).model)
     return model

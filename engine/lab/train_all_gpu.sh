@@ -8,7 +8,7 @@
 # usage: engine/lab/train_all_gpu.sh            (env: MINUTES=15 OUT=runs/models-gpu PY=python3
 #                                              DEVICE=cuda EXTRA="" DOMAINS="text code protein"
 #                                              JOBS="name:kind:domain:hidden:layers:heads:ffn:batch ...")
-# Default JOBS: an AS-ARM, a hybrid and a judge for each of the studio's domains (engine/domains.py,
+# Default JOBS: an AS-ARM, a hybrid and a judge for each of the studio's domains (engine/inputs/domains.py,
 # `python -m engine domains --names`), at the sizes below.
 # Needs the corpora (`make data`; INFILL_DATA_DIR) and assets/tokenizers. Outputs OUT/<name>/ (a
 # checkpoint saved every 3 minutes and at the end, with trainer.pt for --resume) and OUT/logs/.
@@ -29,7 +29,7 @@ fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/logs"
 # a device that is not there: one line, before nine jobs start
-"$PY" -c "import sys; from engine.device import resolve_device; from engine.errors import InfillError
+"$PY" -c "import sys; from engine.loading.device import resolve_device; from engine.errors import InfillError
 try: resolve_device(sys.argv[1])
 except InfillError as e: sys.exit(f'error: {e}')" "$DEVICE" || exit 2
 start=$(date +%s)

@@ -15,7 +15,7 @@ from ..models.ptp import PtpConfig, PtpHead
 
 def drafter_for_training(a, ap) -> tuple:
     """(codec, head with its teacher attached) for `python -m engine train --kind ptp --teacher DIR`."""
-    from ..registry import load
+    from engine.loading.registry import load
 
     if not a.teacher:
         ap.error("--kind ptp needs --teacher (an AS-ARM checkpoint folder or bundled name)")
@@ -63,7 +63,7 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
     rest (a one-pass head's u_embed and low-rank term) keeps its initialisation (zero output:
     the warm-started head starts as the old head reading e_{j-1} where it read d_{j-1}).
     Returns the names copied; refuses a folder that shares none."""
-    from ..registry import load
+    from engine.loading.registry import load
 
     old = load(folder).model.state_dict()
     mine = head.state_dict()
@@ -79,7 +79,8 @@ def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: f
     """Model-card numbers on the test split: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
     round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
     (what pipelined ASSD drafts), at the benchmark's mask rate."""
-    from ..registry import load
+    from engine.loading.registry import load
+
     from .token_windows import batches, token_stream
 
     head_lm = load(folder)

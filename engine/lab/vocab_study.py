@@ -14,8 +14,9 @@ import json
 import random
 import re
 
-from ..domains import DOMAINS
-from ..tokenization import Codec, train_bpe
+from engine.inputs.domains import DOMAINS
+from engine.inputs.tokenization import Codec, train_bpe
+
 from .data import load_split
 
 

@@ -9,13 +9,13 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..domains import CORPORA, DOMAINS
-from ..masking import MaskedInput, from_token_positions
-from ..tokenization import Codec
+from engine.inputs.domains import CORPORA, DOMAINS
+from engine.inputs.masking import MaskedInput, from_token_positions
+from engine.inputs.tokenization import Codec
 
 
 def separator(domain: str) -> str | None:
-    """What joins two documents of a domain in a token stream (engine/domains.py): a blank line for
+    """What joins two documents of a domain in a token stream (engine/inputs/domains.py): a blank line for
     prose and code, a space for text8-style characters (no newline in its alphabet); None where
     each document is a window of its own (proteins). A corpus joins as its domain does."""
     return DOMAINS[CORPORA.get(domain, domain)].separator
@@ -76,9 +76,10 @@ def read_inputs(path: str | Path, codec: Codec, max_tokens: int, seed: int = 0) 
     """One JSON object a line: {"text": "... [MASK:4] ..."} (the spans as `infill` takes them) or
     {"text": "...", "mask_rate": 0.5} (that share of the tokens masked at random, seeded by seed +
     line number). Blank lines are skipped; a bad line is reported by its number, the rest still run."""
+    from engine.inputs.inputs_file import text_objects
+    from engine.inputs.masking import parse_masked_text
+
     from ..errors import InfillError
-    from ..inputs_file import text_objects
-    from ..masking import parse_masked_text
 
     objects, errors = text_objects(path)
     out = InputFile([], [], errors)

@@ -273,7 +273,7 @@ def uniform_bits(u: torch.Tensor) -> torch.Tensor:
 
 
 def inverse_cdf_rows(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Batched F^-1_p(u) (engine.acceptance.inverse_cdf for many rows): probs [..., V], u [...]."""
+    """Batched F^-1_p(u) (engine.samplers.acceptance.inverse_cdf for many rows): probs [..., V], u [...]."""
     cdf = probs.cumsum(-1)
     idx = torch.searchsorted(cdf, (u * cdf[..., -1])[..., None].to(cdf.dtype), right=True)[..., 0]
     return idx.clamp_max(probs.shape[-1] - 1)

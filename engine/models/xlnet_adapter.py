@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from ..device import host64
+from engine.inputs.masking import MaskedInput
+from engine.inputs.tokenization import Codec
+from engine.loading.device import host64
+
 from ..errors import IncompatibleModelsError
-from ..masking import MaskedInput
-from ..tokenization import Codec
 
 
 class XLNetOracle:

@@ -1,7 +1,7 @@
 """Any-Subset Speculative Decoding (ASSD) and its variants.
 
 Decode order sigma: the prompt first, then the masked positions left to right. All variants share
-`verify`, which runs the speculative test of engine.acceptance along a round, so every variant is
+`verify`, which runs the speculative test of engine.samplers.acceptance along a round, so every variant is
 exactly distributed as sequential decoding (the paper's Theorem 2) for any proposal.
 """
 
@@ -11,8 +11,9 @@ from collections.abc import Callable, Generator, Iterator
 
 import torch
 
-from ..acceptance import Verdict, sample_categorical, speculative_accept, tempered_probs
-from ..masking import MaskedInput
+from engine.inputs.masking import MaskedInput
+from engine.samplers.acceptance import Verdict, sample_categorical, speculative_accept, tempered_probs
+
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
 from .drafting import Drafter
@@ -34,7 +35,7 @@ def verify(
     """Accept drafts[i] w.p. min(1, q_i/p_i) for i = start..; on the first rejection resample from
     the residual. Commits as it goes. Returns the index where the round stopped (len if none).
     `accept` replaces the test only for the deliberately wrong samplers of the exactness check
-    (engine/wrong_samplers.py); None is speculative_accept, looked up when the round runs."""
+    (engine/exactness/wrong_samplers.py); None is speculative_accept, looked up when the round runs."""
     test = accept or speculative_accept
     for i in range(start, len(drafts)):
         v = test(drafts[i], p_rows[i], q_rows[i], gen)

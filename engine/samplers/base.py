@@ -12,7 +12,7 @@ from ..trace import Step, StepKind
 
 
 class DensityOracle(Protocol):
-    """An any-subset model seen as an oracle (see engine/oracle.py)."""
+    """An any-subset model seen as an oracle (see engine/samplers/oracle.py)."""
 
     calls: int
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from ..acceptance import sample_categorical, tempered_probs
+from engine.samplers.acceptance import sample_categorical, tempered_probs
+
 from ..errors import IncompatibleModelsError
 from .drafting import Drafter
 from .hybrid_passes import cosine_remaining, nc_pass

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..acceptance import sample_categorical
+from engine.samplers.acceptance import sample_categorical
+
 from ..errors import IncompatibleModelsError
 from ..trace import Step
 from .assd import assd_drafted

@@ -13,9 +13,10 @@ import math
 
 import torch
 
-from ..device import host64
+from engine.inputs.masking import MaskedInput
+from engine.loading.device import host64
+
 from ..errors import IncompatibleModelsError
-from ..masking import MaskedInput
 
 
 class CallCounter:

@@ -9,7 +9,7 @@ u_1..u_m first and computes every p_j in one pass from u_<j (`row_inputs` says w
 plus, with prev_rank, a low-rank logit term on d_{j-1}; then d_j = F^-1_{p_j}(u_j) row by row.
 One AS-ARM call then gives the exact rows
 q_j = p(. | decided, d_<j) for every draft, plus the parallel rows of every possible next round.
-The drafts are verified left to right by the shared speculative rule (engine.acceptance), as
+The drafts are verified left to right by the shared speculative rule (engine.samplers.acceptance), as
 every speculative sampler here is.
 
 Exactness, whatever the head computes (trained, untrained or random): the proposal p_j is fixed
@@ -34,9 +34,10 @@ from collections.abc import Iterator
 
 import torch
 
-from ..acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
+from engine.inputs.masking import MaskedInput
+from engine.samplers.acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
+
 from ..errors import IncompatibleModelsError
-from ..masking import MaskedInput
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
@@ -91,7 +92,7 @@ def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[l
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
     round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
-    exactness argument (tests/test_ptp.py replaces this function by one that leaks u_j and watches
+    exactness argument (tests/engine/test_ptp.py replaces this function by one that leaks u_j and watches
     the enumeration test fail)."""
     m = len(u)
     e_prev = [prev] + [inverse_cdf(base_p[j - 1], u[j - 1]) for j in range(1, m)]

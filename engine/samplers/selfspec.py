@@ -28,8 +28,9 @@ from collections.abc import Iterator
 
 import torch
 
-from ..acceptance import sample_categorical, speculative_accept, tempered_probs
-from ..masking import MaskedInput
+from engine.inputs.masking import MaskedInput
+from engine.samplers.acceptance import sample_categorical, speculative_accept, tempered_probs
+
 from ..trace import Step, StepKind
 from .base import Recorder
 from .hybrid_passes import CallCounter, causal_pass, hybrid_counter, model_ids, nc_pass

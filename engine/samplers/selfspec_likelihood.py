@@ -22,9 +22,10 @@ import math
 
 import numpy as np
 
-from ..acceptance import tempered_probs
+from engine.inputs.masking import MaskedInput, completed_from_ranges
+from engine.samplers.acceptance import tempered_probs
+
 from ..errors import BadParameterError
-from ..masking import MaskedInput, completed_from_ranges
 from ..params import KNOBS
 from ..trace import DECIDING_KINDS
 from .hybrid_passes import causal_pass, model_ids, nc_pass
@@ -130,7 +131,7 @@ def score_self_spec(
     exact log P(tokens | the decode order that run drew) under that run's settings. With a completed
     `text` and its filled character `ranges`, the given `order` (MaskedInput positions) or, if none,
     the average over all decode orders (feasible for a handful of masked tokens only)."""
-    from ..registry import default_model, load
+    from engine.loading.registry import default_model, load
 
     params: dict = {}
     if result is not None:

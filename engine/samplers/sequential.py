@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import torch
 
-from ..acceptance import sample_categorical, tempered_probs
-from ..masking import MaskedInput
+from engine.inputs.masking import MaskedInput
+from engine.samplers.acceptance import sample_categorical, tempered_probs
+
 from ..trace import Step, StepKind
 from .base import DensityOracle, Recorder
 from .spec import SamplerSpec

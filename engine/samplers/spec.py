@@ -14,7 +14,7 @@ from .drafting import SecondModel
 @dataclass(frozen=True)
 class SamplerSpec:
     """One entry of the sampler catalogue: which model kind it drives (the `kind` of
-    engine.model_loading.LoadedModel), whether it caches, which knobs it reads, its help text, how to
+    engine.loading.loaded_model.LoadedModel), whether it caches, which knobs it reads, its help text, how to
     run it, and the second model it drafts with (None: it drafts from the run's model or not at all)."""
 
     name: str

@@ -45,7 +45,7 @@ def need_browser() -> None:
 def tiny_studio(root: Path, watch: str | None):
     """The app on tiny random models in `root` (no bundled model listed, its own SQLite store), with
     INFILL_WATCH set to `watch` (None: the page's own default); the URL, everything restored after."""
-    from tests.studio import restore_env
+    from tests.support.studio import restore_env
 
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "DATABASE_URL", "INFILL_WATCH")}
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
@@ -55,8 +55,8 @@ def tiny_studio(root: Path, watch: str | None):
     else:
         os.environ["INFILL_WATCH"] = watch
     from app import store as app_store
-    from app.testing import launch_for_tests, make_tiny_models
-    from engine import model_folders
+    from engine.loading import folders as model_folders
+    from tools.tiny_models import launch_for_tests, make_tiny_models
 
     saved_assets = model_folders.ASSETS
     model_folders.ASSETS = root / "no-bundled-models"  # only the tiny models below are listed

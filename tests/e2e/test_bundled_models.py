@@ -20,7 +20,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 @pytest.fixture(scope="module")
 def bundled_url(tmp_path_factory):
-    from engine import registry
+    from engine.loading import registry
 
     need_browser()
     if "text-asarm" not in {r["name"] for r in registry.available()}:
@@ -31,7 +31,7 @@ def bundled_url(tmp_path_factory):
     os.environ["INFILL_WATCH"] = "0"  # timed from Run to the end as it computes, without the Watch pace
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     from app import store as app_store
-    from app.testing import launch_for_tests
+    from tools.tiny_models import launch_for_tests
 
     app_store._store = None
     demo, url = launch_for_tests()
@@ -69,7 +69,7 @@ def masked_256(codec, max_tokens: int, rate: float = 0.95):
     as the text a visitor would type; the first seed whose text re-parses within the limit."""
     import random
 
-    from engine.masking import from_token_positions, parse_masked_text
+    from engine.inputs.masking import from_token_positions, parse_masked_text
 
     ids = codec.encode(PARAGRAPH)[:max_tokens]
     for seed in range(100):
@@ -84,7 +84,7 @@ def masked_256(codec, max_tokens: int, rate: float = 0.95):
 def test_256_token_infill_timing_and_screenshots(bundled_url):
     from playwright.sync_api import sync_playwright
 
-    from engine.registry import load
+    from engine.loading.registry import load
 
     lm = load("text-asarm")
     text, mi = masked_256(lm.codec, lm.max_tokens)

@@ -5,10 +5,10 @@ time (an operator, a constant, a comparison, a dropped argument) and runs the te
 every test survives is a rule no test checks. Each module runs only its own fast test files (MODULES
 below), in a scratch copy of the sources (.mutation/<module>/), so `make test` is untouched and a run
 finishes on a small machine. A survivor is either killed by a new test or listed, with a one-line
-reason, in tests/mutation_equivalent.txt ("<mutant name>  # why it changes nothing observable").
+reason, in tests/mutation/equivalent.txt ("<mutant name>  # why it changes nothing observable").
 
     python tests/mutation/run.py                       # every module below
-    python tests/mutation/run.py engine/acceptance.py  # one module
+    python tests/mutation/run.py engine/samplers/acceptance.py  # one module
     MUTATION_RESUME=1 python tests/mutation/run.py engine/samplers/assd.py
         # keep .mutation/<module>/'s results: run only the mutants not run yet, and re-run the
         # survivors (so a test added since then gets its chance); for a long module on a busy machine
@@ -31,40 +31,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = ROOT / ".mutation"
-EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
+EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
 
-SAMPLER_TESTS = ["tests/test_rounds.py"]
+SAMPLER_TESTS = ["tests/engine/test_rounds.py"]
 # module -> the fast test files that check its rules (mutmut runs, per mutant, only the tests among
 # these that reach the mutated function)
 MODULES: dict[str, list[str]] = {
-    "engine/acceptance.py": ["tests/test_acceptance_rule.py", "tests/test_acceptance_stats.py", "tests/test_nan_path.py"],
+    "engine/samplers/acceptance.py": ["tests/engine/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
+                                      "tests/engine/test_nan_path.py"],
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
-    "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/test_sampler_contract.py"],
-    # the hand-built table model and heads (fast); tests/test_ptp.py (a real random head, minutes) stays out
-    "engine/samplers/ptp.py": ["tests/test_ptp_rules.py"],
-    # the hybrid samplers: a hand-built hybrid with known conditionals (tests/hybrid_model.py), in seconds
-    # (tests/test_selfspec.py and tests/test_hybrid.py drive real tiny networks: minutes per mutant)
-    "engine/samplers/selfspec.py": ["tests/test_hybrid_rounds.py"],
-    "engine/samplers/mdm.py": ["tests/test_hybrid_rounds.py"],
-    "engine/samplers/diffusion_drafter.py": ["tests/test_hybrid_rounds.py"],
-    "engine/samplers/hybrid_passes.py": ["tests/test_hybrid_rounds.py"],
-    "engine/masking.py": ["tests/test_masking_rules.py", "tests/test_inputs.py"],
-    "engine/budget.py": ["tests/test_budget_rules.py"],
-    "app/render.py": ["tests/test_render_rules.py", "tests/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
-    # the write path row by row against literal rows (tests/test_storage.py takes 10 s a mutant: its
+    "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/engine/test_sampler_contract.py"],
+    # the hand-built table model and heads (fast); tests/engine/test_ptp.py (a real random head, minutes) stays out
+    "engine/samplers/ptp.py": ["tests/engine/test_ptp_rules.py"],
+    # the hybrid samplers: a hand-built hybrid with known conditionals (tests/support/hybrid_model.py), in seconds
+    # (tests/engine/test_selfspec.py and tests/engine/test_hybrid.py drive real tiny networks: minutes per mutant)
+    "engine/samplers/selfspec.py": ["tests/engine/test_hybrid_rounds.py"],
+    "engine/samplers/mdm.py": ["tests/engine/test_hybrid_rounds.py"],
+    "engine/samplers/diffusion_drafter.py": ["tests/engine/test_hybrid_rounds.py"],
+    "engine/samplers/hybrid_passes.py": ["tests/engine/test_hybrid_rounds.py"],
+    "engine/inputs/masking.py": ["tests/engine/test_masking_rules.py", "tests/engine/test_inputs.py"],
+    "engine/budget.py": ["tests/engine/test_budget_rules.py"],
+    "app/render.py": ["tests/app/test_render_rules.py",
+                      "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
+    # the write path row by row against literal rows (tests/storage/test_storage.py takes 10 s a mutant: its
     # SIGKILL and 16-writer tests; it stays in `make test`)
-    "storage/recorder.py": ["tests/test_storage_rules.py"],
-    "storage/repository.py": ["tests/test_storage_rules.py"],
+    "storage/recorder.py": ["tests/storage/test_storage_rules.py"],
+    "storage/repository.py": ["tests/storage/test_storage_rules.py"],
 }
 # the whole program is copied (tests import across packages); only the module under test is mutated
-COPY = ["engine", "app", "storage", "tests", "pyproject.toml"]
+COPY = ["engine", "app", "storage", "tools", "tests", "pyproject.toml"]
 LINKS = ["assets"]  # large and read-only: linked, not copied
 
 
 def equivalents() -> dict[str, str]:
-    """Mutant name -> the reason it is equivalent (tests/mutation_equivalent.txt)."""
+    """Mutant name -> the reason it is equivalent (tests/mutation/equivalent.txt)."""
     out = {}
     if EQUIVALENT.exists():
         for line in EQUIVALENT.read_text().splitlines():
@@ -178,7 +180,7 @@ def run_module(module: str, children: int, resume: bool = False) -> tuple[int, i
     prefix = module.removesuffix(".py").replace("/", ".") + "."
     stale = sorted(n for n in known if n.startswith(prefix) and codes.get(n) in KILLED)
     for n in stale:  # mutant numbers shift when the module's code changes: re-check these lines
-        print(f"  STALE equivalent entry {n}: that mutant is killed now (renumbered?); fix tests/mutation_equivalent.txt")
+        print(f"  STALE equivalent entry {n}: that mutant is killed now (renumbered?); fix tests/mutation/equivalent.txt")
     for n in sorted(n for n in known if n.startswith(prefix) and codes.get(n) in TIMEOUT):
         print(f"  equivalent entry {n} timed out: the limit is too tight for this machine's load "
               "(MUTATION_TIMEOUT_MULTIPLIER); its timeouts are not evidence")

@@ -13,7 +13,8 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ...threads import set_threads
+from engine.loading.threads import set_threads
+
 from .. import progress, shard
 from . import measure
 from .measure import Models
@@ -106,7 +107,7 @@ def _link_figures(text: str, paths: dict[str, Path], rel_fig: str) -> str:
 
 def cli(argv: list[str]) -> int:
     """Parse the arguments, measure every section, write the markdown and its figures."""
-    from ...device import apply_device_flag
+    from engine.loading.device import apply_device_flag
 
     ap = _parser()
     a = ap.parse_args(argv)

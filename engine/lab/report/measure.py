@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...threads import set_threads
+from engine.loading.threads import set_threads
+
 from ...trace import tested_decisions, untested_accepts
 from .. import progress, shard
 from ..data import sha256_file
@@ -52,7 +53,7 @@ class Models:
         if self.models_dir is not None:
             p = self.models_dir / name
             return p if (p / "config.json").is_file() else None
-        from ...registry import available
+        from engine.loading.registry import available
 
         rows = {r["name"]: Path(r["path"]) for r in available()}
         return rows.get(name)
@@ -77,8 +78,8 @@ class Models:
 
     def _load(self, name: str, path: Path) -> str:
         """Load into `used`, retrying while a training job rewrites the checkpoint; else the error."""
-        from ... import registry
-        from ...model_loading import clear_model_cache
+        from engine.loading import registry
+        from engine.loading.loaded_model import clear_model_cache
 
         err = ""
         for attempt in range(3):  # a training job may be rewriting the checkpoint right now

@@ -9,9 +9,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ...domains import studio_domains
+from engine.inputs.domains import studio_domains
 
-DOMAINS = tuple(studio_domains())  # the report measures the studio's domains (engine/domains.py)
+DOMAINS = tuple(studio_domains())  # the report measures the studio's domains (engine/inputs/domains.py)
 EXACT = ["sequential", "sequential-cache", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion",
          "assd-ptp"]
 BASELINES = ("sequential", "sequential-cache")  # always measured: uncached reference, strongest baseline

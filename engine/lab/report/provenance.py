@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from ...device import device_name
+from engine.loading.device import device_name
+
 from .measure import Models
 from .plan import Plan
 from .render import fmt, md_table

@@ -1,0 +1,148 @@
+"""Request limits in front of Gradio's routes: a body-size cap checked before anything parses the
+body, and no anonymous uploads (the page has no upload component, so `/upload` is refused).
+
+Why here and not in a handler: Gradio parses the JSON body and keeps component values in the
+visitor's session before any handler runs, so a 20 MB "text" pinned that memory although the
+handler then refused it. This ASGI middleware sits between the server and every route: a
+declared `Content-Length` over the limit is answered 413 without reading a byte, and a body
+without one (chunked) is counted while it streams and cut off at the limit.
+
+`INFILL_MAX_BODY_BYTES` sets the limit (default 256 KiB). The largest legitimate request is a run
+of the longest input (inputs.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped as \\uXXXX
+surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values. The limit is
+that and no more because Gradio keeps a request's input values in the visitor's session even
+when the handler refuses them (app.serving.memory bounds how many sessions, and for how long): with a
+1 MiB limit, 300 refused 1 MB texts kept 350 MiB (issue 28)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+DEFAULT_MAX_BODY_BYTES = 256 << 10
+
+
+def max_body_bytes() -> int:
+    """The largest request body accepted (INFILL_MAX_BODY_BYTES; the default when unset or invalid)."""
+    try:
+        v = int(os.environ.get("INFILL_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BODY_BYTES
+    return v if v > 0 else DEFAULT_MAX_BODY_BYTES
+
+
+def _is_upload(path: str) -> bool:
+    return path.rstrip("/").endswith("/upload")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for bodies over `max_bytes`, 403 for the upload route."""
+
+    def __init__(self, app, max_bytes: int | None = None):
+        self.app = app
+        self.max_bytes = max_bytes if max_bytes is not None else max_body_bytes()
+
+    async def _reply(self, send, status: int, message: str) -> None:
+        body = json.dumps({"detail": message}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if _is_upload(scope.get("path", "")):
+            return await self._reply(send, 403, "Uploads are disabled on this server.")
+        limit = self.max_bytes
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    declared = int(v)
+                except ValueError:
+                    return await self._reply(send, 400, "Bad Content-Length.")
+                if declared > limit:
+                    return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+        if scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/cancel"):
+            receive = await _note_cancel(receive, limit)
+            if receive is None:
+                return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+        seen = 0
+        started = refused = False
+
+        async def counted_receive():
+            nonlocal seen, started, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit:
+                    # answer here (FastAPI turns an exception raised while it reads the body into a
+                    # 400), then tell the app the client is gone and drop whatever it still sends
+                    refused = True
+                    if not started:
+                        started = True
+                        await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+                    return {"type": "http.disconnect"}
+            return msg
+
+        async def tracked_send(msg):
+            nonlocal started
+            if refused:
+                return
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        await self.app(scope, counted_receive, tracked_send)
+
+
+async def _note_cancel(receive, limit: int):
+    """Read a (small) /cancel body, note the visitor's cancel (app.serving.cancels), and return a receive
+    that replays the body to Gradio; None when the body is over the limit."""
+    from app.serving.cancels import note_cancel
+
+    chunks, size, more = [], 0, True
+    while more:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunks.append(msg.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            return None
+        more = msg.get("more_body", False)
+    body = b"".join(chunks)
+    try:
+        sh = json.loads(body).get("session_hash")
+        if isinstance(sh, str) and sh:
+            note_cancel(sh)
+    except (ValueError, AttributeError):
+        pass
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def launch_limits() -> dict:
+    """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests)."""
+    from starlette.middleware import Middleware
+
+    from app.serving.memory import lifespan, sessions_max
+
+    return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
+            "max_file_size": "1kb", "state_session_capacity": sessions_max()}
+
+
+#: Gradio's file cache (the CSV download of /stats lands there): every 5 minutes, delete what is
+#: older than 10 minutes (a download link stays valid that long; the hourly prune let 116 MB of
+#: CSV copies pile up in a minute of /stats calls, issue 28).
+DELETE_CACHE = (300, 600)

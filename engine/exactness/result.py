@@ -1,0 +1,110 @@
+"""A finished exactness check as data: each sampler's counts and test (SamplerReport), the exact
+law, the settings (CheckResult), and their JSON both ways. The CLI prints to_json(); the app
+stores it as a session and its share link replays from_json() without running anything.
+
+Its own module because the stored form is a contract with sessions already saved: a change here
+is a change to what old share links read back, and it should be seen as such."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from engine.exactness.fit import ALPHA, MIN_EXPECTED, Fit, verdict
+from engine.exactness.law import Fill, fill_key
+
+
+@dataclass
+class SamplerReport:
+    """One sampler's part of a check: its counts and what the test made of them."""
+
+    name: str
+    counts: dict[Fill, int]
+    calls_per_sample: float
+    seconds_per_sample: float
+    fit: Fit | None = None
+
+    def to_json(self) -> dict:
+        """The JSON the CLI prints and the store keeps (fills keyed by token ids)."""
+        f = self.fit
+        return {
+            "counts": {fill_key(k): v for k, v in sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))},
+            "tv_to_exact": f.tv if f else None,
+            "p_value": f.p_value if f else None,
+            "chi2": f.statistic if f and math.isfinite(f.statistic) else None,
+            "dof": f.dof if f else None,
+            "verdict": verdict(f) if f else None,
+            "impossible": f.impossible if f else 0,
+            "note": f.note if f else "",
+            "calls_per_sample": self.calls_per_sample,
+            "seconds_per_sample": self.seconds_per_sample,
+        }
+
+
+@dataclass
+class CheckResult:
+    """A finished check: settings, the exact law on the fills that matter, each sampler's report."""
+
+    model: str
+    kind: str  # the model kind the checked samplers drive (engine.samplers.SamplerSpec.kind)
+    source: str
+    samples: int
+    seed: int
+    params: dict
+    masked_tokens: int
+    exact: dict[Fill, float]
+    texts: dict[Fill, str]
+    samplers: list[SamplerReport]
+    law: str
+    tv_noise: float = 0.0
+    alpha: float = ALPHA
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def other(self) -> float:
+        """The exact mass of every fill not listed."""
+        return max(0.0, 1.0 - math.fsum(self.exact.values()))
+
+    def to_json(self) -> dict:
+        """`exact` (fill -> probability, plus "other"), `fills` (fill -> decoded text) and `samplers`
+        (name -> counts, tv_to_exact, p_value, calls_per_sample, seconds_per_sample, verdict)."""
+        exact = {fill_key(f): p for f, p in sorted(self.exact.items(), key=lambda kv: (-kv[1], kv[0]))}
+        exact["other"] = self.other
+        return {
+            "version": 1,
+            "model": self.model,
+            "kind": self.kind,
+            "text": self.source,
+            "samples": self.samples,
+            "seed": self.seed,
+            "params": self.params,
+            "masked_tokens": self.masked_tokens,
+            "law": self.law,
+            "alpha": self.alpha,
+            "min_expected": MIN_EXPECTED,
+            "tv_noise": self.tv_noise,
+            "exact": exact,
+            "fills": {fill_key(f): t for f, t in self.texts.items()},
+            "samplers": {r.name: r.to_json() for r in self.samplers},
+        }
+
+
+def from_json(d: dict) -> CheckResult:
+    """A stored check read back (the share link replays it without running anything)."""
+    def fill(key: str) -> Fill:
+        return tuple(int(t) for t in key.split(",")) if key else ()
+
+    exact = {fill(k): float(v) for k, v in d["exact"].items() if k != "other"}
+    texts = {fill(k): str(v) for k, v in d.get("fills", {}).items()}
+    reports = []
+    for name, s in d["samplers"].items():
+        counts = {fill(k): int(v) for k, v in s["counts"].items()}
+        fit = Fit(float(s["p_value"]), float(s["chi2"]) if s.get("chi2") is not None else math.inf,
+                  int(s.get("dof") or 0), float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)),
+                  str(s.get("note", "")))
+        reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]), fit))
+    return CheckResult(model=str(d["model"]), kind=str(d.get("kind", d.get("family", "asarm"))), source=str(d["text"]),
+                       samples=int(d["samples"]), seed=int(d["seed"]), params=dict(d.get("params", {})),
+                       masked_tokens=int(d.get("masked_tokens", 0)), exact=exact, texts=texts, samplers=reports,
+                       law=str(d.get("law", "")), tv_noise=float(d.get("tv_noise", 0.0)),
+                       alpha=float(d.get("alpha", ALPHA)))

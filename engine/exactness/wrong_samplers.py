@@ -1,0 +1,56 @@
+"""The exactness check's deliberately broken samplers: ASSD that resamples a rejected draft from the
+target q instead of the residual, and ASSD that keeps every draft untested. A visitor sees what a
+failed check looks like next to the exact samplers (issue 26).
+
+Their own module, apart from the sampler catalogue (engine.samplers.SAMPLERS never lists them), so
+a run, the CLI's `infill` and the app's sampler menus cannot reach them; only the check
+(engine/exactness/check.py) and its menus offer them, through check_samplers()."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.samplers import SAMPLERS, SamplerSpec
+from engine.samplers.acceptance import Verdict, sample_categorical, uniform
+from engine.samplers.assd import assd
+
+
+def residual_from_q(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator) -> Verdict:
+    """A wrong speculative test: on rejection it draws from the target q instead of the residual
+    norm(max(q - p, 0)), so tokens the draft over-proposes come out too often (mutant M1 of
+    tests/engine/test_mutations.py)."""
+    px, qx = float(p[draft]), float(q[draft])
+    a = min(1.0, qx / px)
+    if uniform(gen) < a:
+        return Verdict(True, draft, a, px, qx, qx)
+    tok = sample_categorical(q, gen)
+    return Verdict(False, tok, a, px, qx, float(q[tok]))
+
+
+def accept_every_draft(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator) -> Verdict:
+    """No test at all: every draft is kept, so the drafted tokens come out independently from their
+    parallel rows (the factorisation error of parallel decoding that verification removes)."""
+    px, qx = float(p[draft]), float(q[draft])
+    return Verdict(True, draft, 1.0, px, qx, qx)
+
+
+WRONG_SAMPLERS: dict[str, SamplerSpec] = {
+    s.name: s
+    for s in [
+        SamplerSpec("wrong-assd-residual-from-q", "asarm", True, ("k", "temperature"),
+                    "DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
+                    "instead of the residual max(q - p, 0). Offered only in the exactness check, to show "
+                    "what a failed check looks like.",
+                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, accept=residual_from_q)),
+        SamplerSpec("wrong-assd-accept-all", "asarm", True, ("k", "temperature"),
+                    "DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
+                    "decoding: each token of a round comes from its own marginal, ignoring the others. Offered "
+                    "only in the exactness check.",
+                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, accept=accept_every_draft)),
+    ]
+}
+
+
+def check_samplers() -> dict[str, SamplerSpec]:
+    """Every sampler the check offers: the catalogue plus the wrong ones."""
+    return {**SAMPLERS, **WRONG_SAMPLERS}

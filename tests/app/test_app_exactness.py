@@ -1,0 +1,51 @@
+"""The Exactness tab through the app's public API (gradio_client), on the tiny random models of
+tools.tiny_models: a check runs, is stored, and its share link replays it without running anything; bad
+input comes back as a message in the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.app.test_app import app_url, client  # noqa: F401 - the launched app and its client
+
+TEXT = "The cat sat on the [MASK:2] mat."
+
+
+def _check(client, text=TEXT, samplers=("assd-cache", "wrong-assd-accept-all"), n=60, seed=0):  # noqa: F811
+    job = client.submit(text, "text-asarm", list(samplers), n, seed, 1.0, 5, api_name="/exactness")
+    list(job)
+    return job.outputs()[-1]
+
+
+def test_check_runs_stores_and_replays(client, monkeypatch):  # noqa: F811
+    from app.tabs import exactness
+
+    status, fig, table, link = _check(client)
+    assert "Done" in status and "?s=" in link, status
+    assert "assd-cache" in table and "wrong-assd-accept-all" in table and "deliberately wrong" in table
+    assert fig is not None
+    sid = link.split("?s=")[-1]
+
+    def no_model(*a, **k):
+        raise AssertionError("a replay must not run the check")
+
+    monkeypatch.setattr(exactness, "ExactnessCheck", no_model)  # the app runs in this process
+    r = client.predict(sid, api_name="/load_share")
+    replay = dict(zip(["text", "model", "samplers", "n", "seed", "temperature", "k", "status", "plot", "table", "link"],
+                      r[-11:]))
+    assert "Restored exactness check" in replay["status"] and "no model was run" in replay["status"]
+    assert replay["table"] == table, "the replayed table is the live one"
+    assert replay["link"] == link
+
+
+@pytest.mark.parametrize("text, samplers, n, needle", [
+    ("The cat sat on the mat.", ("assd",), 10, "Nothing is masked"),
+    ("The cat sat on the [MASK:5] mat.", ("assd",), 10, "at most 3"),
+    (TEXT, ("assd",), 5000, "budget"),
+    (TEXT, ("assd", "self-spec"), 10, "different models"),
+    (TEXT, (), 10, "at least one sampler"),
+])
+def test_bad_input_is_a_message_in_the_page(client, text, samplers, n, needle):  # noqa: F811
+    status, _, _, link = _check(client, text, samplers, n)
+    assert "⚠️" in status and needle in status, status
+    assert not link

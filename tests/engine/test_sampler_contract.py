@@ -1,0 +1,274 @@
+"""The contract every sampler of the catalogue (engine.samplers.SAMPLERS) keeps, checked on tiny models.
+
+Parametrised over the whole catalogue, so a new sampler is held to it without a line here: it runs on
+its model kind (and its drafting model, SamplerSpec.second), keeps calls <= masked tokens when its entry
+promises so (calls_bounded), records a well-formed trace (`trace_problems` below: every masked
+position decided exactly once, positions inside the mask, verdicts only on drafted tokens, in draft
+order, a rejection followed by its resample, calls moving only at network passes), and is refused
+before it runs, with the engine's IncompatibleModelsError, on a model of the wrong kind.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.api import InfillRun
+from engine.errors import IncompatibleModelsError
+from engine.inputs.masking import MaskedInput
+from engine.loading import registry
+from engine.samplers import SAMPLERS
+from engine.samplers.drafters import DRAFTERS, build_drafter
+from engine.samplers.drafting import Drafter
+from engine.trace import DECIDING_KINDS, PASS_KINDS, Step, StepKind
+from tests.engine.test_hybrid import save_tiny_hybrid
+from tests.engine.test_ptp import save_tiny_ptp
+from tests.support.tiny import masked_input
+
+#: visible characters of the length-6 inputs: one, none, both ends, a gap in the middle
+VISIBLE = [{1: "c"}, {}, {0: "a", 5: "b"}, {2: "b", 3: "a"}]
+SEEDS = range(3)
+KS = (1, 2, 4)
+VERDICTS = (StepKind.ACCEPT, StepKind.REJECT)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_asarm, tmp_path_factory):
+    """The tiny model of every kind a sampler drives or drafts with (all on the 'abc' tokenizer)."""
+    root = tmp_path_factory.mktemp("contract")
+    hybrid = registry.load(str(save_tiny_hybrid(root / "tiny-hybrid", seed=3)))
+    return {"asarm": tiny_asarm, "hybrid": hybrid, "ptp": save_tiny_ptp(root / "tiny-ptp", tiny_asarm)}
+
+
+def _run(models, name: str, mi: MaskedInput, seed: int, k: int, model=None, draft=None) -> InfillRun:
+    spec = SAMPLERS[name]
+    assert spec.kind in models, f"no tiny {spec.kind} model for {name}: add one to the fixture"
+    if draft is None and spec.second is not None:
+        draft = models[spec.second.kind]
+    return InfillRun(masked_input=mi, model=model or models[spec.kind], sampler=name, seed=seed, k=k,
+                     draft_model=draft, steps=2 if spec.second is not None else None)
+
+
+def trace_problems(trace: list[Step], mi: MaskedInput, special: set[int]) -> list[str]:
+    """Every way `trace` breaks the trace grammar (empty: well formed)."""
+    bad: list[str] = []
+    masked = set(mi.masked)
+    decided: dict[int, int] = {}
+    draft: dict[int, int] = {}  # position -> token of the round's latest DRAFT step
+    draft_order: list[int] = []
+    judged = 0  # verdicts given on the latest DRAFT so far (they walk it left to right)
+    stopped = False  # a rejection ended the verification of the latest DRAFT
+    prev: Step | None = None
+    for i, s in enumerate(trace):
+        where = f"step {i} ({s.kind.value}, round {s.round})"
+        if prev is not None and not (prev.round <= s.round <= prev.round + 1):
+            bad.append(f"{where}: round jumps from {prev.round}")
+        if s.kind in PASS_KINDS:
+            if s.positions or s.tokens:
+                bad.append(f"{where}: a network pass carries tokens")
+            if s.calls <= (prev.calls if prev else 0.0):
+                bad.append(f"{where}: a network pass that costs no call ({s.calls})")
+        else:
+            if prev is not None and s.calls != prev.calls:
+                bad.append(f"{where}: calls moved without a network pass ({prev.calls} -> {s.calls})")
+            if not s.positions or len(s.positions) != len(s.tokens):
+                bad.append(f"{where}: positions and tokens do not pair up")
+        if not set(s.positions) <= masked:
+            bad.append(f"{where}: positions {sorted(set(s.positions) - masked)} are outside the mask")
+        if any(v is not None and not 0.0 <= v <= 1.0 + 1e-9 for v in s.p + s.q):
+            bad.append(f"{where}: a probability outside [0, 1]")
+        if s.kind == StepKind.DRAFT:
+            draft, draft_order, judged, stopped = dict(zip(s.positions, s.tokens)), list(s.positions), 0, False
+            if set(s.positions) & set(decided):
+                bad.append(f"{where}: drafts an already decided position")
+        if s.kind in VERDICTS:
+            pos, tok = s.positions[0], s.tokens[0]
+            if len(s.positions) != 1 or draft.get(pos) != tok:
+                bad.append(f"{where}: a verdict on ({pos}, {tok}), which the round did not draft")
+            elif stopped or draft_order.index(pos) != judged:
+                bad.append(f"{where}: verdicts do not walk the drafts left to right, stopping at a rejection")
+            judged += 1
+            if s.tested and (s.p[0] is None or s.q[0] is None or not s.p[0] > 0):
+                bad.append(f"{where}: a tested verdict without its p > 0 and q")
+        if s.kind == StepKind.REJECT:
+            stopped = True
+            nxt = trace[i + 1] if i + 1 < len(trace) else None
+            if nxt is None or nxt.kind != StepKind.RESAMPLE or nxt.positions != s.positions or nxt.tokens == s.tokens:
+                bad.append(f"{where}: a rejection not followed by a resample of that position with another token")
+        if s.kind == StepKind.RESAMPLE and (prev is None or prev.kind != StepKind.REJECT):
+            bad.append(f"{where}: a resample without a rejection just before it")
+        if s.kind in DECIDING_KINDS:
+            for pos, tok in zip(s.positions, s.tokens):
+                if pos in decided:
+                    bad.append(f"{where}: position {pos} decided a second time")
+                if tok in special:
+                    bad.append(f"{where}: special token {tok} written at {pos}")
+                decided[pos] = tok
+        prev = s
+    if set(decided) != masked:
+        bad.append(f"masked positions never decided: {sorted(masked - set(decided))}")
+    return bad
+
+
+def _check_run(run: InfillRun, mi: MaskedInput) -> None:
+    steps = list(run.stream())
+    res = run.result(with_log_prob=False)
+    problems = trace_problems(steps, mi, set(run.lm.codec.special_ids))
+    assert not problems, f"{run.spec.name}: " + "; ".join(problems[:5])
+    assert steps == res.trace and res.calls == steps[-1].calls
+    decided = {p: t for s in steps if s.kind in DECIDING_KINDS for p, t in zip(s.positions, s.tokens)}
+    assert res.tokens == [decided.get(i, t) for i, t in enumerate(mi.tokens)]
+    if run.spec.calls_bounded:  # the promise of its catalogue entry
+        assert res.calls <= len(mi.masked), (run.spec.name, res.calls, len(mi.masked))
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_every_sampler_keeps_the_contract_on_its_model_kind(models, name):
+    codec = models["asarm"].codec
+    for visible in VISIBLE:
+        mi = masked_input(codec, visible, 6)
+        for seed in SEEDS:
+            for k in KS if "k" in SAMPLERS[name].params else KS[:1]:
+                _check_run(_run(models, name, mi, seed, k), mi)
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_every_sampler_refuses_a_model_of_the_wrong_kind_before_it_runs(models, name):
+    spec = SAMPLERS[name]
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    for kind, lm in models.items():
+        if kind == spec.kind:
+            continue
+        with pytest.raises(IncompatibleModelsError, match=f"{lm.name} is a {lm.kind} model; {name} needs"):
+            _run(models, name, mi, 0, 2, model=lm)
+    if spec.second is not None:  # its drafting model too: every other kind is refused, naming the one it takes
+        for kind, lm in models.items():
+            if kind != spec.second.kind:
+                with pytest.raises(IncompatibleModelsError, match=f"{lm.name} is a {lm.kind} model"):
+                    _run(models, name, mi, 0, 2, draft=lm)
+
+
+@pytest.mark.parametrize("name", list(DRAFTERS))
+def test_every_drafter_keeps_the_drafter_contract(models, name):
+    """Built from a run in DRAFTERS, a Drafter (the protocol) proposing one probability row per
+    position, whose draft it is, and counting its calls."""
+    spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    ctx = __import__("engine.api", fromlist=["RunContext"]).RunContext(
+        models["asarm"], mi, spec, {"temperature": 1.0, "k": 3, "steps": 2, "cache": True}, 0,
+        models[spec.second.kind] if spec.second else None)
+    drafter = build_drafter(name, ctx)
+    assert isinstance(drafter, Drafter)
+    known = [None if i in mi.masked else t for i, t in enumerate(mi.tokens)]
+    before = drafter.passes
+    drafts, rows, spent = drafter.propose(known, mi.masked[:3], torch.Generator().manual_seed(0))
+    assert len(drafts) == len(rows) == 3 and spent >= 0 and drafter.passes >= before
+    assert (spent > 0) == (drafter.passes > before)
+    for d, row in zip(drafts, rows):
+        assert abs(float(row.sum()) - 1) < 1e-9 and float(row[d]) > 0
+        assert all(float(row[t]) == 0 for t in models["asarm"].codec.special_ids)
+
+
+# ---------------------------------------------------------------- the checker itself catches broken traces
+def _good(models):
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    run = _run(models, "assd", mi, 1, 3)
+    return list(run.stream()), mi, set(run.lm.codec.special_ids)
+
+
+def _broken(trace, edit):
+    trace = [Step(**{**s.__dict__, "positions": list(s.positions), "tokens": list(s.tokens)}) for s in trace]
+    edit(trace)
+    return trace
+
+
+def _first(trace, kind):
+    return next(i for i, s in enumerate(trace) if s.kind == kind)
+
+
+@pytest.mark.parametrize("what,edit", [
+    ("never decided", lambda t: t.pop(max(i for i, s in enumerate(t) if s.kind in DECIDING_KINDS))),
+    ("second time", lambda t: t.append(t[max(i for i, s in enumerate(t) if s.kind in DECIDING_KINDS)])),
+    ("outside the mask", lambda t: t[_first(t, StepKind.DRAFT)].positions.__setitem__(0, 1)),
+    ("did not draft", lambda t: t[_first(t, StepKind.ACCEPT)].tokens.__setitem__(0, 3)),
+    ("costs no call", lambda t: setattr(t[_first(t, StepKind.DENSITY_PASS)], "calls", 1.0)),
+    ("without a network pass", lambda t: setattr(t[-1], "calls", t[-1].calls + 1)),
+])
+def test_the_trace_checker_catches_a_broken_trace(models, what, edit):
+    trace, mi, special = _good(models)
+    assert not trace_problems(trace, mi, special)
+    assert any(what in p for p in trace_problems(_broken(trace, edit), mi, special))
+
+
+def test_the_page_warns_of_extra_calls_exactly_where_the_catalogue_makes_no_promise():
+    """A catalogue entry either promises calls <= masked tokens (the run test above holds it) or says
+    why not in its calls_note, and the page's help line says exactly that note, for exactly those."""
+    from app.choices import sampler_help
+
+    unbounded = {n for n, s in SAMPLERS.items() if not s.calls_bounded}
+    assert unbounded == {"mdm", "self-spec", "assd-diffusion"}
+    for name, spec in SAMPLERS.items():
+        said = sampler_help(name)
+        if name in unbounded:
+            assert spec.calls_note.startswith("Its calls can exceed the tokens it fills") and spec.calls_note in said
+        else:
+            assert "exceed" not in said, name
+
+
+@pytest.mark.parametrize("name", [n for n, s in SAMPLERS.items() if s.second is not None])
+def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models, name, monkeypatch):
+    import engine.api as api
+    from engine.errors import ModelNotFoundError
+
+    def none_bundled(domain, kind):
+        raise ModelNotFoundError(f"no {domain}-{kind}")
+
+    monkeypatch.setattr(api, "default_model", none_bundled)
+    spec = SAMPLERS[name]
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    with pytest.raises(ModelNotFoundError, match=f"{name} drafts with a {spec.second.kind} model") as e:
+        InfillRun(masked_input=mi, model=models["asarm"], sampler=name)
+    assert spec.second.how.format(model=models["asarm"].name) in str(e.value)
+
+
+def _ctx(models, name: str, mi: MaskedInput, temperature: float, k: int, seed: int = 4):
+    from engine.api import RunContext
+
+    spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
+    return RunContext(models["asarm"], mi, spec, {"temperature": temperature, "k": k, "steps": 2, "cache": True},
+                      seed, models[spec.second.kind] if spec.second else None)
+
+
+@pytest.mark.parametrize("name", list(DRAFTERS))
+def test_drafted_is_assd_with_the_named_drafter_and_the_runs_knobs(models, name):
+    """The catalogue's run function `drafted(name)` (built at import) is plain ASSD fed by
+    build_drafter(name), with the run's generator, temperature, k and counters: the same steps, the
+    same drafter passes, as calling assd_drafted by hand. T = 0.7 and k = 2, so a dropped knob shows."""
+    from engine.samplers.assd import assd_drafted
+    from engine.samplers.drafters import drafted
+
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    got_ctx, want_ctx = _ctx(models, name, mi, 0.7, 2), _ctx(models, name, mi, 0.7, 2)
+    got = list(drafted(name)(got_ctx))
+    w = want_ctx
+    want = list(assd_drafted(w.oracle, w.mi, w.rec, w.gen, 0.7, 2, build_drafter(name, w), w.extra_calls,
+                             w.drafter_passes))
+    assert [(s.kind, s.positions, s.tokens, s.p, s.q) for s in got] == \
+           [(s.kind, s.positions, s.tokens, s.p, s.q) for s in want]
+    assert (got_ctx.drafter_passes, got_ctx.extra_calls) == (w.drafter_passes, w.extra_calls)
+    assert max(len(s.positions) for s in got if s.kind == StepKind.DRAFT) == 2, "k = 2 drafts a round"
+
+
+def test_the_diffusion_drafter_says_what_it_needs(models):
+    from engine.samplers.drafters import build_drafter as build
+
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    ctx = _ctx(models, "diffusion", mi, 1.0, 2)
+    ctx.draft_lm = None
+    with pytest.raises(IncompatibleModelsError, match=r"assd-diffusion needs a hybrid draft model \(--draft-model\)"):
+        build("diffusion", ctx)
+    long = masked_input(models["asarm"].codec, {1: "c"}, models["hybrid"].max_tokens + 1)
+    ctx = _ctx(models, "diffusion", long, 1.0, 2)
+    with pytest.raises(IncompatibleModelsError, match=rf"The input is {len(long.tokens)} tokens; the draft model "
+                                                      rf"{models['hybrid'].name} takes at most {models['hybrid'].max_tokens}\."):
+        build("diffusion", ctx)

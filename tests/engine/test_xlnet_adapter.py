@@ -1,0 +1,62 @@
+"""A local Hugging Face XLNet checkpoint drives the sequential and ASSD samplers exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import XLNetConfig, XLNetLMHeadModel
+
+from engine.api import InfillRun
+from engine.errors import IncompatibleModelsError
+from engine.loading import registry
+from tests.engine.test_assd_exactness import histogram
+from tests.support.tiny import exact_distribution, g_test, masked_input, tiny_codec
+
+
+def save_tiny_xlnet(folder):
+    """A tiny random Hugging Face XLNet (alphabet 'abc') saved with save_pretrained, as from the Hub."""
+    torch.manual_seed(1)
+    codec = tiny_codec()
+    cfg = XLNetConfig(vocab_size=codec.vocab_size, d_model=16, n_layer=2, n_head=2, d_inner=32, dropout=0.0)
+    model = XLNetLMHeadModel(cfg)  # float32: HF XLNet builds its positional tables in float32
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.25)
+    model.save_pretrained(folder)
+    codec.hf.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_xlnet(tmp_path_factory):
+    return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("xl") / "tiny-xlnet")))
+
+
+@pytest.mark.parametrize("sampler,kw", [("sequential", {}), ("assd", {"k": 3}), ("assd-bonus", {"k": 2})])
+def test_xlnet_samplers_exact(tiny_xlnet, sampler, kw):
+    mi = masked_input(tiny_xlnet.codec, {0: "a", 3: "c"}, 5)
+    exact = exact_distribution(tiny_xlnet, mi)
+    assert abs(sum(exact.values()) - 1) < 1e-9
+    assert max(exact.values()) < 0.6, "the random XLNet should not be near-deterministic"
+    counts = histogram(tiny_xlnet, mi, sampler, 1000, **kw)
+    assert g_test(counts, exact, 1000) > 1e-3
+
+
+def test_xlnet_factors_do_not_leak_the_token(tiny_xlnet):
+    """The density factor of a drafted token must not depend on that token (query stream, not content)."""
+    from engine.api import make_oracle
+
+    mi = masked_input(tiny_xlnet.codec, {0: "a"}, 4)
+    rows = []
+    for tok in tiny_xlnet.codec.encode("abc"):
+        o = make_oracle(tiny_xlnet, mi, use_cache=False)
+        rows.append(o.call([(1, tok), (2, tok)], [(1, 0), (2, 1)])[0])
+    assert torch.allclose(rows[0], rows[1]) and torch.allclose(rows[1], rows[2])
+
+
+def test_pipelined_refused_with_a_message(tiny_xlnet):
+    mi = masked_input(tiny_xlnet.codec, {0: "a"}, 5)
+    run = InfillRun(masked_input=mi, model=str(tiny_xlnet.path), sampler="assd-pipelined", k=2)
+    with pytest.raises(IncompatibleModelsError, match="one question per position"):
+        list(run.stream())

@@ -1,0 +1,52 @@
+"""The app's run logic on tiny random models and a temporary store, for the tests that drive the app's run
+logic without a browser (test_harden, test_serving): one home for the set-up and its undoing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+TEXT = "The cat sat on the [MASK:12] mat."
+
+
+@contextmanager
+def tiny_studio(root: Path) -> Iterator:
+    """Tiny random models (every printable character is a token) under root/models, no bundled
+    models, and the app's store (app.store) in root/studio.db, which it yields; everything
+    restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
+    os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
+    os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
+    from app import store as app_store
+    from engine.loading import folders as model_folders
+    from storage import open_store
+    from tools.tiny_models import make_tiny_models
+
+    saved_assets, saved_store = model_folders.ASSETS, app_store._store
+    model_folders.ASSETS = root / "no-bundled-models"
+    make_tiny_models(root / "models")
+    app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
+    try:
+        yield app_store._store
+    finally:
+        app_store._store.close()
+        app_store._store, model_folders.ASSETS = saved_store, saved_assets
+        restore_env(saved)
+
+
+def restore_env(saved: dict[str, str | None]) -> None:
+    """Put environment variables back as `saved` recorded them (None: it was unset)."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def form(text: str = TEXT, sampler: str = "assd", seed: int = 3, **kw):
+    """A Form for the tiny text-asarm (k = 4 unless given)."""
+    from app.form import Form
+
+    return Form(domain="text", model="text-asarm", text=text, sampler=sampler, k=kw.pop("k", 4), seed=seed, **kw)
