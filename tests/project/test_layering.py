@@ -1,4 +1,5 @@
-"""The runtime never reaches into the research tooling (engine/lab): docs/DESIGN.md §1."""
+"""The runtime never reaches into the research tooling (engine/lab) nor into the tools (tools/: load and soak
+tests, benches, tiny-model fixtures): docs/DESIGN.md §1."""
 
 from __future__ import annotations
 
@@ -26,9 +27,21 @@ def _imports(path: Path) -> list[str]:
     return names
 
 
+TOOLING = ("engine.lab", "tools")
+
+
+def _is_tooling(name: str) -> bool:
+    return any(name == t or name.startswith(t + ".") for t in TOOLING)
+
+
 def test_no_runtime_module_imports_the_tooling():
-    offenders = {str(p.relative_to(ROOT)): n for p in RUNTIME for n in _imports(p) if n.startswith("engine.lab")}
-    assert not offenders, f"runtime modules import engine.lab: {offenders}"
+    offenders = {str(p.relative_to(ROOT)): n for p in RUNTIME for n in _imports(p) if _is_tooling(n)}
+    assert not offenders, f"runtime modules import the tooling: {offenders}"
+
+
+def test_the_tooling_rule_names_what_it_must():
+    assert _is_tooling("tools.loadtest") and _is_tooling("engine.lab.data") and _is_tooling("tools")
+    assert not _is_tooling("toolsmith") and not _is_tooling("engine.labels")
 
 
 def test_the_checker_sees_a_relative_import_of_the_tooling(tmp_path, monkeypatch):

@@ -1,0 +1,73 @@
+"""The tree a newcomer walks into: engine/ grouped by the run with a short root, the page and its
+serving pieces in app/, tools apart from the runtime, and tests/ mirroring the packages.
+
+Why: a reader finds a concept by its folder (docs/TESTING.md, README "Where things are"). These rules
+keep the grouping from silting up again: a module dropped at engine/'s root, a load test beside the
+page's modules, or a test file at tests/'s root fails here with the folder it belongs in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: engine/'s root keeps the API, the CLI and the few modules everything shares
+ENGINE_ROOT_MAX = 12
+#: the groups of engine/, one per stage of a run (plus the lab's tooling)
+ENGINE_GROUPS = {"inputs", "loading", "samplers", "models", "exactness", "lab"}
+#: test folders, one per package, plus the whole-project rules, shared fixtures and the browser suite
+TEST_FOLDERS = {"engine", "app", "storage", "lab", "project", "support", "e2e", "mutation", "fixtures"}
+#: module names that are tools, never runtime: they live in tools/
+TOOL_NAMES = ("loadtest", "soak", "bench", "testing")
+
+
+def engine_root_modules(root: Path = ROOT) -> list[str]:
+    return sorted(p.name for p in (root / "engine").glob("*.py"))
+
+
+def misplaced(root: Path = ROOT) -> list[str]:
+    """Files in a place the layout does not give them, each with where it belongs."""
+    out = []
+    mods = engine_root_modules(root)
+    if len(mods) > ENGINE_ROOT_MAX:
+        out.append(f"engine/ root holds {len(mods)} modules (at most {ENGINE_ROOT_MAX}): "
+                   f"move some into {sorted(ENGINE_GROUPS)}: {mods}")
+    for d in sorted(p for p in (root / "engine").iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        if d.name not in ENGINE_GROUPS:
+            out.append(f"engine/{d.name}/ is not one of the run's groups {sorted(ENGINE_GROUPS)}")
+    for pkg in ("app", "storage"):
+        for p in (root / pkg).rglob("*.py"):
+            if p.stem in TOOL_NAMES or p.stem.startswith(("loadtest", "soak", "bench")):
+                out.append(f"{p.relative_to(root)} is a tool: it belongs in tools/")
+    for p in (root / "tests").glob("test_*.py"):
+        out.append(f"{p.relative_to(root)} sits at tests/'s root: put it in the folder of the package it tests")
+    for d in (root / "tests").iterdir():
+        if d.is_dir() and not d.name.startswith((".", "__")) and d.name not in TEST_FOLDERS:
+            out.append(f"tests/{d.name}/ is not one of {sorted(TEST_FOLDERS)}")
+    return out
+
+
+def test_the_tree_follows_the_layout():
+    assert not misplaced(), "\n".join(misplaced())
+
+
+def test_the_layout_check_sees_what_it_must(tmp_path):
+    """A copy of the skeleton with one misplaced file of each kind: each is reported."""
+    (tmp_path / "engine" / "inputs").mkdir(parents=True)
+    (tmp_path / "engine" / "inputs" / "__init__.py").write_text("")
+    for i in range(ENGINE_ROOT_MAX):
+        (tmp_path / "engine" / f"m{i}.py").write_text("")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "storage").mkdir()
+    (tmp_path / "tests" / "engine").mkdir(parents=True)
+    assert misplaced(tmp_path) == []
+    (tmp_path / "engine" / "one_more.py").write_text("")
+    (tmp_path / "engine" / "stuff").mkdir()
+    (tmp_path / "engine" / "stuff" / "__init__.py").write_text("")
+    (tmp_path / "app" / "loadtest.py").write_text("")
+    (tmp_path / "storage" / "bench.py").write_text("")
+    (tmp_path / "tests" / "test_flat.py").write_text("")
+    (tmp_path / "tests" / "misc").mkdir()
+    found = "\n".join(misplaced(tmp_path))
+    for needle in ("engine/ root holds 13", "engine/stuff/", "app/loadtest.py", "storage/bench.py",
+                   "tests/test_flat.py", "tests/misc/"):
+        assert needle in found, (needle, found)
