@@ -37,7 +37,7 @@ class BudgetExceededError(InfillError):
 @dataclass(frozen=True)
 class Budget:
     """Per-run limits a public server sets (computing seconds, network calls), so one visitor's run
-    cannot hold a compute slot for long (README: Serving it to strangers)."""
+    cannot hold a compute slot for long (docs/SERVING.md)."""
 
     max_seconds: float | None = None  # computing time of one run
     max_calls: float | None = None  # network calls of one run (both networks, fractional)

@@ -9,7 +9,7 @@ each card reports, data-source sentences, `--domain` choices). The lab's data *f
 engine/lab/data.py (runtime never imports the lab), keyed by these names.
 
 Adding a domain (say DNA) is one entry here, its fetcher in engine/lab/data.py and its models in
-assets/models/<name>-<kind>: docs/DESIGN.md, "Adding a domain", lists the files.
+assets/models/<name>-<kind>: docs/EXTENDING.md, "Add a domain", lists the files.
 A leaf module: it imports only engine/inputs/normalise.py.
 """
 

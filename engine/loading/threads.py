@@ -13,8 +13,8 @@ _threads_applied = False
 
 def apply_thread_default() -> None:
     """Torch intra-op threads for sampling, once per process: INFILL_THREADS (default 1; 0 keeps
-    torch's own default). On the 2-core shared machine a second thread made calls slower (issue 13,
-    README "Speed against cached sequential decoding"): the calls are small and a second thread
+    torch's own default). On the 2-core shared machine a second thread made calls slower (docs/RESULTS.md,
+    "Why speculation does not pay on text and code on this CPU"): the calls are small and a second thread
     mostly waits for a core."""
     global _threads_applied
     if _threads_applied:

@@ -77,7 +77,7 @@ class PtpConfig(ModelConfig):
         self.window = window  # known tokens just left of a round that the head reads as extra rows
         # "draft": row j reads the previous draft d_{j-1}, so a round takes k sequential head steps;
         # "onepass": row j reads u_{j-1} (its float bits and e_{j-1}, the AS-ARM row's token at u_{j-1}),
-        # so all k rows come from one pass (docs/DESIGN.md, "One-pass PTP head")
+        # so all k rows come from one pass (docs/DESIGN.md §7.1, "The one-pass head")
         if mode not in ("draft", "onepass"):
             raise ValueError(f"PTP head mode {mode!r}: expected 'draft' or 'onepass'")
         self.mode = mode

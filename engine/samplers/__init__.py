@@ -32,9 +32,9 @@ class DefaultChoice:
 #: The default sampler of the app and the CLI, per domain (issue 24 §3): the fastest *speculative*
 #: exact sampler measured, so a first run shows drafts, accepts and rejects. Measured in one quiet
 #: run per domain, 2026-11-25 (`python -m engine bench assd --samples 4 --k 5 --threads 1`, 4 test
-#: windows of 256 tokens 95% masked, 2-core CPU; README "Speed against cached sequential decoding",
+#: windows of 256 tokens 95% masked, 2-core CPU; docs/RESULTS.md "Speed against cached sequential decoding",
 #: raw JSON docs/results/bench_assd_*_k5_t1_2026-11-25.json): on text and code speculation is still
-#: *slower* than cached sequential decoding on that CPU (the page and the README say so); on
+#: *slower* than cached sequential decoding on that CPU (the page and the docs say so); on
 #: protein it is about 2.5 times as fast.
 DEFAULT_SAMPLERS: dict[str, DefaultChoice] = {
     "text": DefaultChoice("assd-cache", 0.96, (0.85, 1.05), "bench assd, 2026-11-25"),

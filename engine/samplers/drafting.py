@@ -7,7 +7,7 @@ right). A drafter that broke this would still produce plausible text, so no outp
 notice; the rule is stated here, once, so a new drafter is written against it and the exactness
 tests (tests/engine/test_rounds.py, tests/engine/test_selfspec.py, tests/engine/test_sampler_contract.py) hold it to it.
 
-Adding a drafter: a class with `propose` (below), one row in engine/samplers/drafters.py's
+Adding a drafter (docs/EXTENDING.md, "Add a drafter"): a class with `propose` (below), one row in engine/samplers/drafters.py's
 DRAFTERS (how it is built from a RunContext), one catalogue entry beside it (a `SamplerSpec`,
 engine/samplers/spec.py, with its `SecondModel` when it drafts with another network, gathered into
 engine.samplers.SAMPLERS), and its tests.

@@ -1,5 +1,5 @@
 """The page on the bundled checkpoints: a 256-token, 95%-masked text infill with ASSD, timed from
-pressing Run to the first coloured step and to the end, plus the README's screenshots.
+pressing Run to the first coloured step and to the end, plus the screenshots of docs/USING.md.
 
 Separate module (its own app instance) because tests/e2e/test_browser.py hides the bundled models.
 """

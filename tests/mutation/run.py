@@ -111,7 +111,7 @@ def prepare(module: str, tests: list[str], resume: bool = False) -> Path:
         'process_isolation = "forkserver"\n'
         # a mutant's wall-clock limit is timeout_multiplier x (its tests' clean time + 1 s) (the fork
         # server's limit; CPU: twice that). mutmut's default 15 lets one hanging mutant take minutes;
-        # too low and a loaded machine "kills" sound mutants by timeout (see the README)
+        # too low and a loaded machine "kills" sound mutants by timeout (see docs/TESTING.md)
         f"timeout_multiplier = {float(os.environ.get('MUTATION_TIMEOUT_MULTIPLIER', '6'))}\n"
         "use_git_change_detection = false\n"
     )

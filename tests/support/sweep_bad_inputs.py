@@ -63,7 +63,7 @@ APP_CASES: list[tuple[str, dict]] = [
     ("text=123", {"text": 123}), ("[MASK:٣]", {"text": "a [MASK:٣] b"}), ("[MASK:³]", {"text": "a [MASK:³] b"}),
     ("window=5", {"window": 5}),
 ]
-#: digit-string seeds the README promises: accepted through the API and the page
+#: digit-string seeds the docs promise (docs/API.md): accepted through the API and the page
 GOOD_SEEDS = ["42", "18446744073709551615", 18446744073709551615, " 7 "]
 
 

@@ -1,4 +1,4 @@
-"""`python -m engine report [--quick]`: the results report, docs/RESULTS.md plus PNG figures.
+"""`python -m engine report [--quick]`: the results report, docs/REPORT.md plus PNG figures.
 
 Sections (issue 7): exact samplers against sequential decoding, acceptance explained, the
 self-speculative sampler against MDM, HumanEval single-line infilling, scaling with length and

@@ -1,4 +1,4 @@
-"""`python -m engine report [--quick]`: the results report, docs/RESULTS.md plus PNG figures.
+"""`python -m engine report [--quick]`: the results report, docs/REPORT.md plus PNG figures.
 
 The command line, then the sections in order (a section that fails is reported as failed, never
 fatal), the figures exported, the header written from what was measured, the file written.
@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="a few inputs, short windows: minutes, for CI")
     ap.add_argument("--samples", type=int, default=None, help="inputs for section 1 (default 100; quick 2)")
     ap.add_argument("--domains", default=",".join(DOMAINS), help=f"comma-separated: {','.join(DOMAINS)}")
-    ap.add_argument("--out", default="docs/RESULTS.md", help="markdown file; figures go to figures/ beside it")
+    ap.add_argument("--out", default="docs/REPORT.md", help="markdown file; figures go to figures/ beside it")
     ap.add_argument("--humaneval-limit", type=int, default=None,
                     help="HumanEval tasks (default 100; quick 3; 0 = all 1033)")
     ap.add_argument("--k", type=int, default=5, help="draft length per round")
