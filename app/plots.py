@@ -82,7 +82,10 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
     if top:
         f1.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="1 token per call",
                                 line=dict(dash="dot", color="gray")))
-    _layout(f1, "Tokens decided against network calls", 1, xaxis_title="network calls (count)",
+    # calls, not time: a call of a small draft model counts like a target call, so a side above the
+    # one-per-call line can still take longer on the clock (the verdict times them)
+    _layout(f1, "Tokens against network calls (calls, not clock time)", 1,
+            xaxis_title="network calls (count, any model; the verdict above times the clock)",
             yaxis_title="tokens decided (count)")
     _layout(f2, "Tokens decided per round", 1, xaxis_title="round (1 = first)",
             yaxis_title="tokens decided in the round", barmode="group")

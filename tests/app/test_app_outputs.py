@@ -13,6 +13,7 @@ from tests.support.studio import TEXT, tiny_studio
 
 #: the public endpoints and their parameters as clients call them (measured before the change)
 API = {
+    "/compare_verdict": ["link"],
     "/compare": ["domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner",
                  "sampler_b", "model_b"],
     "/exactness": ["text", "model", "samplers", "n", "seed", "temperature", "k"],
