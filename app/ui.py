@@ -12,7 +12,7 @@ import gradio as gr
 from app.serving.admission import run_seats
 
 from .render import CSS
-from .tabs import compare, editor, exactness, player, sessions, statistics
+from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
 from .tabs.common import Page
 
 EXTRA_CSS = """
@@ -117,6 +117,7 @@ def build() -> gr.Blocks:
         exactness.wire(p, sessions.remember)
         statistics.wire(p)
         sessions.wire(p)
+        freshness.wire(p)
     return demo
 
 

@@ -19,6 +19,7 @@ from ..replay import load_session, trace_ref
 from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
+from . import freshness
 from .common import (
     FORM_FIELDS,
     Page,
@@ -35,7 +36,7 @@ from .common import (
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, paced, play, replay, scrub, step_back, step_forward
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, paced, play, replay, scrub, step_back, step_forward
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
 #: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
@@ -61,8 +62,9 @@ def _title(sampler: str, model: str) -> str:
 
 #: what Run (and the /infill API) updates, in the order API clients receive it
 RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
-#: what Stop updates
-STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn")
+#: what Stop updates: everything that shows the run, so all of it describes the stored state
+STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn", "counters", "player", "detail",
+                "completed", "player_stop")
 
 
 
@@ -75,6 +77,12 @@ def _player(live: Live, status: str) -> dict:
 
 def _scrub_to_end(n: int):
     return gr.update(minimum=0, maximum=n, value=n, interactive=True)
+
+
+def _scrub_live(i: int, n: int | None = None):
+    """The scrubber following a run as it plays (step i of n, n = i while it computes): not
+    draggable until the run is stored."""
+    return gr.update(minimum=0, maximum=max(n if n is not None else i, 1), value=i, interactive=False)
 
 
 def _stopped_msg(st) -> str:
@@ -95,9 +103,9 @@ def _streamed(live: Live, note: str):
             del update["detail"]
         else:
             table_at = now
-        update.update(completed="", link="", run_sid=live.share_id)
+        update.update(completed="", link="", run_sid=live.share_id, scrub_sl=_scrub_live(len(lv.steps)))
         if first:  # the previous run's trace is gone until this one is stored
-            update.update(scrub_sl=gr.update(interactive=False), trace_state=None)
+            update.update(trace_state=None)
         yield update
         first = False
 
@@ -131,14 +139,15 @@ def _watched(live: Live, note: str):
     took = fmt_seconds(live.run.compute_seconds)
     title = _title(live.run.spec.name, live.run.lm.name)
     skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
-    for _, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
+    n = len(live.steps)
+    for i, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
         msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
                         f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
                         f"Skip to end shows the result now.{note}")
         yield {"status": msg, "counters": counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the "
                                                           "result now"),
                "player": view_html(st, title), "detail": detail_table(st.detail), "completed": "", "link": "",
-               "run_sid": live.share_id}
+               "run_sid": live.share_id, "scrub_sl": _scrub_live(i, n)}
 
 
 @takes_form()
@@ -223,7 +232,7 @@ def stop_run(sid, request: gr.Request = None):
     """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
     really happened: a run that finished first stays finished; a stopped one is stored as cancelled
     with its partial trace, which Replay and the share link then show. Updates STOP_OUTPUTS by name."""
-    buttons = idle_named("run_btn", "stop_btn")
+    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1]}
     if not sid:
         return {"status": status_md("Nothing is running."), **buttons}
     stops.request_stop(sid)
@@ -233,11 +242,18 @@ def stop_run(sid, request: gr.Request = None):
     view = load_session(sid).view_for(run)
     trace = trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
     stops.clear_stop(sid)
-    if run.status == "ok":
-        msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
+    # the player, counters, round table, scrubber and completed text all show the stored run's end
+    st = token_views.new_state(view, run.steps)
+    shown = frame(trace, len(run.steps), st)
+    if run.status == "ok":  # it finished computing first (Watch was replaying it): shown complete
+        said = ("Stopped the replay: the run had finished computing before Stop arrived, so it is stored "
+                "complete and shown in full.")
+        msg, completed = status_md(said, "ok"), run.completed_text
     else:
-        msg = _stopped_msg(token_views.new_state(view, run.steps))
-    return {"status": msg, "link": share.share_link(request, sid), "trace_state": trace,
+        said = f"Stopped after {st.decided} of {len(st.masked)} tokens; the partial run is stored as cancelled."
+        msg, completed = _stopped_msg(st), ""
+    return {**shown, "counters": f"{shown['counters']} · {said}", "status": msg, "completed": completed,
+            "link": share.share_link(request, sid), "trace_state": trace,
             "scrub_sl": _scrub_to_end(len(run.steps)), **buttons}
 
 
@@ -261,6 +277,9 @@ def layout(p: Page) -> None:
     p.counters = gr.Markdown("", elem_id="counters")
     p.speedup_line = gr.Markdown("", elem_id="speedup")  # filled after a run by the chained `speedup` event
     with gr.Row(elem_id="player-controls", equal_height=True):
+        # Stop beside the player: Run scrolls the page here, away from the editor's Stop
+        p.player_stop = gr.Button("■ stop", variant="stop", size="sm", scale=1, min_width=70, interactive=False,
+                                  elem_id="player-stop")
         p.back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
         p.play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
         p.pause_btn = gr.Button("❚❚ pause", size="sm", scale=1, min_width=70, elem_id="pause")
@@ -272,7 +291,7 @@ def layout(p: Page) -> None:
     with gr.Row(elem_id="player-options"):
         p.watch = gr.Checkbox(watch_default(), label=f"Watch: show a quick run at about {WATCH_RATE:g} tokens/s "
                               f"(runs that compute in under {WATCH_UNDER:g} s)", elem_id="watch", container=False)
-        p.hide_old = gr.Checkbox(True, label="Hide rejected drafts of earlier rounds (once a run ends)",
+        p.hide_old = gr.Checkbox(True, label="Hide rejected drafts of earlier rounds (here and in Compare)",
                                  elem_id="hide-old", container=False)
     p.player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player", js_on_load=None)
     p.scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
@@ -286,30 +305,40 @@ def layout(p: Page) -> None:
     p.run_sid = gr.State("")
 
 
-#: on Run: the player (counters, controls, trace) scrolls to the top of the window (at 1366x768 it
-#: starts below the fold) and every draft shows
-#: while the run goes; once it ends, the "hide earlier drafts" box decides (a class on <body>, so
-#: the player's re-renders keep it)
+#: on Run: the player (counters, controls with their Stop, trace) scrolls to the top of the window
+#: (at 1366x768 it starts below the fold), unless the line under the input shows an error (Run
+#: refuses it, and the message is there); the "hide earlier drafts" box decides, during the run
+#: too, whether rejected drafts of earlier rounds show (a class on <body>, so re-renders keep it)
 RUN_JS = """() => {
-  document.body.classList.remove('tv-hide-old');
+  const line = document.querySelector('#token-count');
+  if (line && line.innerText.includes('\u26a0')) return;
   const el = document.querySelector('#counters');
   if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
 }"""
 HIDE_OLD_JS = "(hide) => { document.body.classList.toggle('tv-hide-old', !!hide); }"
-#: a share link opens with the restored trace in view
+#: a share link opens with its result in view: the restored trace, comparison or exactness check
+#: (whichever tab the restore selected; each tab's top is its first visible anchor)
 RESTORED_JS = """(hide) => {
   document.body.classList.toggle('tv-hide-old', !!hide);
-  if (new URLSearchParams(location.search).get('s')) {
-    const el = document.querySelector('#counters');
-    if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
-  }
+  if (!new URLSearchParams(location.search).get('s')) return;
+  const go = () => {
+    const shown = ['#compare-run', '#exactness-status', '#counters'].map((s) => document.querySelector(s))
+      .find((e) => e && e.offsetParent !== null);
+    if (shown) window.scrollTo({top: shown.getBoundingClientRect().top + window.scrollY - 8});
+  };
+  requestAnimationFrame(() => requestAnimationFrame(go));  // after the restored tab is drawn
 }"""
-HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
+HIDE_OLD_CSS = ("body.tv-hide-old :is(#player, #compare-a, #compare-b) .tv-faded:not(.tv-legend .tv-faded) "
+                "{display: none;}\n")
 
 
 @takes_form("watch")
 def run_page(values: dict, watch, request: gr.Request = None):
-    """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
+    """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches).
+    An input the line under it already refuses is not run, and its message is not repeated."""
+    if freshness.input_problem(values):
+        yield freshness.not_run()
+        return
     yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
 
 
@@ -319,7 +348,8 @@ def wire(p: Page, remember) -> None:
     limit = p.run_limit
     outputs = components(p, RUN_OUTPUTS)
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
-    run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
+    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], ""), None,
+                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line], queue=False,
                               api_visibility="private").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
@@ -331,7 +361,8 @@ def wire(p: Page, remember) -> None:
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
-    run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
+    run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
+                 api_visibility="private").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
         api_visibility="private").then(
@@ -339,6 +370,9 @@ def wire(p: Page, remember) -> None:
         concurrency_limit=limit, show_progress="hidden")
     p.stop_btn.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
                      cancels=[run_evt], api_name="stop", queue=False).then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.player_stop.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
+                        cancels=[run_evt], api_visibility="private", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
     p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",
