@@ -185,7 +185,7 @@ def layout(p: Page) -> None:
         p.fig_rev = gr.Plot(show_label=False)
         p.fig_run = gr.Plot(show_label=False)
     p.cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
-                            interactive=False)
+                            interactive=False, elem_id="compare-link")
     p.cmp_sid = gr.State("")
 
 

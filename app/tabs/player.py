@@ -16,7 +16,7 @@ from app.serving import stops
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
 from ..replay import load_session, trace_ref
-from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
+from ..speedup import remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
 from . import freshness
@@ -36,14 +36,10 @@ from .common import (
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, paced, play, replay, scrub, step_back, step_forward
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, play, replay, scrub, step_back, step_forward
+from .watch import WATCH_ENDS, WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
-#: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
-#: tokens a second (faster when that would take more than WATCH_MAX seconds), drafts held on screen
-WATCH_RATE = 5.0
-WATCH_MAX = 10.0
-WATCH_UNDER = 3.0
 
 
 #: a run being prepared (input checked, model loaded) longer than this gets a "Preparing" status
@@ -54,10 +50,6 @@ _PREPARE = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_pref
 def watch_default() -> bool:
     """Whether the Watch box starts ticked (INFILL_WATCH=0 unticks it, e.g. for fast browser tests)."""
     return os.environ.get("INFILL_WATCH", "1") != "0"
-
-
-def _title(sampler: str, model: str) -> str:
-    return f"{sampler} on {model}"
 
 
 #: what Run (and the /infill API) updates, in the order API clients receive it
@@ -72,17 +64,11 @@ STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_bt
 def _player(live: Live, status: str) -> dict:
     st = live.state
     return {"status": status, "counters": counters_md(st),
-            "player": view_html(st, _title(live.run.spec.name, live.run.lm.name)), "detail": detail_table(st.detail)}
+            "player": view_html(st, run_title(live.run.spec.name, live.run.lm.name)), "detail": detail_table(st.detail)}
 
 
 def _scrub_to_end(n: int):
     return gr.update(minimum=0, maximum=n, value=n, interactive=True)
-
-
-def _scrub_live(i: int, n: int | None = None):
-    """The scrubber following a run as it plays (step i of n, n = i while it computes): not
-    draggable until the run is stored."""
-    return gr.update(minimum=0, maximum=max(n if n is not None else i, 1), value=i, interactive=False)
 
 
 def _stopped_msg(st) -> str:
@@ -103,7 +89,7 @@ def _streamed(live: Live, note: str):
             del update["detail"]
         else:
             table_at = now
-        update.update(completed="", link="", run_sid=live.share_id, scrub_sl=_scrub_live(len(lv.steps)))
+        update.update(completed="", link="", run_sid=live.share_id, scrub_sl=scrub_live(len(lv.steps)))
         if first:  # the previous run's trace is gone until this one is stored
             update.update(trace_state=None)
         yield update
@@ -116,38 +102,13 @@ def _finished(live: Live, note: str, request):
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
     stored = {"link": link, "scrub_sl": _scrub_to_end(len(live.steps)), "run_sid": ""}
     if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
-        trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+        trace = trace_ref(live.run_id, live.view, live.steps, run_title(live.run.spec.name, live.run.lm.name))
         return {**_player(live, _stopped_msg(live.state)), "completed": "", "trace_state": trace, **stored}
-    trace = trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
+    trace = trace_ref(live.run_id, live.view, live.steps, run_title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
     return {**_player(live, done), "completed": res.text, "trace_state": trace, **stored}
-
-
-def watch_rate(decided: int) -> float:
-    """The Watch pace for a run that decides `decided` tokens: WATCH_RATE, faster when that would
-    take more than WATCH_MAX seconds."""
-    return max(WATCH_RATE, decided / WATCH_MAX)
-
-
-def _watched(live: Live, note: str):
-    """A run that computed faster than a person can follow, shown again at the Watch pace before
-    its last frame (no model involved: the steps are already computed). Skip to end ends it."""
-    st0 = live.state
-    rate = watch_rate(st0.decided)
-    took = fmt_seconds(live.run.compute_seconds)
-    title = _title(live.run.spec.name, live.run.lm.name)
-    skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
-    n = len(live.steps)
-    for i, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
-        msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
-                        f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
-                        f"Skip to end shows the result now.{note}")
-        yield {"status": msg, "counters": counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the "
-                                                          "result now"),
-               "player": view_html(st, title), "detail": detail_table(st.detail), "completed": "", "link": "",
-               "run_sid": live.share_id, "scrub_sl": _scrub_live(i, n)}
 
 
 @takes_form()
@@ -184,7 +145,7 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         msg = readable(e)
         warn(msg)
         if live.run_id is not None:  # stored all the same (a budget stop): link, list and replay it
-            trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+            trace = trace_ref(live.run_id, live.view, live.steps, run_title(live.run.spec.name, live.run.lm.name))
             yield {**_player(live, status_md(msg, "error")), "completed": "",
                    "link": share.share_link(request, live.share_id), "scrub_sl": _scrub_to_end(len(live.steps)),
                    "trace_state": trace, "run_sid": ""}
@@ -196,7 +157,8 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
-        yield from _watched(live, note)
+        if (yield from watched(live, note)):
+            return  # stopped while Watch replayed it: stop_run shows the stored run
     stops.clear_skip(live.share_id)
     remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
     yield _finished(live, note, request)
@@ -236,6 +198,9 @@ def stop_run(sid, request: gr.Request = None):
     if not sid:
         return {"status": status_md("Nothing is running."), **buttons}
     stops.request_stop(sid)
+    watching = WATCH_ENDS.get(sid)
+    if watching is not None:  # the Watch replay ends at its next frame
+        watching.wait(2.0)
     run = _last_stored_run(sid)
     if run is None:
         return {"status": status_md("Stopped before the first round was stored; nothing to replay."), **buttons}
