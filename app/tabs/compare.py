@@ -33,7 +33,7 @@ from .common import (
 #: what Compare (and the /compare API) updates, in the order API clients receive it
 COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
                    "cmp_sid")
-SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "tokens/s",
+SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "compute seconds", "tokens/s",
                    "log-probability"]
 
 
@@ -42,10 +42,18 @@ def logprob_text(lp) -> str:
     return "n/a (no exact joint for this sampler)" if lp is None else f"{lp:.2f}"
 
 
+def _clocked(lv: Live):
+    """A side's display state with its own compute seconds as its clock: the two sides alternate
+    round by round, so the wall time since a side started counts the other side's rounds too (both
+    read about the same), and its seconds and tokens/s would contradict the verdict."""
+    lv.state.elapsed = lv.run.compute_seconds
+    return lv.state
+
+
 def _summary(lives: list[tuple[str, Live]]) -> dict:
     rows = []
     for side, lv in lives:
-        st = lv.state
+        st = _clocked(lv)
         r = lv.result
         tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
         tps = "" if st.elapsed <= 0 else f"{st.decided / st.elapsed:.1f}"
@@ -91,7 +99,7 @@ def _alternate(a: Live, b: Live, sid: str):
             yield {"cmp_status": status_md(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
                    "html_a": view_html(a.state, f"A: {a.run.spec.name}"),
                    "html_b": view_html(b.state, f"B: {b.run.spec.name}"),
-                   "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state),
+                   "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)),
                    "summary": _summary([("A", a), ("B", b)]), **figures, "cmp_link": "", "cmp_sid": sid}
             if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
                 last_fig = now
@@ -136,7 +144,7 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
                                    "info" if stopped else "ok"),
            "html_a": view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
            "html_b": view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
-           "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state), "summary": _summary([("A", a), ("B", b)]),
+           "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)), "summary": _summary([("A", a), ("B", b)]),
            "fig_rev": f1, "fig_run": f2, "cmp_link": link, "cmp_sid": ""}
 
 

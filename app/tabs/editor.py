@@ -83,7 +83,8 @@ def input_info(text, model, domain):
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
             line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
-                    + ("s" if spans != 1 else "") + ". " + inputs.mask_units(domain, lm.codec))
+                    + ("s" if spans != 1 else "") + ". " + inputs.word_masks(text, lm.codec) + " "
+                    + inputs.mask_units(domain, lm.codec))
         else:
             n = len(lm.codec.encode(text))
             line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
