@@ -19,6 +19,7 @@ API = {
     "/exactness": ["text", "model", "samplers", "n", "seed", "temperature", "k"],
     "/infill": ["domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner"],
     "/load_share": ["share_id"],
+    "/measure_machine": ["domain"],
     "/mask_selection": ["text", "a", "b", "model", "domain"],
     "/play": ["i", "speed"],
     "/recent": ["ids"],
