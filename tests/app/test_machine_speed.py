@@ -56,8 +56,10 @@ def test_never_beside_running_work(cache, monkeypatch):
     assert not cache.exists()
 
 
-def test_the_bench_is_short_and_against_cached_sequential():
-    cmd = machine_speed.bench_command("protein", ["assd-pipelined"])
-    assert cmd[1:5] == ["-m", "engine", "bench", "assd"]
+def test_the_bench_is_short_and_against_cached_sequential(tmp_path):
+    inputs = machine_speed.bench_inputs("protein", tmp_path)
+    lines = [json.loads(x) for x in inputs.read_text().splitlines()]
+    assert len(lines) == 3 and "[MASK" not in lines[0]["text"] and lines[0]["mask_rate"] == 0.9
+    cmd = machine_speed.bench_command("protein", ["assd-pipelined"], inputs)
+    assert cmd[1:5] == ["-m", "engine", "bench", "assd"] and cmd[cmd.index("--inputs") + 1] == str(inputs)
     assert cmd[cmd.index("--samplers") + 1] == "sequential-cache,assd-pipelined"
-    assert int(cmd[cmd.index("--samples") + 1]) <= 3
