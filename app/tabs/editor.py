@@ -17,6 +17,7 @@ from engine.samplers import SAMPLERS, default_sampler
 from .. import cards, choices, form, inputs
 from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
+from . import sampler_list
 from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
@@ -218,6 +219,7 @@ def layout(p: Page) -> None:
                                 label="Sampler", scale=1, allow_custom_value=True)
         p.example = gr.Dropdown(EXAMPLES[p.first_domain], value=EXAMPLES[p.first_domain][0], label="Examples",
                                 scale=2, elem_id="examples")
+    sampler_list.layout(p)  # one line per sampler, beside the list
     # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
     p.text = gr.Textbox(EXAMPLES[p.first_domain][0], lines=3, max_lines=8,
                         label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",

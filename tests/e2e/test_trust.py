@@ -117,6 +117,9 @@ def test_compare_answers_which_is_faster(chromium, trust_url, request, monkeypat
     assert "tokens/s" in headers and "tokens/call" in headers
     assert "calls, not clock time" in page.inner_text("body")
     page.wait_for_function(IN_VIEW, arg="#compare-verdict", timeout=10_000)
+    # rejected drafts of earlier rounds are hidden in Compare too while the box is ticked
+    assert page.eval_on_selector_all("#compare-a .tv-faded[data-pos], #compare-b .tv-faded[data-pos]",
+                                     "els => els.every(e => e.offsetParent === null)")
     _shot(page, request, "compare-1366")
     page.set_viewport_size({"width": 1920, "height": 1080})
     _shot(page, request, "compare-1920")
@@ -192,4 +195,34 @@ def test_an_input_problem_is_said_once_and_goes_when_fixed(chromium, trust_url, 
     _shot(page, request, "refused")
     page.fill("#infill-text textarea", "The cat [MASK:5] sat.")
     page.wait_for_function("document.querySelector('#status').innerText.trim() === ''", timeout=15_000)
+    page.close()
+
+
+#: WCAG contrast ratio of an element's text colour on white (the page's background)
+CONTRAST = """(el) => { const lum = (c) => { const v = c / 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const [r, g, b] = getComputedStyle(el).color.match(/\\d+/g).map(Number);
+  const l = 0.2126 * lum(r) + 0.7152 * lum(g) + 0.0722 * lum(b); return 1.05 / (l + 0.05); }"""
+
+
+def test_plain_words(chromium, trust_url, request):
+    """A one-line description per sampler, knob help readable (AA contrast), and [MASK:nw] said
+    in tokens; Statistics says where its speed figures come from and offers to measure here."""
+    from engine.samplers import SAMPLERS
+
+    page = _page(chromium, trust_url)
+    page.click("#sampler-list button, #sampler-list .label-wrap")
+    page.wait_for_selector(".sampler-list tr", timeout=10_000)
+    rows = page.eval_on_selector_all(".sampler-list tr", "els => els.map(e => e.innerText)")
+    assert len(rows) == len(SAMPLERS) and all(len(r.split("\t", 1)[-1]) > 20 for r in rows), rows
+    ratios = page.eval_on_selector_all("#knob-k .info-text", f"els => els.map({CONTRAST})")
+    assert ratios and min(ratios) >= 4.5, ratios
+    page.fill("#infill-text textarea", "I [MASK:3w] the sea.")
+    _wait_text(page, "#token-count", "[MASK:3w] becomes", timeout=15_000)
+    assert "average tokens per word" in page.inner_text("#token-count") or "letters" in page.inner_text("#token-count")
+    page.get_by_role("tab", name="Statistics").click()
+    _wait_text(page, "#machine-speed", "Speed against cached sequential decoding", timeout=15_000)
+    said = page.inner_text("#machine-speed")
+    assert "not necessarily this one" in said or "On this machine" in said
+    assert page.locator("#measure").is_visible()
+    _shot(page, request, "statistics")
     page.close()
