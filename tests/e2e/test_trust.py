@@ -226,3 +226,23 @@ def test_plain_words(chromium, trust_url, request):
     assert page.locator("#measure").is_visible()
     _shot(page, request, "statistics")
     page.close()
+
+
+def test_the_editor_counts_what_the_run_decides(chromium, trust_url, request):
+    """After a domain switch the line under the input counts with the new domain's model: its masked
+    tokens are the tokens the run then decides."""
+    from app.examples import EXAMPLES
+
+    page = _page(chromium, trust_url)
+    _watch(page, False)
+    page.get_by_label("protein").check()
+    page.wait_for_function(f"document.querySelector('#infill-text textarea').value === {EXAMPLES['protein'][0]!r}",
+                           timeout=15_000)
+    _wait_text(page, "#model-card", "protein-asarm", timeout=15_000)
+    _wait_text(page, "#token-count", "masked in", timeout=15_000)
+    said = int(re.search(r"(\d+) of them masked", page.inner_text("#token-count")).group(1))
+    page.click("#run")
+    _wait_text(page, "#status", "Done")
+    ran = int(re.search(r"Done: (\d+) tokens", page.inner_text("#status")).group(1))
+    assert said == ran, (said, ran)
+    page.close()
