@@ -246,3 +246,26 @@ def test_the_editor_counts_what_the_run_decides(chromium, trust_url, request):
     ran = int(re.search(r"Done: (\d+) tokens", page.inner_text("#status")).group(1))
     assert said == ran, (said, ran)
     page.close()
+
+
+def test_an_exactness_link_opens_on_its_result(chromium, trust_url, request):
+    """An exactness check's share link opens with the check in view and says how to run it again."""
+    page = _page(chromium, trust_url)
+    page.get_by_role("tab", name="Exactness").click()
+    page.fill("#exactness-text textarea", "The cat sat on the [MASK:2] mat.")
+    for name in ("assd-ptp", "wrong-assd-residual-from-q", "assd-pipelined"):  # fewer samplers: quicker
+        page.locator("#exactness-samplers label", has_text=name).click()
+    page.fill("#exactness-n input", "20")
+    page.keyboard.press("Tab")
+    page.click("#exactness-run")
+    page.wait_for_function("/Done|\u26a0/.test(document.querySelector('#exactness-status').innerText)",
+                           timeout=120_000)
+    link = page.input_value("#exactness-link textarea, #exactness-link input")
+    assert "?s=" in link, page.inner_text("#exactness-status")
+    page.close()
+    other = _page(chromium, link)
+    _wait_text(other, "#exactness-status", "Restored exactness check", timeout=30_000)
+    assert "Run the check" in other.inner_text("#exactness-status")
+    other.wait_for_function(IN_VIEW, arg="#exactness-status", timeout=10_000)
+    _shot(other, request, "exactness-link")
+    other.close()
