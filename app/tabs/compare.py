@@ -115,11 +115,9 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
     COMPARE_OUTPUTS by name). `values`: the editor's values by name (app.tabs.common.takes_form)."""
     try:
         sid, (a, b) = _prepare(values, sampler_b, model_b, request)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - said once, in the status line Compare scrolls into view
         msg = readable(e)
-        warn(msg)
-        empty = view_html(None, message=msg)
-        yield {"cmp_status": status_md(msg, "error"), "html_a": empty, "html_b": empty, "cnt_a": "", "cnt_b": "",
+        yield {"cmp_status": status_md(msg, "error"), "html_a": "", "html_b": "", "cnt_a": "", "cnt_b": "",
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
     wait = streaming.slots().estimate()

@@ -21,6 +21,7 @@ from .player import RESTORED_JS
 
 HISTORY_MAX = 50  # share ids a browser remembers
 #: a stored run keeps its wall time only (the sides alternated, so each counts the other's rounds)
+WALL_NOTE = "seconds: wall time while the sides alternated"
 RESTORED_HEADERS = [h if h != "compute seconds" else "wall seconds (sides alternating)" for h in SUMMARY_HEADERS]
 
 
@@ -61,7 +62,8 @@ def _compare_values(rp) -> dict:
     return {
         "a": view_html(sa, f"A: {ra.sampler}") + f'<pre class="tv-wrap">{esc(ra.completed_text)}</pre>',
         "b": view_html(sb, f"B: {rb.sampler}") + f'<pre class="tv-wrap">{esc(rb.completed_text)}</pre>',
-        "ca": counters_md(sa), "cb": counters_md(sb), "summary": {"headers": RESTORED_HEADERS, "data": rows},
+        "ca": counters_md(sa, WALL_NOTE), "cb": counters_md(sb, WALL_NOTE),
+        "summary": {"headers": RESTORED_HEADERS, "data": rows},
         "f1": f1, "f2": f2, "sampler_b": rb.sampler, "model_b": rb.params.get("model"),
         "status": status_md(
             f"Restored shared comparison {rp.session.share_id}: A {ra.sampler} on {ra.params.get('model', '')} "
