@@ -161,7 +161,7 @@ def _ratio_line(name: str, base: list[float], run: list[float]) -> str:
               "one pair (a long run: more pairs would cost more than INFILL_SPEEDUP_SECONDS"
               f" = {speedup_seconds():g} s of compute")
     return (f"**vs cached sequential** {med:.2f}x, {spread}; cached sequential {fmt_seconds(statistics.median(base))} "
-            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster)")
+            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster; timed just now on this server)")
 
 
 def fmt_seconds(seconds: float) -> str:

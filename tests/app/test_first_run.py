@@ -169,7 +169,7 @@ def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
     assert speedup.speed_ratio([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == (1.0, 0.5, 1.5)
     monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 0.0)
     line = speedup.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
-    assert "median of" in line and "alternating pairs" in line and "range" in line
+    assert "median of" in line and "alternating pairs" in line and "range" in line and "on this server" in line
     monkeypatch.setenv("INFILL_SPEEDUP_SECONDS", "0")  # a long run: one pair, and the line says why
     line = speedup.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
     assert "one pair" in line and "range" not in line
