@@ -78,17 +78,17 @@ def input_info(text, model, domain):
         lm = codec_for(model, domain)
         limit = lm.max_tokens
         if not text.strip():
-            return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
+            return f"**0 / {limit} tokens** ({lm.name}'s limit). " + inputs.mask_units(domain, lm.codec)
         hint = form.mask_hint(text)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
-            line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
+            line = (f"**{n} / {limit} tokens** ({lm.name}'s limit), {masked} of them masked in {spans} span"
                     + ("s" if spans != 1 else "") + ". " + inputs.word_masks(text, lm.codec) + " "
                     + inputs.mask_units(domain, lm.codec))
         else:
             n = len(lm.codec.encode(text))
-            line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
+            line = (f"**{n} / {limit} tokens** ({lm.name}'s limit). Nothing is masked yet. "
                     + (f"{hint} " if hint else "") + inputs.mask_units(domain, lm.codec))
             if n > limit:
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")

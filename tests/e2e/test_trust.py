@@ -239,7 +239,7 @@ def test_the_editor_counts_what_the_run_decides(chromium, trust_url, request):
     page.wait_for_function(f"document.querySelector('#infill-text textarea').value === {EXAMPLES['protein'][0]!r}",
                            timeout=15_000)
     _wait_text(page, "#model-card", "protein-asarm", timeout=15_000)
-    _wait_text(page, "#token-count", "masked in", timeout=15_000)
+    _wait_text(page, "#token-count", "protein-asarm's limit", timeout=15_000)  # the line names what counted
     said = int(re.search(r"(\d+) of them masked", page.inner_text("#token-count")).group(1))
     page.click("#run")
     _wait_text(page, "#status", "Done")
