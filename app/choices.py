@@ -7,7 +7,9 @@ from __future__ import annotations
 import logging
 
 from engine.loading import registry
-from engine.samplers import SAMPLERS, cost_sentence, default_sampler
+from engine.samplers import SAMPLERS, default_sampler
+
+from . import machine_speed
 
 log = logging.getLogger("app")
 
@@ -55,7 +57,7 @@ def sampler_help(sampler: str, domain: str | None = None) -> str:
     if spec.calls_note:  # why its calls may exceed its tokens: its catalogue entry's word
         out += " " + spec.calls_note
     if domain is not None and sampler == default_sampler(domain):
-        out += " " + cost_sentence(domain)
+        out += " " + machine_speed.speed_sentence(domain)  # this machine's figure, or where the figure is from
     return out
 
 

@@ -4,10 +4,12 @@ and what the span markers mean for a domain's tokenizer. Every problem is an Inf
 
 from __future__ import annotations
 
+import re
+
 from engine.errors import BadParameterError, InputTooLongError
 from engine.inputs.domains import default_span
 from engine.inputs.domains import normalise as domain_normalise
-from engine.inputs.masking import MASK_RE, marker_error, tokens_per_word
+from engine.inputs.masking import MASK_RE, marker_error, tokens_per_word, words_to_tokens
 from engine.inputs.normalise import ANY_MARKER_RE, normalize_protein  # noqa: F401  (protein reading: engine/inputs/normalise.py)
 from engine.params import real_number, whole_number
 
@@ -54,9 +56,22 @@ def mask_units(domain: str, codec) -> str:
     n, unit = default_span(domain)
     bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
     tpw = tokens_per_word(codec)
-    words = (f"[MASK:nw] = n words (about {tpw:.1f} tokens per word for this tokenizer)" if tpw != 1.0
-             else "[MASK:nw] = n letters (one token each)")
+    words = (f"[MASK:nw] = about n words: n times {tpw:.1f}, this tokenizer's average tokens per word"
+             if tpw != 1.0 else "[MASK:nw] = n letters (one token each)")
     return f"[MASK] = {bare}; [MASK:n] = n tokens; {words}."
+
+
+def word_masks(text: str, codec) -> str:
+    """What each [MASK:nw] in `text` becomes, in tokens ("" when there is none): the run fills
+    that many tokens, which need not read as n whole words."""
+    found = [int(m.group(1)) for m in re.finditer(r"\[MASK:([0-9]+)w\]", text)]
+    if not found:
+        return ""
+    return "Here " + ", ".join(f"[MASK:{n}w] becomes {_tokens(words_to_tokens(n, codec))}" for n in found) + "."
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" + ("s" if n != 1 else "")
 
 
 def normalize(domain: str, text: str) -> tuple[str, str]:

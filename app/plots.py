@@ -82,11 +82,30 @@ def compare_figures(named: list[tuple[str, list[Step]]]) -> tuple[go.Figure, go.
     if top:
         f1.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="1 token per call",
                                 line=dict(dash="dot", color="gray")))
-    _layout(f1, "Tokens decided against network calls", 1, xaxis_title="network calls (count)",
+    # calls, not time: a call of a small draft model counts like a target call, so a side above the
+    # one-per-call line can still take longer on the clock (the verdict times them)
+    _layout(f1, "Tokens against network calls (calls, not clock time)", 1,
+            xaxis_title="network calls (count, any model; the verdict above times the clock)",
             yaxis_title="tokens decided (count)")
     _layout(f2, "Tokens decided per round", 1, xaxis_title="round (1 = first)",
             yaxis_title="tokens decided in the round", barmode="group")
     return f1, f2
+
+
+#: a position's acceptance rate is charted only from this many tested drafts (fewer: one run's
+#: 0.17 -> 1 -> 0 zigzag, noise read as a trend)
+MIN_TESTED = 20
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of k successes in n trials (95% by default): a proportion's
+    interval that stays inside [0, 1] and is honest for small n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _label(g) -> str:
@@ -106,19 +125,31 @@ def stats_figures(groups: list) -> tuple[go.Figure, go.Figure, go.Figure]:
                 _empty("Tokens per call", msg), _empty("Calls against masked tokens", msg))
     f1 = go.Figure()
     for g in groups:
-        pts = [(r.rank, r.rate) for r in g.acceptance_by_rank if r.rate is not None]
+        pts = [(r.rank, r.accepted, r.accepted + r.rejected) for r in g.acceptance_by_rank
+               if r.accepted + r.rejected >= MIN_TESTED]
         if pts:
-            f1.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                                    name=_label(g)))
+            rates = [a / n for _, a, n in pts]
+            bounds = [wilson(a, n) for _, a, n in pts]
+            f1.add_trace(go.Scatter(
+                x=[p[0] for p in pts], y=rates, mode="lines+markers", name=_label(g),
+                error_y=dict(type="data", symmetric=False, array=[hi - r for r, (_, hi) in zip(rates, bounds)],
+                             arrayminus=[r - lo for r, (lo, _) in zip(rates, bounds)]),
+                text=[f"{a} of {n} tested drafts accepted" for _, a, n in pts],
+                hovertemplate="position %{x}: %{y:.2f} (%{text})<extra></extra>"))
     rows = (len(groups) + 1) // 2
-    _layout(f1, "Acceptance rate by draft position in the round", rows,
+    _layout(f1, f"Acceptance by draft position (95% interval; positions with {MIN_TESTED}+ tested drafts)", rows,
             xaxis_title="draft position in the round (0 = first draft)",
             yaxis_title="accepted / tested (fraction)", yaxis_range=[0, 1.05], showlegend=True)
     f1.update_xaxes(dtick=1)
+    if not f1.data:
+        f1.add_annotation(text=f"too few tested drafts to chart: each position needs {MIN_TESTED} or more",
+                          showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     f2 = go.Figure()
     for g in groups:
         if g.tokens_per_call:
-            f2.add_trace(go.Box(y=g.tokens_per_call, name=_label(g), boxpoints="all", jitter=0.3))
+            n = len(g.tokens_per_call)
+            f2.add_trace(go.Box(y=g.tokens_per_call, name=f"{_label(g)} ({n} run{'s' if n != 1 else ''})",
+                                boxpoints="all", jitter=0.3))
     _layout(f2, "Tokens per network call, one box per group", 0, yaxis_title="masked tokens per call (tokens)",
             xaxis_title="sampler · model", showlegend=False)
     f2.update_xaxes(tickangle=-20, automargin=True)

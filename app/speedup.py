@@ -61,7 +61,7 @@ MIN_TIMED_TOKENS = 8
 MIN_TIMED_SECONDS = 0.05
 
 
-def _speedup_seconds() -> float:
+def speedup_seconds() -> float:
     """Compute the speed-up line may spend on its repetitions (INFILL_SPEEDUP_SECONDS, default 6)."""
     try:
         return max(0.0, float(os.environ.get("INFILL_SPEEDUP_SECONDS", "6")))
@@ -83,8 +83,9 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
                      allow_paths=False, budget=Budget.from_env())
 
 
-def _timed(live: Live, sampler: str) -> float:
-    """Compute seconds of one unstored run on a compute slot (slot waits excluded)."""
+def timed_rerun(live: Live, sampler: str) -> float:
+    """Compute seconds of one unstored rerun on a compute slot (slot waits excluded); the Compare
+    verdict (app.compare_verdict) times its pairs with it too."""
     r = _rerun(live, sampler)
     turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
     r.pause = turns.preempt
@@ -139,13 +140,13 @@ def speedup_line(live: Live) -> str:
 def _timed_pairs(live: Live, name: str) -> tuple[list[float] | None, list[float]]:
     """Alternating compute times (cached sequential, this sampler); the finished run's own time is
     the sampler's first sample. (None, [base]) when cached sequential is too short to time."""
-    base, run = [_timed(live, BASELINE_SAMPLER)], [live.run.compute_seconds]
+    base, run = [timed_rerun(live, BASELINE_SAMPLER)], [live.run.compute_seconds]
     if base[0] < MIN_TIMED_SECONDS:
         return None, base
-    pairs = int(max(1, min(7, _speedup_seconds() // max(base[0] + run[0], 1e-9))))
+    pairs = int(max(1, min(7, speedup_seconds() // max(base[0] + run[0], 1e-9))))
     for _ in range(pairs - 1):
-        run.append(_timed(live, name))
-        base.append(_timed(live, BASELINE_SAMPLER))
+        run.append(timed_rerun(live, name))
+        base.append(timed_rerun(live, BASELINE_SAMPLER))
     return base, run
 
 
@@ -158,9 +159,9 @@ def _ratio_line(name: str, base: list[float], run: list[float]) -> str:
     med, lo, hi = speed_ratio(base, run)
     spread = (f"median of {len(run)} alternating pairs (range {lo:.2f}-{hi:.2f}x" if len(run) > 1 else
               "one pair (a long run: more pairs would cost more than INFILL_SPEEDUP_SECONDS"
-              f" = {_speedup_seconds():g} s of compute")
+              f" = {speedup_seconds():g} s of compute")
     return (f"**vs cached sequential** {med:.2f}x, {spread}; cached sequential {fmt_seconds(statistics.median(base))} "
-            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster)")
+            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster; timed just now on this server)")
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -12,7 +12,7 @@ import gradio as gr
 from app.serving.admission import run_seats
 
 from .render import CSS
-from .tabs import compare, editor, exactness, player, sessions, statistics
+from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
 from .tabs.common import Page
 
 EXTRA_CSS = """
@@ -25,6 +25,10 @@ EXTRA_CSS = """
 #token-count {font-size: 0.85em; margin-top: -6px;}
 #player-controls button {min-width: 0;}
 #player-options {gap: 4px 16px; font-size: 0.9em;}
+.sampler-list td {padding: 1px 8px; vertical-align: top; font-size: 0.9em;}
+/* knob help: Gradio's light grey 12px (contrast 1.9:1 on white) made readable, #4b5563 = 7.6:1 (WCAG AA) */
+.info-text {color: #4b5563 !important; font-size: 13px !important;}
+.dark .info-text {color: #d1d5db !important;}
 """
 
 
@@ -117,6 +121,7 @@ def build() -> gr.Blocks:
         exactness.wire(p, sessions.remember)
         statistics.wire(p)
         sessions.wire(p)
+        freshness.wire(p)
     return demo
 
 

@@ -7,12 +7,13 @@ import time
 
 import gradio as gr
 
-from app import form, plots, share, streaming, token_views
+from app import compare_verdict, form, plots, share, streaming, token_views
 from app.serving import pending_sessions, stops
 from engine.samplers import SAMPLERS
 
 from ..errors import readable
 from ..render import counters_md, esc, view_html
+from ..speedup import BASELINE_SAMPLER
 from ..streaming import Live
 from .common import (
     Page,
@@ -32,7 +33,8 @@ from .common import (
 #: what Compare (and the /compare API) updates, in the order API clients receive it
 COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
                    "cmp_sid")
-SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "seconds", "log-probability"]
+SUMMARY_HEADERS = ["side", "sampler", "model", "calls", "rounds", "tokens", "tokens/call", "compute seconds", "tokens/s",
+                   "log-probability"]
 
 
 def logprob_text(lp) -> str:
@@ -40,14 +42,23 @@ def logprob_text(lp) -> str:
     return "n/a (no exact joint for this sampler)" if lp is None else f"{lp:.2f}"
 
 
+def _clocked(lv: Live):
+    """A side's display state with its own compute seconds as its clock: the two sides alternate
+    round by round, so the wall time since a side started counts the other side's rounds too (both
+    read about the same), and its seconds and tokens/s would contradict the verdict."""
+    lv.state.elapsed = lv.run.compute_seconds
+    return lv.state
+
+
 def _summary(lives: list[tuple[str, Live]]) -> dict:
     rows = []
     for side, lv in lives:
-        st = lv.state
+        st = _clocked(lv)
         r = lv.result
         tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
+        tps = "" if st.elapsed <= 0 else f"{st.decided / st.elapsed:.1f}"
         rows.append([side, lv.run.spec.name, lv.run.lm.name, f"{st.calls:g}", str(st.round + 1),
-                     f"{st.decided}/{len(st.masked)}", tpc, f"{st.elapsed:.2f}",
+                     f"{st.decided}/{len(st.masked)}", tpc, f"{st.elapsed:.2f}", tps,
                      "" if r is None else logprob_text(r.log_prob)])
     return {"headers": SUMMARY_HEADERS, "data": rows}
 
@@ -88,7 +99,7 @@ def _alternate(a: Live, b: Live, sid: str):
             yield {"cmp_status": status_md(f"Comparing… round {a.state.round + 1} / {b.state.round + 1}"),
                    "html_a": view_html(a.state, f"A: {a.run.spec.name}"),
                    "html_b": view_html(b.state, f"B: {b.run.spec.name}"),
-                   "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state),
+                   "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)),
                    "summary": _summary([("A", a), ("B", b)]), **figures, "cmp_link": "", "cmp_sid": sid}
             if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
                 last_fig = now
@@ -104,11 +115,9 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
     COMPARE_OUTPUTS by name). `values`: the editor's values by name (app.tabs.common.takes_form)."""
     try:
         sid, (a, b) = _prepare(values, sampler_b, model_b, request)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - said once, in the status line Compare scrolls into view
         msg = readable(e)
-        warn(msg)
-        empty = view_html(None, message=msg)
-        yield {"cmp_status": status_md(msg, "error"), "html_a": empty, "html_b": empty, "cnt_a": "", "cnt_b": "",
+        yield {"cmp_status": status_md(msg, "error"), "html_a": "", "html_b": "", "cnt_a": "", "cnt_b": "",
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
     wait = streaming.slots().estimate()
@@ -127,12 +136,13 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
     link = share.share_link(request, sid)  # both recorders have stored their runs
     f1, f2 = _figures(a, b)
     stopped = a.stopped or b.stopped
+    compare_verdict.remember(sid, a, b)  # the chained `compare_verdict` event times A against B
     yield {"cmp_status": status_md("Stopped: the partial runs are stored as cancelled; the link opens them."
                                    if stopped else "Done: both runs stored; share them with the link.",
                                    "info" if stopped else "ok"),
            "html_a": view_html(a.state, f"A: {a.run.spec.name}") + _completed_html(a),
            "html_b": view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
-           "cnt_a": counters_md(a.state), "cnt_b": counters_md(b.state), "summary": _summary([("A", a), ("B", b)]),
+           "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)), "summary": _summary([("A", a), ("B", b)]),
            "fig_rev": f1, "fig_run": f2, "cmp_link": link, "cmp_sid": ""}
 
 
@@ -159,14 +169,16 @@ def layout(p: Page) -> None:
     gr.Markdown("Side A uses the sampler and model picked above; choose side B here. "
                 "Both run on the same input and seed, one round each in turn.")
     with gr.Row():
-        p.sampler_b = gr.Dropdown(p.sampler_names, value="sequential" if "sequential" in SAMPLERS
-                                  else p.sampler_names[0], label="Sampler B", allow_custom_value=True)
+        p.sampler_b = gr.Dropdown(p.sampler_names, value=BASELINE_SAMPLER if BASELINE_SAMPLER in SAMPLERS
+                                  else p.sampler_names[0], label="Sampler B", allow_custom_value=True,
+                                  elem_id="sampler-b")
         p.model_b = gr.Dropdown(p.init_models, value=p.init_models[0] if p.init_models else None, label="Model B",
                                 allow_custom_value=True)
     with gr.Row():
         p.cmp_btn = gr.Button("Compare", variant="primary", elem_id="compare-run", scale=4)
         p.cmp_stop = gr.Button("Stop", variant="stop", size="sm", scale=0, interactive=False, elem_id="compare-stop")
     p.cmp_status = gr.Markdown("", elem_id="compare-status")
+    p.cmp_verdict = gr.Markdown("", elem_id="compare-verdict")
     with gr.Row():
         with gr.Column():
             p.cnt_a = gr.Markdown("")
@@ -179,18 +191,41 @@ def layout(p: Page) -> None:
         p.fig_rev = gr.Plot(show_label=False)
         p.fig_run = gr.Plot(show_label=False)
     p.cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
-                            interactive=False)
+                            interactive=False, elem_id="compare-link")
     p.cmp_sid = gr.State("")
 
 
+def verdict(link):
+    """After Compare: "Timing…" at once, then the verdict of A against B (app.compare_verdict: the
+    pairs are unstored reruns, timed after both runs are stored); "" where there is no comparison."""
+    pair = compare_verdict.take(share.share_id_from_link(link))
+    if pair is None:
+        yield ""
+        return
+    yield ("**Verdict:** timing A against B: alternating unstored reruns of both sides on this server "
+           "(a few seconds)…")
+    yield compare_verdict.judge(*pair)
+
+
+#: on Compare: its button, Stop, status, verdict and both panels scroll to the top of the window
+COMPARE_JS = """() => {
+  const el = document.querySelector('#compare-run');
+  if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
+}"""
+
+
 def wire(p: Page, remember) -> None:
-    """Compare (in the model pool shared with Run) and its Stop."""
-    cmp_evt = p.cmp_btn.click(busy, None, [p.cmp_btn, p.cmp_stop], queue=False, api_visibility="private").then(
+    """Compare (in the model pool shared with Run) and its Stop, then the verdict."""
+    p.cmp_btn.click(None, None, None, js=COMPARE_JS, api_visibility="private")
+    cmp_evt = p.cmp_btn.click(lambda: (*busy(), ""), None, [p.cmp_btn, p.cmp_stop, p.cmp_verdict], queue=False,
+                              api_visibility="private").then(
         named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
-        remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private")
+        remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private").then(
+        verdict, [p.cmp_link], [p.cmp_verdict], api_name="compare_verdict", concurrency_id="model",
+        concurrency_limit=p.run_limit, show_progress="hidden")
     p.cmp_stop.click(named(p, stop_compare), [p.cmp_sid], components(p, ("cmp_status", "cmp_btn", "cmp_stop")), queue=False,
                      api_visibility="private")

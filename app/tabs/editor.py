@@ -17,6 +17,7 @@ from engine.samplers import SAMPLERS, default_sampler
 from .. import cards, choices, form, inputs
 from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
+from . import sampler_list
 from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
@@ -77,16 +78,17 @@ def input_info(text, model, domain):
         lm = codec_for(model, domain)
         limit = lm.max_tokens
         if not text.strip():
-            return f"**0 / {limit} tokens** (this model's limit). " + inputs.mask_units(domain, lm.codec)
+            return f"**0 / {limit} tokens** ({lm.name}'s limit). " + inputs.mask_units(domain, lm.codec)
         hint = form.mask_hint(text)
         if "[MASK" in text:
             mi = parse_for(text, lm)
             n, masked, spans = len(mi.tokens), len(mi.masked), len(mi.span_ranges)
-            line = (f"**{n} / {limit} tokens** (this model's limit), {masked} of them masked in {spans} span"
-                    + ("s" if spans != 1 else "") + ". " + inputs.mask_units(domain, lm.codec))
+            line = (f"**{n} / {limit} tokens** ({lm.name}'s limit), {masked} of them masked in {spans} span"
+                    + ("s" if spans != 1 else "") + ". " + inputs.word_masks(text, lm.codec) + " "
+                    + inputs.mask_units(domain, lm.codec))
         else:
             n = len(lm.codec.encode(text))
-            line = (f"**{n} / {limit} tokens** (this model's limit). Nothing is masked yet. "
+            line = (f"**{n} / {limit} tokens** ({lm.name}'s limit). Nothing is masked yet. "
                     + (f"{hint} " if hint else "") + inputs.mask_units(domain, lm.codec))
             if n > limit:
                 return status_md(f"{n} tokens: this model takes at most {limit}.", "error")
@@ -217,6 +219,7 @@ def layout(p: Page) -> None:
                                 label="Sampler", scale=1, allow_custom_value=True)
         p.example = gr.Dropdown(EXAMPLES[p.first_domain], value=EXAMPLES[p.first_domain][0], label="Examples",
                                 scale=2, elem_id="examples")
+    sampler_list.layout(p)  # one line per sampler, beside the list
     # no max_length: the browser would cut a long paste silently; the count line and Run say why instead
     p.text = gr.Textbox(EXAMPLES[p.first_domain][0], lines=3, max_lines=8,
                         label="Input: mark spans with [MASK], [MASK:n] (tokens) or [MASK:nw] (words)",

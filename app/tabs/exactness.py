@@ -216,7 +216,8 @@ def restore_updates(p: Page, share_id: str, res: CheckResult, request=None) -> d
         p.ex_samplers: [r.name for r in res.samplers],
         p.ex_n: res.samples, p.ex_seed: res.seed,
         p.ex_temperature: res.params.get("temperature", 1.0), p.ex_k: res.params.get("k", 5),
-        p.ex_status: status_md(f"Restored exactness check {share_id}: replayed from the store; no model was run.", "ok"),
+        p.ex_status: status_md(f"Restored exactness check {share_id}: its chart and table are read from the "
+                                "store; no model was run. Press Run the check to sample it again.", "ok"),
         p.ex_plot: figure(res), p.ex_table: table_html(res), p.ex_link: share.share_link(request, share_id),
     }
 

@@ -16,9 +16,10 @@ from app.serving import stops
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
 from ..replay import load_session, trace_ref
-from ..speedup import fmt_seconds, remember_for_speedup, speedup_for
+from ..speedup import remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
+from . import freshness
 from .common import (
     FORM_FIELDS,
     Page,
@@ -35,14 +36,10 @@ from .common import (
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, paced, play, replay, scrub, step_back, step_forward
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, play, replay, scrub, step_back, step_forward
+from .watch import WATCH_ENDS, WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
-#: the Watch pace: a run that computed in under WATCH_UNDER seconds is shown at WATCH_RATE decided
-#: tokens a second (faster when that would take more than WATCH_MAX seconds), drafts held on screen
-WATCH_RATE = 5.0
-WATCH_MAX = 10.0
-WATCH_UNDER = 3.0
 
 
 #: a run being prepared (input checked, model loaded) longer than this gets a "Preparing" status
@@ -55,14 +52,11 @@ def watch_default() -> bool:
     return os.environ.get("INFILL_WATCH", "1") != "0"
 
 
-def _title(sampler: str, model: str) -> str:
-    return f"{sampler} on {model}"
-
-
 #: what Run (and the /infill API) updates, in the order API clients receive it
 RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
-#: what Stop updates
-STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn")
+#: what Stop updates: everything that shows the run, so all of it describes the stored state
+STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn", "counters", "player", "detail",
+                "completed", "player_stop")
 
 
 
@@ -70,7 +64,7 @@ STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_bt
 def _player(live: Live, status: str) -> dict:
     st = live.state
     return {"status": status, "counters": counters_md(st),
-            "player": view_html(st, _title(live.run.spec.name, live.run.lm.name)), "detail": detail_table(st.detail)}
+            "player": view_html(st, run_title(live.run.spec.name, live.run.lm.name)), "detail": detail_table(st.detail)}
 
 
 def _scrub_to_end(n: int):
@@ -95,9 +89,9 @@ def _streamed(live: Live, note: str):
             del update["detail"]
         else:
             table_at = now
-        update.update(completed="", link="", run_sid=live.share_id)
+        update.update(completed="", link="", run_sid=live.share_id, scrub_sl=scrub_live(len(lv.steps)))
         if first:  # the previous run's trace is gone until this one is stored
-            update.update(scrub_sl=gr.update(interactive=False), trace_state=None)
+            update.update(trace_state=None)
         yield update
         first = False
 
@@ -108,37 +102,13 @@ def _finished(live: Live, note: str, request):
     link = share.share_link(request, live.share_id)  # the run is stored: rounds() has left its recorder
     stored = {"link": link, "scrub_sl": _scrub_to_end(len(live.steps)), "run_sid": ""}
     if res is None:  # Stop ended it after a round: stored as cancelled with the steps shown
-        trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+        trace = trace_ref(live.run_id, live.view, live.steps, run_title(live.run.spec.name, live.run.lm.name))
         return {**_player(live, _stopped_msg(live.state)), "completed": "", "trace_state": trace, **stored}
-    trace = trace_ref(live.run_id, live.view, live.steps, _title(res.sampler, res.model))
+    trace = trace_ref(live.run_id, live.view, live.steps, run_title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
     done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
                      + note, "ok")
     return {**_player(live, done), "completed": res.text, "trace_state": trace, **stored}
-
-
-def watch_rate(decided: int) -> float:
-    """The Watch pace for a run that decides `decided` tokens: WATCH_RATE, faster when that would
-    take more than WATCH_MAX seconds."""
-    return max(WATCH_RATE, decided / WATCH_MAX)
-
-
-def _watched(live: Live, note: str):
-    """A run that computed faster than a person can follow, shown again at the Watch pace before
-    its last frame (no model involved: the steps are already computed). Skip to end ends it."""
-    st0 = live.state
-    rate = watch_rate(st0.decided)
-    took = fmt_seconds(live.run.compute_seconds)
-    title = _title(live.run.spec.name, live.run.lm.name)
-    skip = lambda: stops.skip_requested(live.share_id)  # noqa: E731
-    for _, st in paced(live.view, live.steps, 0, rate, skip, bytes_of=st0.bytes_of):
-        msg = status_md(f"Watching {live.run.spec.name}: round {st.round + 1}, {st.decided} of {len(st.masked)} "
-                        f"tokens, shown at {rate:.0f} tokens/s (it computed in {took}). "
-                        f"Skip to end shows the result now.{note}")
-        yield {"status": msg, "counters": counters_md(st, f"watching at {rate:.0f} tokens/s: skip to end shows the "
-                                                          "result now"),
-               "player": view_html(st, title), "detail": detail_table(st.detail), "completed": "", "link": "",
-               "run_sid": live.share_id}
 
 
 @takes_form()
@@ -175,7 +145,7 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         msg = readable(e)
         warn(msg)
         if live.run_id is not None:  # stored all the same (a budget stop): link, list and replay it
-            trace = trace_ref(live.run_id, live.view, live.steps, _title(live.run.spec.name, live.run.lm.name))
+            trace = trace_ref(live.run_id, live.view, live.steps, run_title(live.run.spec.name, live.run.lm.name))
             yield {**_player(live, status_md(msg, "error")), "completed": "",
                    "link": share.share_link(request, live.share_id), "scrub_sl": _scrub_to_end(len(live.steps)),
                    "trace_state": trace, "run_sid": ""}
@@ -187,7 +157,8 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
-        yield from _watched(live, note)
+        if (yield from watched(live, note)):
+            return  # stopped while Watch replayed it: stop_run shows the stored run
     stops.clear_skip(live.share_id)
     remember_for_speedup(live)  # the chained `speedup` event times cached sequential on it
     yield _finished(live, note, request)
@@ -223,21 +194,31 @@ def stop_run(sid, request: gr.Request = None):
     """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
     really happened: a run that finished first stays finished; a stopped one is stored as cancelled
     with its partial trace, which Replay and the share link then show. Updates STOP_OUTPUTS by name."""
-    buttons = idle_named("run_btn", "stop_btn")
+    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1]}
     if not sid:
         return {"status": status_md("Nothing is running."), **buttons}
     stops.request_stop(sid)
+    watching = WATCH_ENDS.get(sid)
+    if watching is not None:  # the Watch replay ends at its next frame
+        watching.wait(2.0)
     run = _last_stored_run(sid)
     if run is None:
         return {"status": status_md("Stopped before the first round was stored; nothing to replay."), **buttons}
     view = load_session(sid).view_for(run)
     trace = trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
     stops.clear_stop(sid)
-    if run.status == "ok":
-        msg = status_md("The run had already finished before Stop arrived; it is stored complete.", "ok")
+    # the player, counters, round table, scrubber and completed text all show the stored run's end
+    st = token_views.new_state(view, run.steps)
+    shown = frame(trace, len(run.steps), st)
+    if run.status == "ok":  # it finished computing first (Watch was replaying it): shown complete
+        said = ("Stopped the replay: the run had finished computing before Stop arrived, so it is stored "
+                "complete and shown in full.")
+        msg, completed = status_md(said, "ok"), run.completed_text
     else:
-        msg = _stopped_msg(token_views.new_state(view, run.steps))
-    return {"status": msg, "link": share.share_link(request, sid), "trace_state": trace,
+        said = f"Stopped after {st.decided} of {len(st.masked)} tokens; the partial run is stored as cancelled."
+        msg, completed = _stopped_msg(st), ""
+    return {**shown, "counters": f"{shown['counters']} · {said}", "status": msg, "completed": completed,
+            "link": share.share_link(request, sid), "trace_state": trace,
             "scrub_sl": _scrub_to_end(len(run.steps)), **buttons}
 
 
@@ -261,6 +242,9 @@ def layout(p: Page) -> None:
     p.counters = gr.Markdown("", elem_id="counters")
     p.speedup_line = gr.Markdown("", elem_id="speedup")  # filled after a run by the chained `speedup` event
     with gr.Row(elem_id="player-controls", equal_height=True):
+        # Stop beside the player: Run scrolls the page here, away from the editor's Stop
+        p.player_stop = gr.Button("■ stop", variant="stop", size="sm", scale=1, min_width=70, interactive=False,
+                                  elem_id="player-stop")
         p.back_btn = gr.Button("◀ step back", size="sm", scale=1, min_width=90, elem_id="step-back")
         p.play_btn = gr.Button("▶ play", size="sm", scale=1, min_width=70, elem_id="play")
         p.pause_btn = gr.Button("❚❚ pause", size="sm", scale=1, min_width=70, elem_id="pause")
@@ -272,7 +256,7 @@ def layout(p: Page) -> None:
     with gr.Row(elem_id="player-options"):
         p.watch = gr.Checkbox(watch_default(), label=f"Watch: show a quick run at about {WATCH_RATE:g} tokens/s "
                               f"(runs that compute in under {WATCH_UNDER:g} s)", elem_id="watch", container=False)
-        p.hide_old = gr.Checkbox(True, label="Hide rejected drafts of earlier rounds (once a run ends)",
+        p.hide_old = gr.Checkbox(True, label="Hide rejected drafts of earlier rounds (here and in Compare)",
                                  elem_id="hide-old", container=False)
     p.player = gr.HTML(view_html(None, message="Press Run to watch the sampler."), elem_id="player", js_on_load=None)
     p.scrub_sl = gr.Slider(0, 1, value=0, step=1, label="Step in the stored trace (drag to scrub)",
@@ -286,30 +270,40 @@ def layout(p: Page) -> None:
     p.run_sid = gr.State("")
 
 
-#: on Run: the player (counters, controls, trace) scrolls to the top of the window (at 1366x768 it
-#: starts below the fold) and every draft shows
-#: while the run goes; once it ends, the "hide earlier drafts" box decides (a class on <body>, so
-#: the player's re-renders keep it)
+#: on Run: the player (counters, controls with their Stop, trace) scrolls to the top of the window
+#: (at 1366x768 it starts below the fold), unless the line under the input shows an error (Run
+#: refuses it, and the message is there); the "hide earlier drafts" box decides, during the run
+#: too, whether rejected drafts of earlier rounds show (a class on <body>, so re-renders keep it)
 RUN_JS = """() => {
-  document.body.classList.remove('tv-hide-old');
+  const line = document.querySelector('#token-count');
+  if (line && line.innerText.includes('\u26a0')) return;
   const el = document.querySelector('#counters');
   if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
 }"""
 HIDE_OLD_JS = "(hide) => { document.body.classList.toggle('tv-hide-old', !!hide); }"
-#: a share link opens with the restored trace in view
+#: a share link opens with its result in view: the restored trace, comparison or exactness check
+#: (whichever tab the restore selected; each tab's top is its first visible anchor)
 RESTORED_JS = """(hide) => {
   document.body.classList.toggle('tv-hide-old', !!hide);
-  if (new URLSearchParams(location.search).get('s')) {
-    const el = document.querySelector('#counters');
-    if (el) window.scrollTo({top: el.getBoundingClientRect().top + window.scrollY - 8});
-  }
+  if (!new URLSearchParams(location.search).get('s')) return;
+  const go = () => {
+    const shown = ['#compare-run', '#exactness-status', '#counters'].map((s) => document.querySelector(s))
+      .find((e) => e && e.offsetParent !== null);
+    if (shown) window.scrollTo({top: shown.getBoundingClientRect().top + window.scrollY - 8});
+  };
+  requestAnimationFrame(() => requestAnimationFrame(go));  // after the restored tab is drawn
 }"""
-HIDE_OLD_CSS = "body.tv-hide-old #player .tv-faded {display: none;}\n"
+HIDE_OLD_CSS = ("body.tv-hide-old :is(#player, #compare-a, #compare-b) .tv-faded:not(.tv-legend .tv-faded) "
+                "{display: none;}\n")
 
 
 @takes_form("watch")
 def run_page(values: dict, watch, request: gr.Request = None):
-    """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches)."""
+    """Run as the page's button does it: run_infill with the Watch box (the /infill API never watches).
+    An input the line under it already refuses is not run, and its message is not repeated."""
+    if freshness.input_problem(values):
+        yield freshness.not_run()
+        return
     yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
 
 
@@ -319,7 +313,8 @@ def wire(p: Page, remember) -> None:
     limit = p.run_limit
     outputs = components(p, RUN_OUTPUTS)
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
-    run_evt = p.run_btn.click(lambda: (*busy(), ""), None, [p.run_btn, p.stop_btn, p.speedup_line], queue=False,
+    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], ""), None,
+                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line], queue=False,
                               api_visibility="private").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
@@ -331,7 +326,8 @@ def wire(p: Page, remember) -> None:
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
-    run_evt.then(idle, None, [p.run_btn, p.stop_btn], api_visibility="private").then(
+    run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
+                 api_visibility="private").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
         api_visibility="private").then(
@@ -339,6 +335,9 @@ def wire(p: Page, remember) -> None:
         concurrency_limit=limit, show_progress="hidden")
     p.stop_btn.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
                      cancels=[run_evt], api_name="stop", queue=False).then(
+        remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.player_stop.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
+                        cancels=[run_evt], api_visibility="private", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
     p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",

@@ -20,6 +20,9 @@ from .editor import models_b, models_for
 from .player import RESTORED_JS
 
 HISTORY_MAX = 50  # share ids a browser remembers
+#: a stored run keeps its wall time only (the sides alternated, so each counts the other's rounds)
+WALL_NOTE = "seconds: wall time while the sides alternated"
+RESTORED_HEADERS = [h if h != "compute seconds" else "wall seconds (sides alternating)" for h in SUMMARY_HEADERS]
 
 
 def _own_ids(ids) -> list[str]:
@@ -54,12 +57,18 @@ def _compare_values(rp) -> dict:
     for side, run, s in (("A", ra, sa), ("B", rb, sb)):
         rows.append([side, run.sampler, run.params.get("model", ""), f"{run.calls:g}", str(run.rounds),
                      f"{s.decided}/{len(s.masked)}", f"{run.masked_tokens / run.calls:.2f}" if run.calls else "",
-                     f"{run.wall_seconds:.2f}", logprob_text(run.logprob)])
+                     f"{run.wall_seconds:.2f}", f"{s.decided / run.wall_seconds:.1f}" if run.wall_seconds > 0 else "",
+                     logprob_text(run.logprob)])
     return {
         "a": view_html(sa, f"A: {ra.sampler}") + f'<pre class="tv-wrap">{esc(ra.completed_text)}</pre>',
         "b": view_html(sb, f"B: {rb.sampler}") + f'<pre class="tv-wrap">{esc(rb.completed_text)}</pre>',
-        "ca": counters_md(sa), "cb": counters_md(sb), "summary": {"headers": SUMMARY_HEADERS, "data": rows},
+        "ca": counters_md(sa, WALL_NOTE), "cb": counters_md(sb, WALL_NOTE),
+        "summary": {"headers": RESTORED_HEADERS, "data": rows},
         "f1": f1, "f2": f2, "sampler_b": rb.sampler, "model_b": rb.params.get("model"),
+        "status": status_md(
+            f"Restored shared comparison {rp.session.share_id}: A {ra.sampler} on {ra.params.get('model', '')} "
+            f"against B {rb.sampler} on {rb.params.get('model', '')}, seed {ra.seed or 0}, both runs read from the "
+            "store (no model was run). Press Compare to run both again and time them against each other.", "ok"),
     }
 
 
@@ -116,7 +125,7 @@ def _updates(p: Page, v: dict) -> dict:
                     p.model_b: gr.update(choices=[c["model_b"]], value=c["model_b"]),
                     p.html_a: c["a"], p.html_b: c["b"], p.cnt_a: c["ca"], p.cnt_b: c["cb"],
                     p.summary: c["summary"], p.fig_rev: c["f1"], p.fig_run: c["f2"], p.cmp_link: v["link"],
-                    p.cmp_status: v["status"]})
+                    p.cmp_status: c["status"]})
     return upd
 
 

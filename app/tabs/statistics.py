@@ -8,7 +8,7 @@ import gradio as gr
 from engine.samplers import SAMPLERS
 from storage import stats_to_csv
 
-from .. import choices, plots
+from .. import choices, machine_speed, plots
 from ..examples import DOMAINS
 from ..exports import cached_export
 from ..store import store
@@ -66,6 +66,24 @@ def layout(p: Page) -> None:
         p.fig_tpc = gr.Plot(show_label=False, elem_id="fig-tpc")
     p.fig_cvm = gr.Plot(show_label=False, elem_id="fig-cvm")
     p.csv_btn = gr.DownloadButton("Download CSV", visible=False)
+    with gr.Row(equal_height=True):
+        p.speed_here = gr.Markdown(speed_figures(), elem_id="machine-speed")
+        p.measure_btn = gr.Button("Measure this machine", size="sm", scale=0, min_width=180, elem_id="measure")
+
+
+def speed_figures() -> str:
+    """Each domain's default against cached sequential decoding, and where each figure comes from."""
+    return "**Speed against cached sequential decoding**\n\n" + "\n\n".join(
+        f"- {machine_speed.speed_sentence(d)}" for d in DOMAINS)
+
+
+def measure_here(domain):
+    """Measure this machine (a short `bench assd` of the filtered domain, text when "all"), then
+    the figures again; refused while runs compute."""
+    d = _opt(domain) or DOMAINS[0]
+    yield speed_figures() + f"\n\nMeasuring {d} on this machine (a short `bench assd`, about a minute)…"
+    said = machine_speed.measure(d)
+    yield speed_figures() + ("" if said == machine_speed.speed_sentence(d) else f"\n\n{said}")
 
 
 def wire(p: Page) -> None:
@@ -78,3 +96,6 @@ def wire(p: Page) -> None:
     for f in filters:
         f.input(handler, filters, outputs, api_visibility="private")
     p.demo.load(stats_filters, None, [p.f_model, p.f_sampler], api_visibility="private")
+    # one at a time; it refuses while runs compute (a measurement beside runs would time both)
+    p.measure_btn.click(measure_here, [p.f_domain], [p.speed_here], api_name="measure_machine",
+                        concurrency_id="measure", concurrency_limit=1, show_progress="hidden")

@@ -291,8 +291,11 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     assert len(job.outputs()) >= 2
     assert all(o[5] == "" for o in job.outputs()), "no share link while the run is not stored"
     assert job.cancel() is not False
-    status, link, scrub_max = client.predict(api_name="/stop")  # (the buttons' states: see tests/e2e)
+    # (the buttons' states: see tests/e2e)
+    status, link, scrub_max, counters, player_html, _, completed = client.predict(api_name="/stop")
     assert "Stopped after" in status and "cancelled" in status, status
+    # the counters, the player and the completed text describe the same stored, partial state
+    assert "Stopped after" in counters and completed == ""
     sid = link.split("?s=")[-1]
     sess = app_store.store().get_session(sid)
     run = sess.runs[0]
@@ -305,6 +308,7 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     frames = list(client.submit(api_name="/replay"))
     assert frames and f"step {n}/{n}" in frames[-1][2]
     assert frames[-1][0].count('data-role="sampled"') == n_sample
+    assert player_html.count('data-role="sampled"') == n_sample and f"step {n}/{n}" in counters
     # the link opens the partial run
     r = client.predict(sid, api_name="/load_share")
     assert "cancelled" in r[11]

@@ -13,11 +13,13 @@ from tests.support.studio import TEXT, tiny_studio
 
 #: the public endpoints and their parameters as clients call them (measured before the change)
 API = {
+    "/compare_verdict": ["link"],
     "/compare": ["domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner",
                  "sampler_b", "model_b"],
     "/exactness": ["text", "model", "samplers", "n", "seed", "temperature", "k"],
     "/infill": ["domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner"],
     "/load_share": ["share_id"],
+    "/measure_machine": ["domain"],
     "/mask_selection": ["text", "a", "b", "model", "domain"],
     "/play": ["i", "speed"],
     "/recent": ["ids"],

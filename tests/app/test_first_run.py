@@ -139,12 +139,12 @@ def _tiny_trace(tiny, text="ab[MASK:20]cd", sampler="assd-cache"):
 def test_play_speed_counts_decided_tokens(tiny):
     """At "N tokens/s" a trace takes (decided tokens) / N seconds: drafts, rejections and passes
     add no time (the old pace counted every drafted position and ran 3-4x slow)."""
-    from app.tabs import playback, player
+    from app.tabs import playback, watch
 
     live = _tiny_trace(tiny)
     total = sum(playback._delay(live.steps, j, "10 tokens/s") for j in range(len(live.steps)))
     assert total == pytest.approx(20 / 10)
-    assert player.watch_rate(12) == player.WATCH_RATE and player.watch_rate(243) == pytest.approx(24.3)
+    assert watch.watch_rate(12) == watch.WATCH_RATE and watch.watch_rate(243) == pytest.approx(24.3)
 
 
 def test_paced_frames_show_drafts_before_their_decisions(tiny):
@@ -169,7 +169,7 @@ def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
     assert speedup.speed_ratio([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == (1.0, 0.5, 1.5)
     monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 0.0)
     line = speedup.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
-    assert "median of" in line and "alternating pairs" in line and "range" in line
+    assert "median of" in line and "alternating pairs" in line and "range" in line and "on this server" in line
     monkeypatch.setenv("INFILL_SPEEDUP_SECONDS", "0")  # a long run: one pair, and the line says why
     line = speedup.speedup_line(_tiny_trace(tiny, "ab[MASK:20]cd"))
     assert "one pair" in line and "range" not in line

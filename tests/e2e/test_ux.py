@@ -245,6 +245,6 @@ def test_statistics_tab_is_filled_when_opened(browser, app_url, request):  # noq
                            timeout=30_000)
     page.wait_for_selector("#fig-acc .js-plotly-plot", timeout=30_000)
     titles = page.eval_on_selector_all(".gtitle", "els => els.map(e => e.textContent)")
-    assert any("Acceptance rate" in t for t in titles) and any("Network calls" in t for t in titles)
+    assert any("Acceptance by draft position" in t for t in titles) and any("Network calls" in t for t in titles)
     shot(page, request)
     page.close()

@@ -1,0 +1,24 @@
+"""The editor's line says what [MASK:nw] is (n times the tokenizer's average tokens per word) and
+how many tokens each one in the input becomes, the count the run decides."""
+
+from __future__ import annotations
+
+from app import inputs
+
+
+class WordyCodec:
+    """A byte-level tokenizer stand-in: three tokens for every two words."""
+
+    byte_level = True
+    hf = object()
+
+    def encode(self, s: str) -> list[int]:
+        return list(range(len(s.split()) * 3 // 2))
+
+
+def test_word_masks_say_the_tokens_they_become():
+    codec = WordyCodec()
+    assert inputs.word_masks("a [MASK:4w] b [MASK:3] c [MASK:2w]", codec) == (
+        "Here [MASK:4w] becomes 6 tokens, [MASK:2w] becomes 3 tokens.")
+    assert inputs.word_masks("no word masks [MASK:3]", codec) == ""
+    assert "n times 1.5, this tokenizer's average tokens per word" in inputs.mask_units("text", codec)

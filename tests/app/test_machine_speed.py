@@ -1,0 +1,65 @@
+"""Speed figures say where they come from: this machine's own measurement when one was made here
+(kept with the machine's description), else the catalogue's figure, said to be from the docs'
+machine. The benchmark never runs in tests: its command is replaced."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import choices, machine_speed
+from engine.samplers import DEFAULT_SAMPLERS
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "speed.json"
+    monkeypatch.setenv("INFILL_MACHINE_SPEED_FILE", str(path))
+    return path
+
+
+def _fake_bench(ratio):
+    def run(cmd, timeout):
+        sampler = cmd[cmd.index("--samplers") + 1].split(",")[1]
+        return {"model": "m", "samples": 3, "rows": [
+            {"sampler": "sequential-cache"},
+            {"sampler": sampler, "wall_ratio_vs_sequential_cache": ratio,
+             "wall_ratio_vs_sequential_cache_min": ratio - 0.1, "wall_ratio_vs_sequential_cache_max": ratio + 0.1}]}
+    return run
+
+
+def test_without_a_measurement_the_figure_says_it_is_from_elsewhere(cache):
+    said = choices.sampler_help(DEFAULT_SAMPLERS["text"].sampler, "text")
+    assert f"{DEFAULT_SAMPLERS['text'].ratio:.2f}x" in said and "not necessarily this one" in said
+
+
+def test_a_measurement_here_replaces_it_and_names_the_machine(cache, monkeypatch):
+    monkeypatch.setattr(machine_speed, "_run_bench", _fake_bench(0.79))
+    monkeypatch.setattr(machine_speed, "server_idle", lambda: True)
+    said = machine_speed.measure("text")
+    assert "0.79x" in said and machine_speed.describe_machine() in said and "range 0.69-0.89" in said
+    assert "On this machine" in choices.sampler_help(DEFAULT_SAMPLERS["text"].sampler, "text")
+    assert "not necessarily this one" in machine_speed.speed_sentence("code")  # only text was measured
+    # a cache file made on another machine is not this machine's figure
+    data = json.loads(cache.read_text())
+    data["text"]["machine"] = "some other machine"
+    cache.write_text(json.dumps(data))
+    assert "not necessarily this one" in machine_speed.speed_sentence("text")
+
+
+def test_never_beside_running_work(cache, monkeypatch):
+    ran = []
+    monkeypatch.setattr(machine_speed, "_run_bench", lambda cmd, t: ran.append(cmd))
+    monkeypatch.setattr(machine_speed, "server_idle", lambda: False)
+    assert "Not measured" in machine_speed.measure("text") and ran == []
+    assert not cache.exists()
+
+
+def test_the_bench_is_short_and_against_cached_sequential(tmp_path):
+    inputs = machine_speed.bench_inputs("protein", tmp_path)
+    lines = [json.loads(x) for x in inputs.read_text().splitlines()]
+    assert len(lines) == 3 and "[MASK" not in lines[0]["text"] and lines[0]["mask_rate"] == 0.9
+    cmd = machine_speed.bench_command("protein", ["assd-pipelined"], inputs)
+    assert cmd[1:5] == ["-m", "engine", "bench", "assd"] and cmd[cmd.index("--inputs") + 1] == str(inputs)
+    assert cmd[cmd.index("--samplers") + 1] == "sequential-cache,assd-pipelined"
