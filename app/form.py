@@ -13,7 +13,7 @@ import re
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED
+from engine.params import KNOBS, SEED, read_knob
 from engine.samplers import SAMPLERS
 
 from .choices import list_models, no_model_message, sampler_kind
@@ -28,7 +28,6 @@ PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 #: the table's page range, narrower than the engine's only where the table says why
 PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
 SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
-
 
 
 def mask_hint(text: str) -> str:
@@ -112,10 +111,15 @@ def prepare(form: Form) -> InfillRun:
     seed_text = str(form.seed).strip() if form.seed is not None else ""
     if not seed_text:
         raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
-    # the knobs this sampler reads, as typed: the engine reads each by its type and range (the page's,
-    # under the server's budget) and says what is wrong; the hidden ones it ignores take the table's defaults
+    # the knobs this sampler reads go to the engine as typed: it reads each by its type and range (the
+    # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
+    # not sent (the run takes the table's defaults), but a malformed one is still refused, by the
+    # engine's own reading (engine.params.read_knob: its type only, no range)
     reads = SAMPLERS[form.sampler].params
     knobs = {name: v for name, v in form.knobs.items() if name in reads}
+    for name, v in form.knobs.items():
+        if name not in reads:
+            read_knob(name, v)
     return InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed_text, **knobs,
         allow_paths=False, budget=Budget.from_env(),

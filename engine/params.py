@@ -4,8 +4,9 @@
 one plain sentence, and the narrower range the web page offers where it deliberately offers less.
 The engine's checks (api.LIMITS), the CLI's flags, the app's controls and help lines, the stored
 sessions' defaults and the Statistics labels all read it; which samplers read a knob is said once,
-by the sampler, in its catalogue entry (engine.samplers.SamplerSpec.params; `readers` lists them).
-Adding a knob is one row here plus the sampler that reads it.
+by the sampler, as the keyword arguments of its catalogue entry's run function (read as
+engine.samplers.SamplerSpec.params; `readers` lists them), which the run fills by name.
+Adding a knob is one row here plus the sampler that reads it (docs/EXTENDING.md).
 
 The rule for values, one for the Python API, the CLI and the app:
 
