@@ -1,8 +1,10 @@
 """The editor's form checked into a run: `Form` holds the values as they arrive from the page,
-`prepare()` checks every one (domain, sampler, model, text, seed, the knobs the sampler reads
-against the page's ranges) and builds the InfillRun, or raises an InfillError whose message
-says what to type instead. PARAM_HELP and PAGE_RANGES are the knobs' texts and slider ranges, read
-from the one knob table (engine.params.KNOBS)."""
+`prepare()` checks what only the page knows (domain, sampler, model, text and its markers), reads
+the text through its domain's normaliser (once: `Form.note` keeps what changed), and builds the
+InfillRun, which reads the seed and the knobs the sampler reads and checks their ranges (the
+engine's one check, engine.params.read_knobs, with the page's ranges for a served run); every
+refusal is an InfillError whose message says what to type instead. PARAM_HELP and PAGE_RANGES
+are the knobs' texts and slider ranges, read from the one knob table (engine.params.KNOBS)."""
 
 from __future__ import annotations
 
@@ -11,30 +13,21 @@ import re
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED
+from engine.params import KNOBS, SEED, read_knob
 from engine.samplers import SAMPLERS
-from engine.seeding import SEED_MAX
 
 from .choices import list_models, no_model_message, sampler_kind
 from .examples import DOMAINS
-from .inputs import as_float, as_int, check_sentinels, check_text, normalize
+from .inputs import check_sentinels, check_text, normalize
 
 #: one plain sentence per knob, shown at the control (its range follows it there): the table's
 PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 
-#: what a visitor may type into each knob on the page (the sliders show these ranges; prepare()
-#: refuses anything outside with a message that names the knob and its range): the table's page
-#: range, which is narrower than the engine's only where the table says why (steps, dtau)
+#: what a visitor may type into each knob on the page (the sliders show these ranges; the engine
+#: refuses anything outside a served run's range with a message that names the knob and its range):
+#: the table's page range, narrower than the engine's only where the table says why
 PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
 SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
-
-
-def check_range(name: str, value: float) -> None:
-    """A knob typed outside the page's range is refused with its name and range (nothing runs)."""
-    lo, hi = PAGE_RANGES[name]
-    if not lo <= value <= hi:
-        raise BadParameterError(f"{name} = {value:g} is outside this page's range {lo:g} to {hi:g}; "
-                                f"type a value in it. ({PARAM_HELP[name]})")
 
 
 def mask_hint(text: str) -> str:
@@ -47,9 +40,13 @@ def mask_hint(text: str) -> str:
 
 #: the knobs on the page's first row, before the seed (the rest follow it)
 FIRST_ROW = ("k", "temperature")
+#: how many of the knob table's rows the /infill and /compare endpoints were published with: those
+#: rows keep their places (a new row goes after them, engine.params.KNOBS)
+PUBLISHED_KNOBS = 6
 #: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
 #: that call them positionally rely on these places (tests/app/test_app_outputs.py holds the contract)
-PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", "k", "temperature", "seed", "steps", "dtau", "window", "inner")
+PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", *FIRST_ROW, "seed",
+                    *(name for name in list(KNOBS)[:PUBLISHED_KNOBS] if name not in FIRST_ROW))
 
 
 def form_fields() -> tuple[str, ...]:
@@ -65,8 +62,8 @@ FORM_FIELDS = form_fields()
 
 class Form:
     """The editor's values as they arrive from the page (unchecked: prepare() checks them): the
-    domain, model, text, sampler and seed, and every knob of the table as an attribute (form.k,
-    form.dtau ...), the page's start value where not given."""
+    domain, model, text, sampler and seed, and `knobs`, every knob of the table by name (the page's
+    start value where not given)."""
 
     def __init__(self, domain: str, model: str | None, text: str, sampler: str, seed: object = SEED.default,
                  **knobs: object):
@@ -74,11 +71,13 @@ class Form:
         if unknown:
             raise BadParameterError(f"Unknown setting(s) {', '.join(unknown)}; the knobs are {', '.join(KNOBS)}.")
         self.domain, self.model, self.text, self.sampler, self.seed = domain, model, text, sampler, seed
-        for name, k in KNOBS.items():
-            setattr(self, name, knobs.get(name, k.page_default))
+        self.knobs: dict[str, object] = {name: knobs.get(name, k.page_default) for name, k in KNOBS.items()}
+        self.note = ""  # what the domain's normaliser changed in the text (prepare() reads it, once)
 
     def __repr__(self) -> str:
-        return f"Form({', '.join(f'{n}={getattr(self, n)!r}' for n in FORM_FIELDS)})"
+        fields = {"domain": self.domain, "model": self.model, "text": self.text, "sampler": self.sampler,
+                  "seed": self.seed, **self.knobs}
+        return f"Form({', '.join(f'{n}={fields[n]!r}' for n in FORM_FIELDS)})"
 
 
 def prepare(form: Form) -> InfillRun:
@@ -95,7 +94,7 @@ def prepare(form: Form) -> InfillRun:
     check_sentinels(form.text)
     if "[MASK" not in form.text and mask_hint(form.text):
         raise BadParameterError("Nothing is masked. " + mask_hint(form.text))
-    form.text = normalize(form.domain, form.text)[0]
+    form.text, form.note = normalize(form.domain, form.text)  # the one reading of the text (note: the page's)
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
     if not allowed:
@@ -112,23 +111,16 @@ def prepare(form: Form) -> InfillRun:
     seed_text = str(form.seed).strip() if form.seed is not None else ""
     if not seed_text:
         raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
-    seed = as_int("seed", seed_text)
-    if not 0 <= seed <= SEED_MAX:
-        raise BadParameterError(f"seed = {seed} is outside the range: type {SEED_HELP_RANGE}.")
-    values = {name: (as_int if k.type is int else as_float)(name, getattr(form, name))
-              for name, k in KNOBS.items() if k.range}
+    # the knobs this sampler reads go to the engine as typed: it reads each by its type and range (the
+    # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
+    # not sent (the run takes the table's defaults), but a malformed one is still refused, by the
+    # engine's own reading (engine.params.read_knob: its type only, no range)
     reads = SAMPLERS[form.sampler].params
-    for name in list(values):  # the knobs this sampler reads are checked; the hidden, ignored ones reset
-        if name in reads:
-            check_range(name, values[name])
-        else:
-            values[name] = IGNORED_DEFAULTS[name]
-    choices = {name: str(getattr(form, name)) for name, k in KNOBS.items() if not k.range}  # window
+    knobs = {name: v for name, v in form.knobs.items() if name in reads}
+    for name, v in form.knobs.items():
+        if name not in reads:
+            read_knob(name, v)
     return InfillRun(
-        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed, **values, **choices,
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed_text, **knobs,
         allow_paths=False, budget=Budget.from_env(),
     )
-
-
-#: what a knob the sampler ignores is sent as (the table's defaults; steps None: the sampler's own)
-IGNORED_DEFAULTS = {name: k.default for name, k in KNOBS.items() if k.range}

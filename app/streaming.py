@@ -56,6 +56,7 @@ class Live:
     owner: str | None = None  # the visitor's Gradio session hash (for cancels)
     created: float = field(default_factory=time.monotonic)
     cancelled: bool = False  # the visitor cancelled before the run computed anything
+    note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
 
 
 def rounds(live: Live) -> Iterator[Live]:
@@ -143,4 +144,4 @@ def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, run_state(run, view), share_id, owner=owner)
+    return Live(run, view, run_state(run, view), share_id, owner=owner, note=form.note)

@@ -13,28 +13,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.inputs.domains import default_span, line_masks
-from engine.inputs.masking import MaskedInput, Span, completed_from_ranges, parse_masked_text
+from engine.inputs.masking import MaskedInput, Span, completed_from_ranges
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
-from engine.samplers.oracle import AsArmOracle
+from engine.samplers.context import RunContext, make_oracle
 
 from .budget import Budget, Meter, install
-from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs  # noqa: F401 (LIMITS: re-exported)
-from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
-from .samplers.base import Recorder
-from .seeding import SEED_MAX, generator_for
+from .errors import BadParameterError
+from .params import LIMITS, with_knobs  # noqa: F401 (LIMITS: re-exported)
+from .run_steps import admit, check_types, load_models, parse_for, parse_input, resolve_request
+from .samplers import DOMAIN_DEFAULT
 from .trace import Step, decided_tokens, trace_counts
 
 # LIMITS (imported above, re-exported): the knobs' accepted ranges, engine.params.KNOBS
-
-
-def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
-    """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
-    domain's default span)."""
-    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=default_span(lm.domain),
-                             line_masks=line_masks(lm.domain))
 
 
 @dataclass
@@ -94,100 +85,6 @@ class InfillResult:
         return d
 
 
-#: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
-_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
-    "text": ((str,), "a string"),
-    "model": ((str, LoadedModel), "a model name, folder or Hub id (a string), "
-              "or a loaded model (engine.loading.loaded_model.LoadedModel)"),
-    "sampler": ((str,), "a sampler name (a string)"),
-    "domain": ((str,), "a domain name (a string)"),
-    "draft_model": ((str, LoadedModel), "a model name, folder or Hub id (a string), or a loaded model"),
-    "cache": ((bool,), "True or False"),
-    "masked_input": ((MaskedInput,), "an engine.inputs.masking.MaskedInput"),
-    "allow_paths": ((bool,), "True or False"),
-    "budget": ((Budget,), "an engine.budget.Budget"),
-    "device": ((str, torch.device), "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device"),
-}
-_REQUIRED = {"sampler", "allow_paths"}
-
-
-def _check_types(**values) -> None:
-    """BadParameterError (the engine's error, not a TypeError mid-run) for an argument of the wrong type."""
-    for name, v in values.items():
-        types, what = _TYPES[name]
-        if v is None and name not in _REQUIRED:
-            continue
-        if not isinstance(v, types):
-            raise BadParameterError(f"{name} must be {what}, got {type(v).__name__}.")
-
-
-class RunContext:
-    """Everything one sampler run reads; samplers take what they need from it."""
-
-    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, params: dict, seed: int,
-                 draft_lm: LoadedModel | None = None):
-        self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
-        self.gen = generator_for(seed)
-        # every knob of engine.params.KNOBS as an attribute (ctx.k, ctx.dtau ...): the run's value, else
-        # the table's default (steps: the sampler's own)
-        for name, knob in KNOBS.items():
-            setattr(self, name, params.get(name, spec.default_steps if name == "steps" else knob.default))
-        self.temperature = params["temperature"]
-        self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
-        self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
-        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
-        self.counter = None  # hybrid samplers install their own call counter
-        self.rec = Recorder(lm.codec.token_text, self.calls)
-
-    def calls(self) -> float:
-        """Network calls so far, in the run's units: the oracle's or the hybrid's counter plus a
-        drafter's own calls."""
-        base = self.oracle.calls if self.oracle is not None else (self.counter() if self.counter else 0.0)
-        return base + self.extra_calls[0]
-
-
-def _default_drafter(lm: LoadedModel, spec: SamplerSpec) -> str:
-    """The bundled drafter of the model's domain (the catalogue's SecondModel kind), or a message saying
-    what is missing."""
-    kind, sampler = spec.second.kind, spec.name
-    try:
-        return default_model(lm.domain, kind)
-    except ModelNotFoundError:
-        how = f" ({spec.second.how.format(model=lm.name)})" if spec.second.how else ""
-        raise ModelNotFoundError(
-            f"{sampler} drafts with a {kind} model and none is available for the {lm.domain!r} domain "
-            f"(expected {lm.domain}-{kind}); pass draft_model=... or train one{how}.") from None
-
-
-#: what each model kind is, in the words of a refusal
-_KIND_WORDS = {"asarm": "an AS-ARM", "hybrid": "a hybrid (self-speculative masked diffusion) model"}
-
-
-def _require_kind(lm: LoadedModel, spec: SamplerSpec) -> None:
-    """IncompatibleModelsError, before anything runs, for a model of another kind than the sampler drives."""
-    if lm.kind != spec.kind:
-        raise IncompatibleModelsError(
-            f"{lm.name} is a {lm.kind} model; {spec.name} needs {_KIND_WORDS.get(spec.kind, 'a ' + spec.kind)}.")
-
-
-def _loaded(model: str | LoadedModel, allow_paths: bool, device) -> LoadedModel:
-    """A model as the run takes it: one the caller already holds is used as it is (no second trip
-    through the registry), a name, folder or Hub id is loaded."""
-    return model if isinstance(model, LoadedModel) else load(model, allow_paths, device)
-
-
-def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
-    """The density oracle an AS-ARM sampler drives: our AS-ARM (cached or not) or an XLNet adapter;
-    refuses a model that is not an AS-ARM."""
-    if lm.kind != "asarm":
-        raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
-    if lm.model_type == "xlnet":
-        from .models.xlnet_adapter import XLNetOracle
-
-        return XLNetOracle(lm.model, mi, lm.codec)
-    return AsArmOracle(lm.model, mi, use_cache=use_cache)
-
-
 class InfillRun:
     """One sampler execution, prepared (inputs checked, model loaded) and then streamed."""
 
@@ -208,50 +105,18 @@ class InfillRun:
         **knobs: object,
     ):
         """The sampler knobs (engine.params.KNOBS: k, temperature, steps, ...) are keyword arguments by
-        name; the signature lists them (engine.params.with_knobs)."""
-        unknown = sorted(set(knobs) - set(KNOBS))
-        if unknown:
-            raise BadParameterError(f"InfillRun got unknown argument(s) {', '.join(unknown)}; its sampler knobs "
-                                    f"are {', '.join(KNOBS)}.")
-        _check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
-                     cache=cache, masked_input=masked_input, allow_paths=allow_paths,
-                     budget=budget, device=device)
-        if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
-            sampler = default_sampler(domain or (_loaded(model, allow_paths, device).domain if model else "text"))
-        if sampler not in SAMPLERS:
-            raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
-        self.spec = spec = SAMPLERS[sampler]
-        seed = whole_number("seed", seed)
-        if not 0 <= seed <= SEED_MAX:
-            raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
-        values = read_knobs(knobs)  # each knob read by the table's type and range, or its default
-        if values["steps"] is None:
-            values["steps"] = spec.default_steps
-        # model: a LoadedModel is used as it is; a name is loaded on `device`: "auto" | "cpu" | "cuda[:N]" |
-        # a torch.device; None reads INFILL_DEVICE (engine/loading/device.py)
-        self.lm = _loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
-        _require_kind(self.lm, spec)
-        self.draft_lm = None
-        if spec.second is not None:  # the drafting network (engine.samplers.drafting.SecondModel) and its fit
-            self.draft_lm = _loaded(draft_model or _default_drafter(self.lm, spec), allow_paths, device)
-            spec.second.check(self.lm, self.draft_lm)
-        if masked_input is None:
-            if text is None:
-                raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")
-            masked_input = parse_for(text, self.lm)
-        elif masked_input.mask_id != self.lm.codec.mask_id:  # prepared for another tokenizer
-            raise BadParameterError(
-                f"masked_input was prepared with mask id {masked_input.mask_id}; {self.lm.name}'s is "
-                f"{self.lm.codec.mask_id}: prepare it with this model's tokenizer (engine.api.parse_for).")
-        self.mi = masked_input
-        self.seed = seed
-        # what the run records: k and temperature always (the sessions list shows them), the cache, and
-        # every knob its sampler reads (with the rest of that knob's group: engine.params.recorded)
-        self.params = {n: values[n] for n in recorded({"k", "temperature", *spec.params})}
-        self.params["cache"] = spec.cache if cache is None else cache
+        name; the signature lists them (engine.params.with_knobs). Built in the four named steps of
+        engine/run_steps.py; with a budget (a server's run) the knobs take the page's ranges."""
+        check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
+                    cache=cache, masked_input=masked_input, allow_paths=allow_paths, budget=budget, device=device)
+        request = resolve_request(sampler, domain=domain, model=model, seed=seed, cache=cache, knobs=knobs,
+                                  served=budget is not None, allow_paths=allow_paths, device=device)
+        self.spec, self.seed, self.knobs, self.params = request.spec, request.seed, request.knobs, request.params
+        self.lm, self.draft_lm = load_models(self.spec, model, domain=domain, draft_model=draft_model,
+                                             allow_paths=allow_paths, device=device)
+        self.mi = parse_input(text, masked_input, self.lm)
+        admit(self.mi, self.params, budget)
         self.budget = budget
-        if budget is not None:
-            budget.check_params(len(self.mi.masked), self.params)
         self.pause = None  # optional callable run between network passes (its time is not counted)
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
@@ -262,7 +127,8 @@ class InfillRun:
     def stream(self) -> Iterator[Step]:
         """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
-        ctx = RunContext(self.lm, self.mi, self.spec, self.params, self.seed, self.draft_lm)
+        ctx = RunContext(self.lm, self.mi, self.spec, {**self.knobs, "cache": self.params["cache"]}, self.seed,
+                         self.draft_lm)
         self.drafter_passes = ctx.drafter_passes
         self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         for lm in (self.lm, self.draft_lm):
@@ -270,7 +136,7 @@ class InfillRun:
                 install(lm.model)
         meter = Meter(self.budget, ctx.calls, self.pause)
         t0 = time.perf_counter()
-        steps = self.spec.run(ctx)
+        steps = ctx.steps()
         while True:
             try:
                 with meter:
@@ -340,7 +206,7 @@ def score(
     """Log-probability of a completed infill: either `result` (exact token ids), or a completed
     `text` with the character `ranges` that were filled (re-tokenized). With sampler="self-spec"
     it is the self-speculative sampler's own likelihood of producing it."""
-    _check_types(text=text, model=model, domain=domain)
+    check_types(text=text, model=model, domain=domain)
     if result is not None and not isinstance(result, InfillResult):
         raise BadParameterError(f"result must be an InfillResult, got {type(result).__name__}.")
     if sampler not in (None, "self-spec") and not isinstance(sampler, str):

@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_infill)
 
     from engine.exactness.check import DEFAULT_SAMPLES
+    from engine.exactness.law import LAW_KNOBS
     from engine.exactness.wrong_samplers import WRONG_SAMPLERS
 
     p = sub.add_parser("exactness", help="draw N fills of a short span from each sampler and test them against "
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
     p.add_argument("--domain", default=None, choices=studio_domains())
     p.add_argument("--seed", type=int, default=0, help="the check's seed (each draw gets its own seed from it)")
-    add_knob_args(p, note={"dtau": "Also sets the hybrid's exact law."})
+    add_knob_args(p, note={n: "Also sets the hybrid's exact law." for n in LAW_KNOBS if n != "temperature"})
     p.add_argument("--top", type=int, default=10, help="fills listed in the table (most likely first)")
     add_device_arg(p)
     p.add_argument("--json", action="store_true")

@@ -30,7 +30,7 @@ class UnrepresentableTextError(InfillError):
 
 
 class BadParameterError(InfillError):
-    """A sampler parameter is out of its range (k, steps, dtau, seed ...)."""
+    """A sampler parameter is out of its range (a knob of engine.params.KNOBS, the seed ...)."""
 
 
 class ModelNotFoundError(InfillError):

@@ -4,8 +4,9 @@
 one plain sentence, and the narrower range the web page offers where it deliberately offers less.
 The engine's checks (api.LIMITS), the CLI's flags, the app's controls and help lines, the stored
 sessions' defaults and the Statistics labels all read it; which samplers read a knob is said once,
-by the sampler, in its catalogue entry (engine.samplers.SamplerSpec.params; `readers` lists them).
-Adding a knob is one row here plus the sampler that reads it.
+by the sampler, as the keyword arguments of its catalogue entry's run function (read as
+engine.samplers.SamplerSpec.params; `readers` lists them), which the run fills by name.
+Adding a knob is one row here plus the sampler that reads it (docs/EXTENDING.md).
 
 The rule for values, one for the Python API, the CLI and the app:
 
@@ -43,7 +44,7 @@ class Knob:
 
     @property
     def page_range(self) -> tuple[float, float] | None:
-        """The range the web page offers (and prepare() enforces): `ui` where set, else `range`."""
+        """The range the web page offers (and a served run takes, read_knobs): `ui` where set, else `range`."""
         return self.ui or self.range
 
     @property
@@ -82,10 +83,13 @@ SEED = Knob("seed", int, 0, None, "The random numbers: the same seed, input and 
 LIMITS: dict[str, tuple[float, float]] = {n: k.range for n, k in KNOBS.items() if k.range is not None}
 
 
-def read_knobs(given: dict[str, object]) -> dict[str, object]:
-    """Every knob's value for a run: each given one read by its type and checked against the engine's
-    range, each other one the table's default (None stays None where the default is None: steps, the
-    sampler's own). The one place the Python API, the exactness check and the app read knobs."""
+def read_knobs(given: dict[str, object], served: bool = False) -> dict[str, object]:
+    """Every knob's value for a run: each given one read by its type and checked against its range,
+    each other one the table's default (None stays None where the default is None: steps, the
+    sampler's own). The one place knobs are read and their ranges checked, for the Python API, the
+    CLI, the exactness check and the page (whose form passes the values on unchecked and shows this
+    message). `served`: a run a server admits under its budget (the page's, the HTTP API's) takes the
+    page's range (`Knob.page_range`: narrower where the table says why); otherwise the engine's."""
     out: dict[str, object] = {}
     for name, k in KNOBS.items():
         v = given.get(name, k.default)
@@ -94,9 +98,11 @@ def read_knobs(given: dict[str, object]) -> dict[str, object]:
             continue
         v = read_knob(name, v)
         if k.range is not None:
-            lo, hi = k.range
+            lo, hi = k.page_range if served else k.range
             if not lo <= v <= hi:
-                raise BadParameterError(f"{name} = {v} is outside the allowed range [{lo}, {hi}].")
+                why = f"; {k.ui_why}" if served and k.ui else ""
+                raise BadParameterError(f"{name} = {v} is outside the allowed range {lo:g} to {hi:g}{why}. "
+                                        f"({k.help})")
         out[name] = v
     return out
 

@@ -24,7 +24,13 @@ PARAMS = tuple(KNOBS)
 class Page(SimpleNamespace):
     """The page's components by name: each tab module lays out its part into it and wires events
     that may touch another part's components (a restored session fills the editor, the player and
-    the compare view)."""
+    the compare view). The knobs' controls are `knobs`, by knob name (app.tabs.editor builds one
+    per row of engine.params.KNOBS); `component(name)` finds either kind."""
+
+    def component(self, name: str):
+        """The component called `name`: a knob's control, or the attribute of that name."""
+        knobs = self.__dict__.get("knobs", {})
+        return knobs[name] if name in knobs else getattr(self, name)
 
 
 def warn(msg: str) -> None:
@@ -63,13 +69,13 @@ def guarded(fn):
 
 def named(p: Page, fn):
     """`fn` as Gradio calls it: fn's updates are dicts keyed by the name of each component they set
-    (its attribute on `p`, e.g. {"status": ..., "link": ...}); this turns each into Gradio's
+    (Page.component: its attribute on `p` or its knob, e.g. {"status": ..., "link": ...}); this turns each into Gradio's
     {component: value} form. A component an update leaves out keeps its value, so no handler pads a
     positional tuple with blank updates, and reading `frame["link"]` in a test says what it checks.
     List the event's `outputs` with `components(p, names)`: the order of that list is what API
     clients receive, so it stays fixed while handlers set any subset of it."""
     def by_component(update: dict):
-        return {getattr(p, name): value for name, value in update.items()} or gr.skip()
+        return {p.component(name): value for name, value in update.items()} or gr.skip()
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
@@ -86,7 +92,7 @@ def named(p: Page, fn):
 
 def components(p: Page, names) -> list:
     """The page's components with these names, in this order (an event's outputs)."""
-    return [getattr(p, name) for name in names]
+    return [p.component(name) for name in names]
 
 
 def status_md(msg: str, kind: str = "info") -> str:

@@ -238,7 +238,7 @@ def layout(p: Page) -> None:
     p.sel_b = gr.Number(0, visible=False, precision=0)
     p.tok_state = gr.State(None)
     _parameters(p)
-    p.form_inputs = [getattr(p, name) for name in FORM_FIELDS]
+    p.form_inputs = [p.component(name) for name in FORM_FIELDS]
 
 
 #: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's
@@ -281,20 +281,22 @@ def knob_control(name: str, visible: bool):
 
 
 def _parameters(p: Page) -> None:
-    """The sampler parameters, each with its range at the control (only the sampler's own shown)."""
+    """The sampler parameters, each with its range at the control (only the sampler's own shown), in
+    `p.knobs` by knob name."""
     listed = set(SAMPLERS[p.first_sampler].params)
+    p.knobs = {}
     with gr.Accordion("Sampler parameters", open=True):
         p.sampler_help = gr.Markdown(choices.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")
         with gr.Row():
             for name in form.FIRST_ROW:  # beside the seed; every other knob of the table on the second row
-                setattr(p, name, knob_control(name, name in listed))
+                p.knobs[name] = knob_control(name, name in listed)
             # a text box: every seed 0 .. 2^64 - 1 is exact (a browser number box is exact only below 2^53)
             p.seed = gr.Textbox(str(SEED.default), label="seed", max_lines=1, elem_id="seed",
                                 info=f"{form.PARAM_HELP['seed']}: {form.SEED_HELP_RANGE}.")
         with gr.Row():
             for name in KNOBS:
                 if name not in form.FIRST_ROW:
-                    setattr(p, name, knob_control(name, name in listed))
+                    p.knobs[name] = knob_control(name, name in listed)
         # the browser clamps a typed value into the slider's range; KNOB_NOTE_JS says when it did
         p.knob_note = gr.HTML("", elem_id="knob-note")
 

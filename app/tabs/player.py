@@ -10,7 +10,7 @@ import time
 
 import gradio as gr
 
-from app import inputs, share, streaming, token_views
+from app import share, streaming, token_views
 from app.serving import stops
 
 from ..errors import readable
@@ -118,7 +118,7 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     frame. The share link and the stored trace appear only in the last update, once the store holds the run.
     Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
-    domain, text, sampler = values["domain"], values["text"], values["sampler"]
+    sampler = values["sampler"]
     try:
         prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None))
         try:
@@ -133,8 +133,7 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         yield {"status": status_md(msg, "error"), "counters": "", "player": view_html(None, message=msg),
                "detail": empty_table(DETAIL_HEADERS), "completed": "", "link": "", "run_sid": ""}
         return
-    note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
-    note = f" {note}" if note else ""
+    note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     if wait.busy:
         yield {"status": status_md(wait.message()), "completed": "", "link": "",

@@ -113,7 +113,7 @@ def _updates(p: Page, v: dict) -> dict:
     names = choices.list_models(v["domain"], choices.sampler_kind(v["sampler"]))
     upd = {
         p.domain: v["domain"], p.model: gr.update(choices=sorted(set(names) | {v["model"]}), value=v["model"]),
-        p.text: v["text"], p.sampler: v["sampler"], p.seed: v["seed"], **{getattr(p, name): v[name] for name in KNOBS},
+        p.text: v["text"], p.sampler: v["sampler"], p.seed: v["seed"], **{p.knobs[name]: v[name] for name in KNOBS},
         p.status: v["status"], p.counters: v["counters"], p.player: v["player"], p.detail: v["detail"],
         p.completed: v["completed"], p.link: v["link"],
         p.scrub_sl: gr.update(minimum=0, maximum=v["nsteps"], value=v["nsteps"], interactive=True),
@@ -152,7 +152,7 @@ def loader(p: Page, restore):
         sid = share.share_id_from(request)
         first = models_for(p.first_domain, p.sampler.value)
         if not sid:
-            return {getattr(p, name): v for name, v in {**models_b(p.first_domain, p.sampler_b.value, None),
+            return {p.component(name): v for name, v in {**models_b(p.first_domain, p.sampler_b.value, None),
                                                          **first}.items()}
         r = restore(sid, request)
         if p.model not in r:

@@ -95,7 +95,7 @@ def _kind(names: list[str]) -> str:
 class ExactnessCheck:
     """One check, prepared (inputs checked, model loaded) and then streamed draw by draw, like an
     InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts.
-    The sampler knobs (k, temperature, steps, dtau, window, inner: engine.params.KNOBS) are keyword
+    The sampler knobs (engine.params.KNOBS: k, temperature, steps ...) are keyword
     arguments by name, each read and range-checked by the table; one not given takes its default."""
 
     def __init__(

@@ -18,10 +18,10 @@ import math
 
 import torch
 
-from engine.api import make_oracle
 from engine.loading.loaded_model import LoadedModel
 from engine.params import KNOBS
 from engine.samplers.acceptance import tempered_probs
+from engine.samplers.context import make_oracle
 
 Fill = tuple[int, ...]  # token ids at the masked positions, in lattice (left-to-right) order
 
@@ -57,14 +57,16 @@ def asarm_prob(lm: LoadedModel, mi, fill: Fill, temperature: float) -> float:
     return float(math.prod(float(rows[i, t]) for i, t in enumerate(fill)))
 
 
+#: the knobs the hybrid's exact law reads, the self-speculative sampler's (the CLI's exactness flags say so)
+LAW_KNOBS = ("temperature", "dtau", "window", "inner")
+
+
 def hybrid_prob(lm: LoadedModel, mi, fill: Fill, params: dict) -> float:
     """The self-speculative sampler's probability of one fill (Proposition 3.1), averaged over the
-    decode orders, under the check's temperature / dtau / window / inner."""
+    decode orders, under the check's LAW_KNOBS (a knob the check does not record: its table default)."""
     from engine.samplers.selfspec_likelihood import log_prob_marginal
 
     tokens = list(mi.tokens)
     for pos, tok in zip(mi.masked, fill):
         tokens[pos] = tok
-    return math.exp(log_prob_marginal(
-        lm.model, mi, tokens, temperature=params["temperature"], dtau=params.get("dtau", KNOBS["dtau"].default),
-        window=params.get("window", KNOBS["window"].default), inner=params.get("inner", KNOBS["inner"].default)))
+    return math.exp(log_prob_marginal(lm.model, mi, tokens, **{n: params.get(n, KNOBS[n].default) for n in LAW_KNOBS}))

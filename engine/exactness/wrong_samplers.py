@@ -34,19 +34,28 @@ def accept_every_draft(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.
     return Verdict(True, draft, 1.0, px, qx, qx)
 
 
+def _wrong(accept):
+    """A catalogue-style run function: ASSD (on the run's cached oracle) with this acceptance test."""
+
+    def run(ctx, *, k: int, temperature: float):
+        return assd(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, accept=accept)
+
+    return run
+
+
 WRONG_SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s
     for s in [
-        SamplerSpec("wrong-assd-residual-from-q", "asarm", True, ("k", "temperature"),
+        SamplerSpec("wrong-assd-residual-from-q", "asarm", True,
                     "DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
                     "instead of the residual max(q - p, 0). Offered only in the exactness check, to show "
                     "what a failed check looks like.",
-                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, accept=residual_from_q)),
-        SamplerSpec("wrong-assd-accept-all", "asarm", True, ("k", "temperature"),
+                    _wrong(residual_from_q)),
+        SamplerSpec("wrong-assd-accept-all", "asarm", True,
                     "DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
                     "decoding: each token of a round comes from its own marginal, ignoring the others. Offered "
                     "only in the exactness check.",
-                    lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, accept=accept_every_draft)),
+                    _wrong(accept_every_draft)),
     ]
 }
 

@@ -30,7 +30,7 @@ class Drained:
 def drain(lm: LoadedModel, mi: MaskedInput, sampler: str, seed: int,
           draft_model: LoadedModel | str | None = None, **knobs) -> Drained:
     """Run `sampler` on `mi` with the model the caller holds, seed `seed` and the given knobs
-    (InfillRun's keyword arguments: k, temperature, cache, steps, dtau, window, inner)."""
+    (InfillRun's keyword arguments: cache and the knobs of engine.params.KNOBS)."""
     run = InfillRun(masked_input=mi, model=lm, sampler=sampler, seed=seed, draft_model=draft_model, **knobs)
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in run.stream():

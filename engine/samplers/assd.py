@@ -230,18 +230,30 @@ def assd_pipelined(
 
 
 #: the catalogue's entries (engine.samplers.SAMPLERS): ASSD and its variants on the run's AS-ARM
+def _assd(ctx, *, k: int, temperature: float) -> Iterator[Step]:
+    """assd and assd-cache (the run's oracle caches or not)."""
+    return assd(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k)
+
+
+def _assd_bonus(ctx, *, k: int, temperature: float) -> Iterator[Step]:
+    return assd(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, bonus=True)
+
+
+def _assd_pipelined(ctx, *, k: int, temperature: float) -> Iterator[Step]:
+    return assd_pipelined(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k)
+
+
 SPECS = [
-    SamplerSpec("assd", "asarm", False, ("k", "temperature"),
+    SamplerSpec("assd", "asarm", False,
                 "Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
-                "verify them with one density pass. Exact.",
-                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
-    SamplerSpec("assd-bonus", "asarm", False, ("k", "temperature"),
+                "verify them with one density pass. Exact.", _assd),
+    SamplerSpec("assd-bonus", "asarm", False,
                 "ASSD whose density pass also answers the next position: a free token when all drafts pass.",
-                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k, bonus=True)),
-    SamplerSpec("assd-cache", "asarm", True, ("k", "temperature"),
+                _assd_bonus),
+    SamplerSpec("assd-cache", "asarm", True,
                 "ASSD with a KV cache of decided tokens (rejected drafts rolled back): same samples, less compute.",
-                lambda c: assd(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
-    SamplerSpec("assd-pipelined", "asarm", True, ("k", "temperature"),
+                _assd),
+    SamplerSpec("assd-pipelined", "asarm", True,
                 "One network call per round: each density pass also proposes the next round. Exact.",
-                lambda c: assd_pipelined(c.oracle, c.mi, c.rec, c.gen, c.temperature, c.k)),
+                _assd_pipelined),
 ]

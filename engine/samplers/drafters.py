@@ -13,6 +13,7 @@ but its second model is declared the same way, through the catalogue's `SecondMo
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 
 import torch
@@ -25,7 +26,7 @@ from .assd import assd_drafted
 from .diffusion_drafter import DiffusionDrafter
 from .diffusion_drafter import check_pair as diffusion_fits
 from .drafting import Drafter, SecondModel
-from .spec import SamplerSpec
+from .spec import SamplerSpec, knob_names
 
 
 class NgramDrafter(Drafter):
@@ -74,12 +75,13 @@ class NgramDrafter(Drafter):
 
 
 def _ngram(ctx) -> Drafter:
+    """Bigrams of the run's own context: no network, no knob."""
     cfg = ctx.lm.codec
     return NgramDrafter(cfg.vocab_size, cfg.special_ids)
 
 
-def _diffusion(ctx) -> Drafter:
-    """T masked-diffusion steps of ctx.draft_lm (a hybrid on the AS-ARM's tokenizer, checked by the
+def _diffusion(ctx, *, steps: int) -> Drafter:
+    """`steps` masked-diffusion steps of ctx.draft_lm (a hybrid on the AS-ARM's tokenizer, checked by the
     catalogue's SecondModel when the run was prepared) per round."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-diffusion needs a hybrid draft model (--draft-model).")
@@ -88,27 +90,33 @@ def _diffusion(ctx) -> Drafter:
             f"The input is {len(ctx.mi.tokens)} tokens; the draft model {ctx.draft_lm.name} takes at most "
             f"{ctx.draft_lm.max_tokens}."
         )
-    return DiffusionDrafter(ctx.draft_lm.model, ctx.steps)
+    return DiffusionDrafter(ctx.draft_lm.model, steps)
 
 
-#: Every `propose` drafter by name: how it is built from a run (engine.api.RunContext). The one place
-#: drafters are constructed for runs.
+#: Every `propose` drafter by name: how it is built from a run (engine.samplers.context.RunContext) and
+#: the knobs it reads (the builder's keyword arguments, as a run function's: engine.samplers.spec).
+#: The one place drafters are constructed for runs.
 DRAFTERS: dict[str, Callable[..., Drafter]] = {"ngram": _ngram, "diffusion": _diffusion}
 
 
-def build_drafter(name: str, ctx) -> Drafter:
-    """The drafter `name` for this run (DRAFTERS)."""
-    return DRAFTERS[name](ctx)
+def build_drafter(name: str, ctx, knobs: dict[str, object]) -> Drafter:
+    """The drafter `name` for this run (DRAFTERS), given the run's knob values (it takes those it reads)."""
+    build = DRAFTERS[name]
+    return build(ctx, **{n: knobs[n] for n in knob_names(build)})
 
 
 def drafted(name: str) -> Callable[..., Iterator[Step]]:
-    """The catalogue's run function of ASSD drafted by DRAFTERS[name], verified by the run's AS-ARM."""
+    """The catalogue's run function of ASSD drafted by DRAFTERS[name], verified by the run's AS-ARM: it
+    reads k and temperature, and the knobs its drafter's builder reads (its signature says which)."""
 
-    def run(ctx) -> Iterator[Step]:
-        drafter = build_drafter(name, ctx)
-        return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, drafter, ctx.extra_calls,
+    def run(ctx, *, k: int, temperature: float, **drafter_knobs: object) -> Iterator[Step]:
+        drafter = build_drafter(name, ctx, drafter_knobs)
+        return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, drafter, ctx.extra_calls,
                             ctx.drafter_passes)
 
+    own = inspect.signature(run).parameters
+    builder = [p for p in inspect.signature(DRAFTERS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    run.__signature__ = inspect.Signature([own["ctx"], own["k"], own["temperature"], *builder])
     run.__name__ = run.__qualname__ = f"assd_{name}"
     run.__doc__ = f"ASSD on the AS-ARM with drafts from the {name} drafter (engine.samplers.drafters.DRAFTERS)."
     return run
@@ -116,11 +124,11 @@ def drafted(name: str) -> Callable[..., Iterator[Step]]:
 
 #: the catalogue's entries (engine.samplers.SAMPLERS) of ASSD drafted by a drafter of the table above
 NGRAM_SPEC = SamplerSpec(
-    "assd-ngram", "asarm", True, ("k", "temperature"),
+    "assd-ngram", "asarm", True,
     "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
     drafted("ngram"))
 DIFFUSION_SPEC = SamplerSpec(
-    "assd-diffusion", "asarm", True, ("k", "steps", "temperature"),
+    "assd-diffusion", "asarm", True,
     "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
     "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
     drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),

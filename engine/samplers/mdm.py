@@ -65,13 +65,13 @@ def mdm(
                   note=note)
 
 
-def _run(ctx) -> Iterator[Step]:
-    return mdm(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.steps, hybrid_counter(ctx))
+def _run(ctx, *, steps: int, temperature: float) -> Iterator[Step]:
+    return mdm(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, temperature, steps, hybrid_counter(ctx))
 
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "mdm", "hybrid", False, ("steps", "temperature"),
+    "mdm", "hybrid", False,
     "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
     "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
     _run,

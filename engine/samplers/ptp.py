@@ -211,7 +211,7 @@ def assd_ptp(
         rnd += 1
 
 
-def run_ptp(ctx) -> Iterator[Step]:
+def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
     """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-ptp needs a PTP drafter (--draft-model).")
@@ -220,13 +220,13 @@ def run_ptp(ctx) -> Iterator[Step]:
     note = f"; PTP head {ctx.draft_lm.name}" + (f" (distilled from {teacher})" if teacher else "")
     if teacher and teacher != ctx.lm.name:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
-    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.k, ctx.draft_lm.model, note,
+    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, ctx.draft_lm.model, note,
                     ctx.drafter_passes)
 
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "assd-ptp", "asarm", True, ("k", "temperature"),
+    "assd-ptp", "asarm", True,
     "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
     "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
     "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "

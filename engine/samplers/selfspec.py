@@ -111,14 +111,13 @@ def self_spec(
         rnd += 1
 
 
-def _run(ctx) -> Iterator[Step]:
-    return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, ctx.temperature, ctx.dtau, ctx.window, ctx.inner,
-                     hybrid_counter(ctx))
+def _run(ctx, *, dtau: float, window: str, inner: int, temperature: float) -> Iterator[Step]:
+    return self_spec(ctx.lm.model, ctx.mi, ctx.rec, ctx.gen, temperature, dtau, window, inner, hybrid_counter(ctx))
 
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"),
+    "self-spec", "hybrid", False,
     "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
     "window, the causal head verifies it; fractional calls per pass.",
     _run,

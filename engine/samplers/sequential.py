@@ -31,12 +31,15 @@ def sequential(
 
 
 #: the catalogue's entries (engine.samplers.SAMPLERS): the exact reference and its cached form
+def _run(ctx, *, temperature: float) -> Iterator[Step]:
+    """Both entries: the run's oracle is cached or not as the entry (or the caller) says."""
+    return sequential(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature)
+
+
 SPECS = [
-    SamplerSpec("sequential", "asarm", False, ("temperature",),
-                "One network call per masked token, left to right: the exact reference.",
-                lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
-    SamplerSpec("sequential-cache", "asarm", True, ("temperature",),
+    SamplerSpec("sequential", "asarm", False,
+                "One network call per masked token, left to right: the exact reference.", _run),
+    SamplerSpec("sequential-cache", "asarm", True,
                 "Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
-                "one small call per token. The strongest non-speculative baseline.",
-                lambda c: sequential(c.oracle, c.mi, c.rec, c.gen, c.temperature)),
+                "one small call per token. The strongest non-speculative baseline.", _run),
 ]

@@ -18,10 +18,8 @@ from engine.samplers import SAMPLERS
 def test_form_texts_ranges_and_defaults_are_the_tables():
     assert form.PARAM_HELP == {**{n: k.help for n, k in KNOBS.items()}, "seed": SEED.help}
     assert form.PAGE_RANGES == {n: k.page_range for n, k in KNOBS.items() if k.range}
-    assert form.IGNORED_DEFAULTS == {n: k.default for n, k in KNOBS.items() if k.range}
     blank = form.Form(domain="text", model=None, text="", sampler="assd")
-    for name, k in KNOBS.items():
-        assert getattr(blank, name) == k.page_default, name
+    assert blank.knobs == {name: k.page_default for name, k in KNOBS.items()}
 
 
 def test_one_temperature_range_for_the_engine_and_the_page():
@@ -41,7 +39,8 @@ def page():
 def test_the_controls_are_built_from_the_table(page):
     listed = set(SAMPLERS["assd-cache"].params)
     for name, k in KNOBS.items():
-        c = getattr(page, name)
+        c = page.knobs[name]
+        assert page.component(name) is c
         assert c.visible == (name in listed), name
         assert c.value == k.page_default, name
         assert k.help in c.info, name
@@ -92,7 +91,7 @@ def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
         assert b == "assd" and got["nudge"] == 7 and got["inner"] == 10
         got, _ = handler(*range(11), "assd", "text-asarm")  # a caller that does not know the new knob yet
         assert got["nudge"] == 3
-        assert form.Form(domain="text", model=None, text="", sampler="assd").nudge == 3
+        assert form.Form(domain="text", model=None, text="", sampler="assd").knobs["nudge"] == 3
         params.with_knobs(api.InfillRun.__init__, after="seed")
         sig = inspect.signature(api.InfillRun.__init__).parameters
         assert sig["nudge"].default == 3

@@ -223,3 +223,18 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
     monkeypatch.setattr(streaming, "start", fast)
     first = next(player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "-1", 32, 0.05, "cosine", 1))
     assert "seed" in first["status"]
+
+
+def test_a_run_from_the_page_reads_its_input_through_the_normaliser_once(tiny, monkeypatch):
+    """The form reads the text through its domain's normaliser once (prepare(): Form.note keeps what
+    changed); the player shows that note and does not normalise again."""
+    from app import inputs
+    from app.tabs import player
+
+    calls = []
+    real = inputs.domain_normalise
+    monkeypatch.setattr(inputs, "domain_normalise", lambda d, t: (calls.append(t), real(d, t))[1])
+    text = ">sp|P1 a header\nMKTAYIAKQR[MASK:4]QISFVKSHFSRQ"
+    frames = list(player.run_infill("protein", None, text, "assd-cache", 2, 1.0, "0", 32, 0.05, "cosine", 1))
+    assert calls == [text]
+    assert "Read as a protein sequence" in frames[-1]["status"], frames[-1]["status"]

@@ -415,12 +415,19 @@ def test_one_position_window_needs_no_causal_pass():
     assert counter.calls == 4 * 0.625 and model.causal_inputs == []
 
 
-def hybrid_ctx(model, mi, seed, kind="hybrid", **knobs):
+#: the knobs the catalogue's hybrid entries are run with below (each entry takes those it reads)
+HYBRID_KNOBS = {"temperature": 0.8, "dtau": 0.6, "window": "cosine", "inner": 2, "steps": 3}
+
+
+def hybrid_ctx(model, mi, seed, kind="hybrid"):
     lm = types.SimpleNamespace(model=model, kind=kind, name="table-hybrid")
-    ctx = types.SimpleNamespace(lm=lm, mi=mi, gen=torch.Generator().manual_seed(seed), temperature=0.8, dtau=0.6,
-                                window="cosine", inner=2, steps=3, **knobs)
+    ctx = types.SimpleNamespace(lm=lm, mi=mi, gen=torch.Generator().manual_seed(seed))
     ctx.rec = Recorder(texts_one, lambda: ctx.counter())
     return ctx
+
+
+def _reads(spec) -> dict:
+    return {n: HYBRID_KNOBS[n] for n in spec.params}
 
 
 def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
@@ -429,7 +436,7 @@ def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
     mi = constrained(**FOUR, word_start=0)
     for seed in range(3):
         ctx = hybrid_ctx(TableHybrid(), mi, seed)
-        got = list(selfspec_mod.SPEC.run(ctx))
+        got = list(selfspec_mod.SPEC.run(ctx, **_reads(selfspec_mod.SPEC)))
         twin = torch.Generator().manual_seed(seed)
         order = random_order(mi, twin)
         counter = CallCounter()
@@ -438,7 +445,7 @@ def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
         assert [(s.kind, s.tokens, s.p, s.q, s.calls) for s in got] == [(s.kind, s.tokens, s.p, s.q, s.calls) for s in want]
         assert ctx.counter.calls == counter.calls > 0
         ctx = hybrid_ctx(TableHybrid(), mi, seed)
-        got = list(mdm_mod.SPEC.run(ctx))
+        got = list(mdm_mod.SPEC.run(ctx, **_reads(mdm_mod.SPEC)))
         counter = CallCounter()
         want = list(mdm(TableHybrid(), mi, Recorder(texts_one, counter), torch.Generator().manual_seed(seed), 0.8, 3,
                         counter))
@@ -446,7 +453,7 @@ def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
         assert (ctx.counter.calls, ctx.counter.best) == (counter.calls, counter.best)
     for spec in (selfspec_mod.SPEC, mdm_mod.SPEC):
         with pytest.raises(IncompatibleModelsError, match="table-hybrid is a asarm model; this sampler needs a hybrid"):
-            spec.run(hybrid_ctx(TableHybrid(), mi, 0, kind="asarm"))
+            spec.run(hybrid_ctx(TableHybrid(), mi, 0, kind="asarm"), **_reads(spec))
     s = selfspec_mod.SPEC
     assert (s.name, s.kind, s.cache, s.params, s.calls_bounded, s.second) == \
         ("self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"), False, None)

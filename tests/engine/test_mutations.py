@@ -40,7 +40,7 @@ FAIL = 1e-6  # a mutant: p-value below this
 
 assd_mod = importlib.import_module("engine.samplers.assd")
 selfspec_mod = importlib.import_module("engine.samplers.selfspec")
-api_mod = importlib.import_module("engine.api")
+context_mod = importlib.import_module("engine.samplers.context")  # where a run makes its oracle
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -217,8 +217,8 @@ def apply(monkeypatch, how: str, fn) -> None:
     elif how == "first_exact":
         monkeypatch.setattr(assd_mod, "next_first_is_exact", lambda stopped, drafted: True)
     elif how == "temperature":
-        real = api_mod.make_oracle
-        monkeypatch.setattr(api_mod, "make_oracle", lambda lm, mi, c: UntemperedTarget(real(lm, mi, c), 0.5))
+        real = context_mod.make_oracle
+        monkeypatch.setattr(context_mod, "make_oracle", lambda lm, mi, c: UntemperedTarget(real(lm, mi, c), 0.5))
     elif how == "keep_rejected":
         monkeypatch.setattr(AsArmOracle, "commit", keep_rejected_draft)
     elif how == "no_rollback":

@@ -119,7 +119,10 @@ def test_a_run_records_the_knobs_its_sampler_reads_with_their_group():
     assert recorded(("k", "temperature")) == ["k", "temperature"]
     assert recorded(("dtau",)) == ["steps", "dtau", "window", "inner"]
     assert recorded(("steps", "temperature")) == ["temperature", "steps", "dtau", "window", "inner"]
-    assert InfillRun("a [MASK] b", sampler="assd", k=3).params == {"k": 3, "temperature": 1.0, "cache": False}
+    plain = InfillRun("a [MASK] b", sampler="assd", k=3).params  # no grouped knob read: none widened
+    assert set(plain) == {"k", "temperature", "cache", *SAMPLERS["assd"].params}
+    assert (plain["k"], plain["temperature"], plain["cache"]) == (3, 1.0, False)
+    assert not {"steps", "dtau", "window", "inner"} & set(plain)
     run = InfillRun("a [MASK] b", sampler="self-spec", inner=2)
     assert run.params == {"k": 5, "temperature": 1.0, "steps": 32, "dtau": 0.05, "window": "cosine", "inner": 2,
                           "cache": False}

@@ -458,28 +458,31 @@ def test_run_ptp_wires_the_run_and_says_which_head_drafts(monkeypatch):
                                gen=torch.Generator().manual_seed(3), temperature=temperature, k=3,
                                drafter_passes=[4])
 
+    def entry(c):  # the run function as the run calls it: the context, and its knobs by name
+        return run_ptp(c, k=c.k, temperature=c.temperature)
+
     c = ctx("tiny-asarm")
-    steps = list(run_ptp(c))
+    steps = list(entry(c))
     assert steps[0].note == "parallel rows for 3 positions; PTP head hd (distilled from tiny-asarm)"
     direct = run(mi, symbols, DraftHead(window=2), 3, 3, note="; PTP head hd (distilled from tiny-asarm)")
     assert [(s.kind, s.positions, s.tokens, s.p, s.note) for s in steps] == \
         [(s.kind, s.positions, s.tokens, s.p, s.note) for s in direct[0]]
     assert c.drafter_passes == [4 + direct[2][0]] and direct[2][0] > 0
     c = ctx("other")
-    assert next(run_ptp(c)).note == ("parallel rows for 3 positions; PTP head hd (distilled from other), verifying "
+    assert next(entry(c)).note == ("parallel rows for 3 positions; PTP head hd (distilled from other), verifying "
                                      "with tiny-asarm: still exact, drafts may be accepted less often")
     c = ctx("")
-    assert next(run_ptp(c)).note == "parallel rows for 3 positions; PTP head hd"
+    assert next(entry(c)).note == "parallel rows for 3 positions; PTP head hd"
     c = ctx("tiny-asarm", temperature=0.5)
-    steps = list(run_ptp(c))
+    steps = list(entry(c))
     check_rounds(mi, symbols, steps, c.oracle, c.draft_lm.model, [c.drafter_passes[0] - 4], [], 3, 0.5,
                  note="; PTP head hd (distilled from tiny-asarm)")
     with pytest.raises(IncompatibleModelsError, match="needs a PTP drafter"):
-        run_ptp(ctx("x", draft=False))
+        entry(ctx("x", draft=False))
     bad = ctx("x")
     bad.draft_lm.kind = "asarm"
     with pytest.raises(IncompatibleModelsError, match="drafts with a PTP head"):
-        run_ptp(bad)
+        entry(bad)
 
 
 def test_catalogue_entry():

@@ -10,16 +10,21 @@ before it runs, with the engine's IncompatibleModelsError, on a model of the wro
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
 from engine.api import InfillRun
 from engine.errors import IncompatibleModelsError
+from engine.exactness.wrong_samplers import WRONG_SAMPLERS
 from engine.inputs.masking import MaskedInput
 from engine.loading import registry
 from engine.samplers import SAMPLERS
+from engine.samplers.context import RunContext
 from engine.samplers.drafters import DRAFTERS, build_drafter
 from engine.samplers.drafting import Drafter
+from engine.samplers.spec import SamplerSpec, knob_names, knob_problems
 from engine.trace import DECIDING_KINDS, PASS_KINDS, Step, StepKind
 from tests.engine.test_hybrid import save_tiny_hybrid
 from tests.engine.test_ptp import save_tiny_ptp
@@ -154,10 +159,9 @@ def test_every_drafter_keeps_the_drafter_contract(models, name):
     position, whose draft it is, and counting its calls."""
     spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
-    ctx = __import__("engine.api", fromlist=["RunContext"]).RunContext(
-        models["asarm"], mi, spec, {"temperature": 1.0, "k": 3, "steps": 2, "cache": True}, 0,
-        models[spec.second.kind] if spec.second else None)
-    drafter = build_drafter(name, ctx)
+    ctx = RunContext(models["asarm"], mi, spec, {"temperature": 1.0, "k": 3, "steps": 2, "cache": True}, 0,
+                     models[spec.second.kind] if spec.second else None)
+    drafter = build_drafter(name, ctx, ctx.knobs)
     assert isinstance(drafter, Drafter)
     known = [None if i in mi.masked else t for i, t in enumerate(mi.tokens)]
     before = drafter.passes
@@ -217,13 +221,13 @@ def test_the_page_warns_of_extra_calls_exactly_where_the_catalogue_makes_no_prom
 
 @pytest.mark.parametrize("name", [n for n, s in SAMPLERS.items() if s.second is not None])
 def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models, name, monkeypatch):
-    import engine.api as api
+    import engine.run_steps as run_steps
     from engine.errors import ModelNotFoundError
 
     def none_bundled(domain, kind):
         raise ModelNotFoundError(f"no {domain}-{kind}")
 
-    monkeypatch.setattr(api, "default_model", none_bundled)
+    monkeypatch.setattr(run_steps, "default_model", none_bundled)
     spec = SAMPLERS[name]
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
     with pytest.raises(ModelNotFoundError, match=f"{name} drafts with a {spec.second.kind} model") as e:
@@ -232,8 +236,6 @@ def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models
 
 
 def _ctx(models, name: str, mi: MaskedInput, temperature: float, k: int, seed: int = 4):
-    from engine.api import RunContext
-
     spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
     return RunContext(models["asarm"], mi, spec, {"temperature": temperature, "k": k, "steps": 2, "cache": True},
                       seed, models[spec.second.kind] if spec.second else None)
@@ -245,13 +247,12 @@ def test_drafted_is_assd_with_the_named_drafter_and_the_runs_knobs(models, name)
     build_drafter(name), with the run's generator, temperature, k and counters: the same steps, the
     same drafter passes, as calling assd_drafted by hand. T = 0.7 and k = 2, so a dropped knob shows."""
     from engine.samplers.assd import assd_drafted
-    from engine.samplers.drafters import drafted
 
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
     got_ctx, want_ctx = _ctx(models, name, mi, 0.7, 2), _ctx(models, name, mi, 0.7, 2)
-    got = list(drafted(name)(got_ctx))
+    got = list(got_ctx.steps())
     w = want_ctx
-    want = list(assd_drafted(w.oracle, w.mi, w.rec, w.gen, 0.7, 2, build_drafter(name, w), w.extra_calls,
+    want = list(assd_drafted(w.oracle, w.mi, w.rec, w.gen, 0.7, 2, build_drafter(name, w, w.knobs), w.extra_calls,
                              w.drafter_passes))
     assert [(s.kind, s.positions, s.tokens, s.p, s.q) for s in got] == \
            [(s.kind, s.positions, s.tokens, s.p, s.q) for s in want]
@@ -266,9 +267,68 @@ def test_the_diffusion_drafter_says_what_it_needs(models):
     ctx = _ctx(models, "diffusion", mi, 1.0, 2)
     ctx.draft_lm = None
     with pytest.raises(IncompatibleModelsError, match=r"assd-diffusion needs a hybrid draft model \(--draft-model\)"):
-        build("diffusion", ctx)
+        build("diffusion", ctx, ctx.knobs)
     long = masked_input(models["asarm"].codec, {1: "c"}, models["hybrid"].max_tokens + 1)
     ctx = _ctx(models, "diffusion", long, 1.0, 2)
     with pytest.raises(IncompatibleModelsError, match=rf"The input is {len(long.tokens)} tokens; the draft model "
                                                       rf"{models['hybrid'].name} takes at most {models['hybrid'].max_tokens}\."):
-        build("diffusion", ctx)
+        build("diffusion", ctx, ctx.knobs)
+
+
+# ------------------------------------------------------------ an entry's knobs are its run function's arguments
+@pytest.mark.parametrize("name", [*SAMPLERS, *WRONG_SAMPLERS])
+def test_an_entrys_knobs_are_its_samplers_typed_keyword_arguments(name):
+    """Each entry names its knobs once, as its run function's keyword-only arguments, each a row of
+    engine.params.KNOBS annotated with the row's type and without a default of its own; `params`
+    (what the page shows, the CLI lists, the run records) is read from that signature."""
+    spec = {**SAMPLERS, **WRONG_SAMPLERS}[name]
+    assert knob_problems(spec.run) == [], name
+    sig = inspect.signature(spec.run).parameters
+    assert spec.params == tuple(n for n, p in sig.items() if p.kind is p.KEYWORD_ONLY) and spec.params
+    assert "temperature" in spec.params
+
+
+@pytest.mark.parametrize("name", list(DRAFTERS))
+def test_a_drafter_builders_knobs_keep_the_same_rule_and_reach_its_entry(name):
+    build = DRAFTERS[name]
+    assert knob_problems(build) == [], name
+    entry = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
+    assert set(knob_names(build)) <= set(entry.params)
+
+
+def test_the_signature_check_refuses_what_breaks_the_rule():
+    """knob_problems is not vacuous: an unknown knob, a wrong type, a default of its own, a knob
+    hidden in **kwargs, a second positional argument are each named."""
+    def unknown(ctx, *, k: int, beta: float): ...
+    def wrong_type(ctx, *, k: float, temperature: float): ...
+    def own_default(ctx, *, k: int = 3, temperature: float): ...
+    def hidden(ctx, **knobs): ...
+    def positional(ctx, k, *, temperature: float): ...
+    def untyped(ctx, *, k, temperature: float): ...
+
+    assert knob_problems(unknown) == ["beta is not a knob of engine.params.KNOBS"]
+    assert knob_problems(wrong_type) == ["k is annotated 'float'; its table type is int"]
+    assert knob_problems(own_default) == ["k has a default of its own (3); the table's is the default"]
+    assert knob_problems(hidden) == ["*knobs: every knob is named in the signature"]
+    assert knob_problems(positional) == ["takes 2 positional parameters; a run function takes the context only"]
+    assert knob_problems(untyped) and "annotated" in knob_problems(untyped)[0]
+    entry = SamplerSpec("x", "asarm", False, "help", wrong_type)
+    assert entry.params == ("k", "temperature")
+
+
+def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
+    """RunContext.steps() calls the entry's run function with exactly its knobs, by name, from the
+    run's values (a sampler reading k gets the run's k, not the table's default)."""
+    seen = {}
+
+    def spy(ctx, *, k: int, temperature: float):
+        seen.update(k=k, temperature=temperature)
+        return iter(())
+
+    spec = SamplerSpec("spy", "asarm", False, "help", spy)
+    mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
+    ctx = RunContext(models["asarm"], mi, spec, {"k": 7, "temperature": 0.3, "dtau": 0.5, "cache": False}, 0)
+    assert list(ctx.steps()) == [] and seen == {"k": 7, "temperature": 0.3}
+    ctx = RunContext(models["asarm"], mi, spec, {"cache": False}, 0)  # not given: the table's default
+    list(ctx.steps())
+    assert seen == {"k": 5, "temperature": 1.0}

@@ -97,7 +97,7 @@ def exact_distribution(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tu
 
 def exact_distribution_via_oracle(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tuple[int, ...], float]:
     """The same joint through engine.samplers.oracle in density mode: only to cross-check exact_distribution."""
-    from engine.api import make_oracle
+    from engine.samplers.context import make_oracle
 
     symbols = [lm.codec.encode(ch)[0] for ch in ALPHABET]
     out = {}
@@ -138,8 +138,8 @@ def asarm_dependence(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[str,
       target row; the minimum over positions (drafts are often rejected when this is large).
     max_joint / max_first: the most likely outcome and the most likely first token (no dominant one).
     """
-    from engine.api import make_oracle
     from engine.samplers.acceptance import tempered_probs
+    from engine.samplers.context import make_oracle
 
     sym = [lm.codec.encode(ch)[0] for ch in ALPHABET]
     m = len(mi.masked)

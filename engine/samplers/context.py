@@ -1,0 +1,61 @@
+"""What one sampler run works with besides its knobs: the models, the input, the random numbers,
+the recorder, the AS-ARM oracle and the call counters (`RunContext`), and how the oracle is made.
+
+The knobs are not attributes of the context: `RunContext.steps()` passes each knob the sampler's
+entry reads as a keyword argument (engine/samplers/spec.py), so a reader looking for where a
+sampler's `k` comes from finds it in the entry's signature, filled from the run's knob values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from engine.errors import IncompatibleModelsError
+from engine.inputs.masking import MaskedInput
+from engine.loading.loaded_model import LoadedModel
+from engine.params import KNOBS
+from engine.samplers.base import Recorder
+from engine.samplers.oracle import AsArmOracle
+from engine.samplers.spec import SamplerSpec
+from engine.seeding import generator_for
+from engine.trace import Step
+
+
+def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
+    """The density oracle an AS-ARM sampler drives: our AS-ARM (cached or not) or an XLNet adapter;
+    refuses a model that is not an AS-ARM."""
+    if lm.kind != "asarm":
+        raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
+    if lm.model_type == "xlnet":
+        from engine.models.xlnet_adapter import XLNetOracle
+
+        return XLNetOracle(lm.model, mi, lm.codec)
+    return AsArmOracle(lm.model, mi, use_cache=use_cache)
+
+
+class RunContext:
+    """Everything one sampler run reads apart from its knobs; samplers take what they need from it.
+    `params`: the run's knob values (and "cache"); a knob not given takes the table's default
+    (steps: the sampler's own)."""
+
+    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, params: dict, seed: int,
+                 draft_lm: LoadedModel | None = None):
+        self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
+        self.gen = generator_for(seed)
+        self.knobs: dict[str, object] = {
+            name: params.get(name, spec.default_steps if name == "steps" else knob.default)
+            for name, knob in KNOBS.items()}
+        self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
+        self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
+        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
+        self.counter = None  # hybrid samplers install their own call counter
+        self.rec = Recorder(lm.codec.token_text, self.calls)
+
+    def steps(self) -> Iterator[Step]:
+        """The sampler's steps: its entry's run function with each knob it reads passed by name."""
+        return self.spec.run(self, **{name: self.knobs[name] for name in self.spec.params})
+
+    def calls(self) -> float:
+        """Network calls so far, in the run's units: the oracle's or the hybrid's counter plus a
+        drafter's own calls."""
+        base = self.oracle.calls if self.oracle is not None else (self.counter() if self.counter else 0.0)
+        return base + self.extra_calls[0]
