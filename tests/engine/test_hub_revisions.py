@@ -115,8 +115,12 @@ def test_the_code_revision_maps_whitespace_as_the_paper_does(offline_hub):
     ids = code.codec.encode("def f(x):\n\treturn x")
     cls, sep = SPECIALS.index("<cls>"), SPECIALS.index("<sep>")
     assert ids[ids.index(cls) + 1] == sep and code.codec.decode(ids) == "def f(x):\n\treturn x"
-    assert code.codec.decode(code.codec.encode("a\n   b  c")) == "a\n   b  c"
-    assert code.codec.encode("a   b")[1] == SPECIALS.index("<pad>") and code.codec.encode("a  b")[1] == 0
+    # the authors' order: two spaces before three, so three spaces read as two and <pad> never occurs
+    assert code.codec.decode(code.codec.encode("a\n    b  c")) == "a\n    b  c"
+    assert code.codec.decode(code.codec.encode("a\n   b   c")) == "a\n  b  c"
+    unk = SPECIALS.index("<unk>")
+    assert code.codec.encode("a   b")[1] == unk and code.codec.encode("a  b")[1] == unk
+    assert code.codec.encode("\n    return") == [cls, unk, unk, len(SPECIALS) + PIECES.index("▁return")]
     for tid in (cls, sep, 0, SPECIALS.index("<pad>")):  # whitespace now: samplable, not masked away
         assert tid not in code.codec.special_ids and tid in nlp.codec.special_ids
     # without the mapping XLNet's tokenizer splits on whitespace and spells none of it: why the paper maps it
