@@ -20,13 +20,13 @@ import torch
 
 from ..errors import IncompatibleModelsError
 
-#: per model: (largest distance, one [2 * span + 1, heads, d_head] table per layer)
+#: per model: (largest distance, one [heads, 2 * span + 1, d_head] table per layer)
 _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def relative_tables(model, span: int) -> tuple[int, list[torch.Tensor]]:
-    """Each layer's projected sinusoid of every distance -span..span (Hugging Face's
-    relative_positional_encoding and `r` projection, computed once per model and span)."""
+    """Each layer's projected sinusoid of every distance -span..span, [heads, 2 * span + 1, d_head]
+    (Hugging Face's relative_positional_encoding and `r` projection, computed once per model and span)."""
     have = _TABLES.get(model)
     if have is not None and have[0] >= span:
         return have
@@ -41,7 +41,8 @@ def relative_tables(model, span: int) -> tuple[int, list[torch.Tensor]]:
     arg = dist[:, None] * inv
     emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1)
     with torch.inference_mode():
-        tables = [torch.einsum("pd,dnh->pnh", emb.to(layer.rel_attn.r.dtype), layer.rel_attn.r) for layer in tr.layer]
+        tables = [torch.einsum("pd,dnh->nph", emb.to(layer.rel_attn.r.dtype), layer.rel_attn.r).contiguous()
+                  for layer in tr.layer]
     _TABLES[model] = (span, tables)
     return span, tables
 
@@ -66,8 +67,12 @@ class XLNetKV:
         self.layers = list(tr.layer)
         p = next(model.parameters())
         n, d = model.config.n_head, model.config.d_head
-        self.k = [torch.empty(capacity, n, d, dtype=p.dtype, device=p.device) for _ in self.layers]
-        self.v = [torch.empty(capacity, n, d, dtype=p.dtype, device=p.device) for _ in self.layers]
+        self.n, self.d = n, d
+        self.k = [torch.empty(n, capacity, d, dtype=p.dtype, device=p.device) for _ in self.layers]
+        self.v = [torch.empty(n, capacity, d, dtype=p.dtype, device=p.device) for _ in self.layers]
+        # the projections as [d_model, heads * d_head] views of the weights (no copy per call)
+        self.w = [{name: getattr(layer.rel_attn, name).reshape(cfg_d, n * d) for name in "qkvo"}
+                  for layer, cfg_d in zip(self.layers, [model.config.d_model] * len(self.layers))]
         self.pos = torch.empty(capacity, dtype=torch.long, device=p.device)
         self.rank = torch.empty(capacity, dtype=torch.long, device=p.device)
         self.kept = 0
@@ -75,18 +80,19 @@ class XLNetKV:
 
     def _attend(self, li: int, x: torch.Tensor, keys: int, allowed: torch.Tensor, rows_pos: torch.Tensor) -> torch.Tensor:
         """One layer's relative attention and feed-forward for rows `x` [m, d] over the first `keys`
-        kept keys (allowed [m, keys]): Hugging Face's rel_attn_core, post_attention and XLNetFeedForward."""
-        layer = self.layers[li]
+        kept keys (allowed [m, keys]): Hugging Face's rel_attn_core, post_attention and
+        XLNetFeedForward, as plain matrix products over [heads, rows, d_head]."""
+        layer, w = self.layers[li], self.w[li]
         att = layer.rel_attn
-        q = torch.einsum("md,dnh->mnh", x, att.q)
-        ac = torch.einsum("mnh,lnh->nml", q + att.r_w_bias, self.k[li][:keys])
-        by_dist = torch.einsum("mnh,pnh->nmp", q + att.r_r_bias, self.tables[li])
-        idx = (rows_pos[:, None] - self.pos[None, :keys] + self.span).expand(by_dist.shape[0], -1, -1)
+        m = x.shape[0]
+        q = (x @ w["q"]).view(m, self.n, self.d).transpose(0, 1)
+        ac = torch.matmul(q + att.r_w_bias[:, None, :], self.k[li][:, :keys].transpose(1, 2))
+        by_dist = torch.matmul(q + att.r_r_bias[:, None, :], self.tables[li].transpose(1, 2))
+        idx = (rows_pos[:, None] - self.pos[None, :keys] + self.span).expand(self.n, -1, -1)
         bd = torch.gather(by_dist, 2, idx)
         score = ((ac + bd) * att.scale).masked_fill(~allowed, float("-inf"))
-        prob = torch.softmax(score, dim=-1)
-        vec = torch.einsum("nml,lnh->mnh", prob, self.v[li][:keys])
-        h = att.layer_norm(torch.einsum("mnh,dnh->md", vec, att.o) + x)
+        vec = torch.matmul(torch.softmax(score, dim=-1), self.v[li][:, :keys])
+        h = att.layer_norm(vec.transpose(0, 1).reshape(m, -1) @ w["o"].T + x)
         ff = layer.ff
         return ff.layer_norm(ff.layer_2(ff.activation_function(ff.layer_1(h))) + h)
 
@@ -116,10 +122,10 @@ class XLNetKV:
         rows_pos = torch.cat([self.pos[base:end], qp])
         h = tr.word_embedding(torch.tensor(ids, dtype=torch.long, device=dev))
         g = tr.mask_emb.reshape(1, -1).expand(nq, -1)
-        for li, layer in enumerate(self.layers):
-            att = layer.rel_attn
-            self.k[li][base:end] = torch.einsum("md,dnh->mnh", h, att.k)
-            self.v[li][base:end] = torch.einsum("md,dnh->mnh", h, att.v)
+        for li in range(len(self.layers)):
+            w = self.w[li]
+            self.k[li][:, base:end] = (h @ w["k"]).view(m, self.n, self.d).transpose(0, 1)
+            self.v[li][:, base:end] = (h @ w["v"]).view(m, self.n, self.d).transpose(0, 1)
             out = self._attend(li, torch.cat([h, g]), end, allowed, rows_pos)
             h, g = out[:m], out[m:]
         self.kept = base + keep
