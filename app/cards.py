@@ -107,7 +107,8 @@ def hub_options_line(name: str) -> str:
     rule = ("on: no fill takes a special token" if o.exclude_special
             else "off: only <mask> is removed, the ASSD authors' law")
     return (f"Options: code spelling {code}; special tokens excluded from fills {rule} (INFILL_HUB_OPTIONS "
-            "\"exclude_special\", --exclude-special). An XLNet is fed without <s>, as its authors feed it.")
+            "\"exclude_special\", --exclude-special). An XLNet is fed without <s>, as its authors feed it "
+            "(only a window with nothing visible gets one, so the first question has a key to attend to).")
 
 
 def card_markdown(name: str | None) -> str:

@@ -160,7 +160,8 @@ def test_the_special_token_rule_is_a_per_model_option_named_on_the_card(offline_
     lm = registry.load("someone/ASARM@nlp")
     mi = parse_masked_text("a [MASK:2] c", lm.codec, max_tokens=64)
     assert lm.exclude_special and int(make_oracle(lm, mi, False).banned.sum()) == len(SPECIALS)
-    assert "special tokens excluded from fills on" in card_markdown("someone/ASARM@nlp")
+    card = card_markdown("someone/ASARM@nlp")
+    assert "special tokens excluded from fills on" in card and "fed without &lt;s&gt;" in card
     monkeypatch.setenv("INFILL_HUB_OPTIONS", json.dumps({"someone/ASARM@nlp": {"exclude_special": False}}))
     off = registry.load("someone/ASARM@nlp")
     banned = make_oracle(off, mi, True).banned
