@@ -71,8 +71,8 @@ class XLNetKV:
         self.k = [torch.empty(n, capacity, d, dtype=p.dtype, device=p.device) for _ in self.layers]
         self.v = [torch.empty(n, capacity, d, dtype=p.dtype, device=p.device) for _ in self.layers]
         # the projections as [d_model, heads * d_head] views of the weights (no copy per call)
-        self.w = [{name: getattr(layer.rel_attn, name).reshape(cfg_d, n * d) for name in "qkvo"}
-                  for layer, cfg_d in zip(self.layers, [model.config.d_model] * len(self.layers))]
+        dm = model.config.d_model
+        self.w = [{name: getattr(layer.rel_attn, name).reshape(dm, n * d) for name in "qkvo"} for layer in self.layers]
         self.pos = torch.empty(capacity, dtype=torch.long, device=p.device)
         self.rank = torch.empty(capacity, dtype=torch.long, device=p.device)
         self.kept = 0
