@@ -118,6 +118,7 @@ def measure_calls(length: int, reps: int, k: int = 5, threads: tuple[int, ...] =
 
 
 def print_calls(res: dict) -> None:
+    """measure_calls' result as the plain-text table `bench calls --xlnet-base-random` prints."""
     print(f"{res['model']}: {res['params'] / 1e6:.0f}M parameters, window {res['window_tokens']} tokens "
           f"({res['masked']} masked, {res['kept_rows']} rows kept by the cache), repetitions {res['reps']}")
     print(f"{'threads':>7}  {'call':<16}{'oracle':<10}{'rows (content, query)':>22}{'CPU ms':>10}{'wall ms':>10}"
