@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.errors import ModelNotFoundError
 from engine.inputs.domains import DOMAINS as REGISTRY
 from engine.loading import folders as model_folders
 from engine.loading import registry
+from engine.loading.hub import hub_options, is_hub_spec
 
 from .render import esc
 
@@ -91,6 +93,24 @@ def quality_verdict(data: dict) -> str:
             "samplers decide, not for the content.")
 
 
+def hub_options_line(name: str) -> str:
+    """A Hub checkpoint's per-model options in words (engine/loading/hub.py: HubOptions): the ASSD
+    authors' code spelling and the special-token rule; '' for anything else."""
+    if not is_hub_spec(name) or Path(name).is_dir():
+        return ""
+    try:
+        o = hub_options(name)
+    except ModelNotFoundError:  # a bad INFILL_HUB_OPTIONS: loading says so
+        return ""
+    code = ("on (whitespace spelled as the ASSD authors spell it: newline <cls>, tab <sep>, two spaces <unk>)"
+            if o.code_map else "off")
+    rule = ("on: no fill takes a special token" if o.exclude_special
+            else "off: only <mask> is removed, the ASSD authors' law")
+    return (f"Options: code spelling {code}; special tokens excluded from fills {rule} (INFILL_HUB_OPTIONS "
+            "\"exclude_special\", --exclude-special). An XLNet is fed without <s>, as its authors feed it "
+            "(only a window with nothing visible gets one, so the first question has a key to attend to).")
+
+
 def card_markdown(name: str | None) -> str:
     """The card as Markdown (every value from the folder escaped)."""
     if not name:
@@ -142,6 +162,9 @@ def card_markdown(name: str | None) -> str:
         parts.append("Measured" + (f" on {esc(n)} held-out tokens" if n else "") + ": " + "; ".join(shown) + ".")
     else:
         parts.append("Measured quality: none recorded (no metrics.json).")
+    opts = hub_options_line(name)
+    if opts:
+        parts.append(esc(opts))
     verdict = quality_verdict(data)
     text = " ".join(parts)
     return text + (f"\n\n⚠️ {esc(verdict)}" if verdict else "")

@@ -244,20 +244,25 @@ def knob_values(a: argparse.Namespace) -> dict:
 
 
 def add_hub_args(p: argparse.ArgumentParser) -> None:
-    """`--tokenizer ID` and `--code-map/--no-code-map`: a Hub model's options (engine/loading/hub.py: HubOptions)."""
+    """`--tokenizer ID`, `--code-map/--no-code-map` and `--exclude-special/--no-exclude-special`: a Hub
+    model's options (engine/loading/hub.py: HubOptions)."""
     p.add_argument("--tokenizer", default=None,
                    help="with a Hub --model: take the tokenizer from this Hub id (NAME@REV) or folder "
                         "(default: the checkpoint's own, else its family's, XLNet: xlnet/xlnet-base-cased)")
     p.add_argument("--code-map", default=None, action=argparse.BooleanOptionalAction,
                    help="with a Hub --model: the ASSD paper's whitespace mapping for code (default: on for */ASARM@code)")
+    p.add_argument("--exclude-special", default=None, action=argparse.BooleanOptionalAction,
+                   help="with a Hub --model: no fill takes a special token (default: on; --no-exclude-special "
+                        "removes only <mask>, as the ASSD authors' sampler does)")
 
 
 def apply_hub_flags(a: argparse.Namespace) -> None:
-    """Record --tokenizer / --code-map for the Hub model named by --model (nothing for other models)."""
+    """Record --tokenizer / --code-map / --exclude-special for the Hub model named by --model (nothing for other models)."""
     from engine.loading.hub import is_hub_spec, set_hub_options
 
-    if getattr(a, "model", None) and (a.tokenizer is not None or a.code_map is not None) and is_hub_spec(a.model):
-        set_hub_options(a.model, tokenizer=a.tokenizer, code_map=a.code_map)
+    given = (a.tokenizer, a.code_map, getattr(a, "exclude_special", None))
+    if getattr(a, "model", None) and any(v is not None for v in given) and is_hub_spec(a.model):
+        set_hub_options(a.model, *given)
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,6 @@ alphabets used by the exactness tests).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,8 +25,11 @@ PAD, BOS, MASK, UNK = "[PAD]", "[BOS]", "[MASK]", "[UNK]"
 SPECIALS = [PAD, BOS, MASK, UNK]  # ids 0..3 in every tokenizer built here
 
 # The ASSD paper's code checkpoint (therealgabeguo/ASARM@code) was trained with whitespace the XLNet
-# tokenizer cannot spell mapped onto special tokens (paper, appendix D): longest run first.
-ASSD_CODE_MAP = {"   ": "<pad>", "  ": "<unk>", "\n": "<cls>", "\t": "<sep>"}
+# tokenizer cannot spell replaced by special tokens (paper, appendix D), one replacement after the
+# other in this fixed order, as the authors' training and evaluation do: two spaces before three, so
+# three-space runs are gone before their turn and `<pad>` never occurs in their text; four spaces are
+# `<unk> <unk>`, and two or three spaces before a word both become `<unk> ▁word`.
+ASSD_CODE_MAP = {"\n": "<cls>", "\t": "<sep>", "  ": "<unk>", "   ": "<pad>"}
 
 
 def _wrap(tok: Tokenizer):
@@ -139,9 +141,8 @@ class Codec:
                 raise UnrepresentableTextError(f"This tokenizer has no {token!r} token for the whitespace mapping.")
             self.whitespace[tid] = text
         self.special_ids = [i for i in self.special_ids if i not in self.whitespace]
-        self._ws_split = (re.compile("(" + "|".join(re.escape(t) for t in sorted(
-            self.whitespace.values(), key=len, reverse=True)) + ")") if self.whitespace else None)
-        self._ws_id = {t: i for i, t in self.whitespace.items()}
+        # the replacements in the mapping's order (str.replace one after the other, as the authors spell it)
+        self._ws_order = [(text, tid) for tid, text in self.whitespace.items()]
         self.byte_level = isinstance(hf.backend_tokenizer.decoder, decoders.ByteLevel)
         self._not_space_led: torch.Tensor | None = None
         # User text is text: "[PAD]", "[MASK]", "<sep>" typed by a person are ordinary characters,
@@ -163,15 +164,27 @@ class Codec:
     def encode(self, text: str) -> list[int]:
         """Ids of user text. Special-token strings in it are ordinary characters (encoded as such or
         refused like any other character the model cannot represent), never special ids. With a
-        whitespace mapping, each mapped run is its token and the text between is encoded alone."""
-        if self._ws_split is None:
+        whitespace mapping, its runs are replaced one mapping entry after the other, in the mapping's
+        order (what `text.replace(run, token)` chained in that order and then the tokenizer give), and
+        the text between two replaced runs is encoded alone."""
+        if not self._ws_order:
             return self._encode(text)
+        parts: list[str | int] = [text]
+        for run, tid in self._ws_order:
+            out: list[str | int] = []
+            for part in parts:
+                if isinstance(part, int):
+                    out.append(part)
+                    continue
+                for j, piece in enumerate(part.split(run)):
+                    if j:
+                        out.append(tid)
+                    if piece:
+                        out.append(piece)
+            parts = out
         ids: list[int] = []
-        for piece in self._ws_split.split(text):
-            if piece in self._ws_id:
-                ids.append(self._ws_id[piece])
-            elif piece:
-                ids += self._encode(piece)
+        for part in parts:
+            ids += [part] if isinstance(part, int) else self._encode(part)
         return ids
 
     def _encode(self, text: str) -> list[int]:

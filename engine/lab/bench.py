@@ -145,17 +145,19 @@ def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) 
             row["limit_vs_sequential_cache"] = price[BASELINE] / p
 
 
-def run_assd_bench(model: str, length: int, mask_rate: float, k: int, samples: int, samplers: list[str],
-                   seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
-                   cost_model: bool = True, draft_model: str | None = None) -> dict:
+def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: int, samples: int,
+                   samplers: list[str], seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
+                   cost_model: bool = True, draft_model: str | None = None, windows: list | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
     span texts it wrote) and the lines left out. With `cost_model`, the call-cost curve of this
-    machine is measured after the samplers and each row gets its `limit` (add_limits)."""
-    lm = load(model)
-    inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
+    machine is measured after the samplers and each row gets its `limit` (add_limits). A model already
+    loaded and its `windows` (bench assd --xlnet-base-random) are taken as given."""
+    lm = model if isinstance(model, LoadedModel) else load(model)
+    inputs, src = (windows, None) if windows is not None else bench_inputs(lm, inputs_file, length, mask_rate,
+                                                                          samples, seed)
     measured = shard_map(lambda i, mi: _measure_one(lm, mi, samplers, k, seed + i, temperature, draft_model),
                          inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
@@ -244,6 +246,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--samplers", default=",".join(ASSD_SAMPLERS))
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the engine's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--xlnet-base-random", action="store_true",
+                    help="an XLNet-base sized model with random weights (the ASSD paper's size, no download) "
+                         "over --samples random windows of --length tokens (keep it short: e.g. 64)")
     ap.add_argument("--draft-model", default=None,
                     help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
     add_device_arg(ap)
@@ -260,9 +265,15 @@ def cli(argv: list[str]) -> int:
         ap.error(f"--k: expected whole numbers separated by commas, got {a.k!r}")
     if any(not 1 <= k <= 64 for k in ks):
         ap.error("--k: each draft length must be between 1 and 64")
-    model = a.model or default_model(a.domain, "asarm")
+    model, windows = a.model or default_model(a.domain, "asarm"), None
+    if a.xlnet_base_random:
+        from .bench_xlnet import random_windows, xlnet_base_random
+
+        model = xlnet_base_random()
+        windows = random_windows(model, a.length, a.mask_rate, a.samples, a.seed)
     results = [run_assd_bench(model, a.length, a.mask_rate, k, a.samples, a.samplers.split(","), a.seed,
-                              inputs_file=a.inputs, draft_model=a.draft_model) for k in ks]
+                              inputs_file=a.inputs, draft_model=a.draft_model, windows=windows,
+                              cost_model=not a.xlnet_base_random) for k in ks]
     if not is_main():
         return 0  # the main process prints what every process measured
     res = results[0] if len(results) == 1 else {"sweep": results, "best_k": best_k(results)}

@@ -22,10 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import torch
 
 from engine.loading.registry import default_model
 from engine.loading.threads import set_threads
@@ -121,48 +118,6 @@ def _print_rows(title: str, rows: list[dict]) -> None:
               f"{r['floor_cpu_ms_median']:>10.2f}{r['cost_vs_floor']:>8.2f}x")
 
 
-def measure_xlnet(length: int, reps: int, k: int = 5, mask_rate: float = 0.95) -> dict:
-    """CPU and wall seconds of one XLNet call as the studio makes it (engine.models.xlnet_adapter:
-    no KV cache, so every call is a full two-stream pass over the whole window), on an XLNet-base
-    sized model with random weights (xlnet/xlnet-base-cased's shape: 12 layers, d_model 768, 12
-    heads, d_inner 3072, vocabulary 32,000; the ASSD paper fine-tuned that model): a sequential
-    step (1 query) and an ASSD density pass (k drafts, k queries). Nothing is downloaded."""
-    from transformers import XLNetConfig, XLNetLMHeadModel
-
-    from engine.inputs.masking import MaskedInput
-    from engine.inputs.tokenization import Codec, char_tokenizer
-
-    from ..models.xlnet_adapter import XLNetOracle
-
-    torch.manual_seed(0)
-    cfg = XLNetConfig(vocab_size=32000, d_model=768, n_layer=12, n_head=12, d_inner=3072)  # xlnet-base-cased
-    model = XLNetLMHeadModel(cfg).eval()
-    params = sum(p.numel() for p in model.parameters())
-    codec = Codec(char_tokenizer("abc"))  # BOS and MASK ids only: the ids fed are random
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(10, cfg.vocab_size, (length,), generator=g).tolist()
-    masked = sorted(torch.randperm(length, generator=g)[: max(k + 1, round(mask_rate * length))].tolist())
-    hidden = set(masked)
-    mi = MaskedInput([codec.mask_id if i in hidden else t for i, t in enumerate(ids)], masked, [""], [], codec.mask_id)
-    shapes = {"sequential step (1 query)": ([], [(masked[0], 0)]),
-              f"ASSD density pass ({k} drafts, {k} queries)": (
-                  [(p, ids[p]) for p in masked[:k]], [(p, e) for e, p in enumerate(masked[:k])])}
-    cpu: dict[str, list[float]] = {n: [] for n in shapes}
-    wall: dict[str, list[float]] = {n: [] for n in shapes}
-    for rep in range(reps + 1):
-        for name, (drafts, queries) in shapes.items():
-            oracle = XLNetOracle(model, mi, codec)
-            w0, c0 = time.perf_counter(), time.process_time()
-            oracle.call(drafts, queries)
-            if rep >= 1:  # one warm-up round
-                cpu[name].append(time.process_time() - c0)
-                wall[name].append(time.perf_counter() - w0)
-    rows = [{"call": n, "cpu_ms_median": 1000 * statistics.median(cpu[n]),
-             "wall_ms_median": 1000 * statistics.median(wall[n]), "wall_ms_min": 1000 * min(wall[n])} for n in shapes]
-    return {"model": "random XLNet-base (xlnet-base-cased's shape)", "params": params, "window_tokens": length,
-            "masked": len(masked), "reps": reps, "torch_threads": torch.get_num_threads(), "rows": rows}
-
-
 def cli(argv: list[str]) -> int:
     """`python -m engine bench calls`: the per-call cost table."""
     ap = argparse.ArgumentParser(prog="python -m engine bench calls")
@@ -173,7 +128,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--xlnet-base-random", action="store_true",
                     help="time one call of an XLNet-base sized model with random weights over a window of "
-                         "--context tokens (the ASSD paper's checkpoint size; no cache, no download)")
+                         "--context tokens (the ASSD paper's checkpoint size; no download), uncached and "
+                         "cached side by side, a one-token call and a k = 5 verify, at 1 and 2 threads "
+                         "(engine/lab/bench_xlnet.py)")
     ap.add_argument("--baseline-tree", default=None, metavar="PATH",
                     help="also time the model code of another checkout (e.g. `git worktree add --detach PATH "
                          "COMMIT`), interleaved with this one, for a before/after table from one run")
@@ -181,15 +138,13 @@ def cli(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     set_threads(a.threads)
     if a.xlnet_base_random:
-        res = measure_xlnet(a.context, a.reps)
+        from .bench_xlnet import measure_calls, print_calls
+
+        res = measure_calls(a.context, a.reps, threads=tuple(sorted({1, 2, a.threads})))
         if a.json:
             print(json.dumps(res))
-            return 0
-        print(f"{res['model']}: {res['params'] / 1e6:.0f}M parameters, window {res['window_tokens']} tokens "
-              f"({res['masked']} masked), torch threads {res['torch_threads']}, repetitions {res['reps']}")
-        for r in res["rows"]:
-            print(f"  {r['call']:<42} CPU {r['cpu_ms_median']:8.1f} ms   wall {r['wall_ms_median']:8.1f} ms "
-                  f"(median; fastest {r['wall_ms_min']:.1f})")
+        else:
+            print_calls(res)
         return 0
     res = measure(a.model or default_model(a.domain, "asarm"), a.context, a.reps, SHAPES, a.threads,
                   a.baseline_tree)

@@ -51,27 +51,32 @@ def is_hub_spec(spec: str) -> bool:
 class HubOptions:
     """Per-model settings of a Hub checkpoint. tokenizer: a Hub id (NAME@REV allowed) or a folder to
     take the tokenizer from (None: the checkpoint's own, else FAMILY_TOKENIZER); code_map: the ASSD
-    paper's whitespace mapping around the tokenizer (None: on for CODE_MAP_DEFAULT checkpoints)."""
+    paper's whitespace mapping around the tokenizer (None: on for CODE_MAP_DEFAULT checkpoints);
+    exclude_special: no fill takes a special token of the tokenizer (None: on; off, only `<mask>` is
+    removed from the distributions, as the ASSD authors' sampler does)."""
 
     tokenizer: str | None = None
     code_map: bool | None = None
+    exclude_special: bool | None = None
 
 
 _OPTIONS: dict[str, HubOptions] = {}
 
 
-def set_hub_options(spec: str, tokenizer: str | None = None, code_map: bool | None = None) -> None:
-    """Set a Hub model's options for this process (the CLI's --tokenizer / --code-map); None keeps
-    what the defaults and $INFILL_HUB_OPTIONS say."""
-    _OPTIONS[spec] = HubOptions(tokenizer, code_map)
+def set_hub_options(spec: str, tokenizer: str | None = None, code_map: bool | None = None,
+                    exclude_special: bool | None = None) -> None:
+    """Set a Hub model's options for this process (the CLI's --tokenizer / --code-map /
+    --exclude-special); None keeps what the defaults and $INFILL_HUB_OPTIONS say."""
+    _OPTIONS[spec] = HubOptions(tokenizer, code_map, exclude_special)
 
 
 def hub_options(spec: str) -> HubOptions:
     """The options of `NAME[@REV]`: defaults, then $INFILL_HUB_OPTIONS (JSON, e.g.
-    '{"org/name@code": {"tokenizer": "xlnet/xlnet-large-cased", "code_map": false}}'), then
+    '{"org/name@code": {"tokenizer": "xlnet/xlnet-large-cased", "code_map": false,
+    "exclude_special": false}}'), then
     set_hub_options; a later source overrides an earlier one only where it says something."""
     name, rev = split_spec(spec)
-    tok, cmap = None, (name.rsplit("/", 1)[-1], rev) in CODE_MAP_DEFAULT
+    tok, cmap, excl = None, (name.rsplit("/", 1)[-1], rev) in CODE_MAP_DEFAULT, True
     raw = os.environ.get("INFILL_HUB_OPTIONS", "").strip()
     layers = []
     if raw:
@@ -81,12 +86,14 @@ def hub_options(spec: str) -> HubOptions:
             raise ModelNotFoundError(f"INFILL_HUB_OPTIONS is not JSON ({e}); expected "
                                      '{"org/name@rev": {"tokenizer": "id", "code_map": true}}') from None
         got = env.get(spec, {}) if isinstance(env, dict) else {}
-        layers.append(HubOptions(got.get("tokenizer"), got.get("code_map")) if isinstance(got, dict) else HubOptions())
+        layers.append(HubOptions(got.get("tokenizer"), got.get("code_map"), got.get("exclude_special"))
+                      if isinstance(got, dict) else HubOptions())
     layers.append(_OPTIONS.get(spec, HubOptions()))
     for o in layers:
         tok = o.tokenizer if o.tokenizer is not None else tok
         cmap = o.code_map if o.code_map is not None else cmap
-    return HubOptions(tok, bool(cmap))
+        excl = o.exclude_special if o.exclude_special is not None else excl
+    return HubOptions(tok, bool(cmap), bool(excl))
 
 
 def hub_ids() -> list[str]:

@@ -1,6 +1,6 @@
 """A model ready to run (LoadedModel) and how a resolved source becomes one: the network on its
 device, its codec checked against the config, its card; cached per (source, device, tokenizer
-source, code map), one load at a time.
+source, code map, special-token rule), one load at a time.
 
 Its own module because loading is where transformers, the lock and the cache live, and a reader
 who wants "which names exist" (engine/loading/registry.py) or "how does a Hub id resolve" (engine/loading/hub.py)
@@ -42,6 +42,7 @@ class LoadedModel:
     device: str = "cpu"
     tokenizer_from: str | None = None  # the folder the tokenizer came from when not the checkpoint's own
     code_map: bool = False  # the ASSD paper's whitespace mapping is on (engine.inputs.tokenization.ASSD_CODE_MAP)
+    exclude_special: bool = True  # no fill takes a special token (off: only <mask> is removed, the ASSD authors' rule)
 
 
 #: one load at a time per process: transformers' lazily imported modules raced when 8 threads loaded
@@ -57,7 +58,8 @@ def load_source(source: Path | str, device: str = "cpu") -> LoadedModel:
     if isinstance(source, str) and not Path(source).is_dir():
         folder = hub_folder(*split_spec(source))  # downloads never hold the lock
         mt = read_config(folder).get("model_type", "?")
-        args = (folder, device, source, tokenizer_folder(source, folder, mt), hub_options(source).code_map)
+        opts = hub_options(source)
+        args = (folder, device, source, tokenizer_folder(source, folder, mt), opts.code_map, opts.exclude_special)
     else:
         args = (Path(source), device, None)
     with _LOAD_LOCK:
@@ -111,7 +113,7 @@ def _load_hf(path: Path):
 
 @lru_cache(maxsize=16)
 def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path | None = None,
-                 code_map: bool = False) -> LoadedModel:
+                 code_map: bool = False, exclude_special: bool = True) -> LoadedModel:
     apply_thread_default()
     cfg_json = check_folder(path, KIND_BY_TYPE)  # BadModelError before anything is allocated
     mt = cfg_json.get("model_type", "?")
@@ -146,6 +148,7 @@ def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path |
         hub_id=hub_id,
         tokenizer_from=str(tok_folder) if tok_folder else None,
         code_map=code_map,
+        exclude_special=exclude_special,
         device=str(device),
     )
 

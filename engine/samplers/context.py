@@ -28,7 +28,7 @@ def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     if lm.model_type == "xlnet":
         from engine.models.xlnet_adapter import XLNetOracle
 
-        return XLNetOracle(lm.model, mi, lm.codec)
+        return XLNetOracle(lm.model, mi, lm.codec, use_cache=use_cache, exclude_special=lm.exclude_special)
     return AsArmOracle(lm.model, mi, use_cache=use_cache)
 
 

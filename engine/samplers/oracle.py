@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.inputs.masking import MaskedInput
+from engine.inputs.masking import MaskedInput, oracle_rows
 from engine.loading.device import host64
 from engine.models.asarm_core import AsArmMixin, KVCache
 
@@ -97,4 +97,4 @@ class AsArmOracle:
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
         """Float64 on the host, special tokens and the input's word-start and line rules at -inf."""
-        return self.mi.constrain(host64(logits).masked_fill(self.special, float("-inf")), positions)
+        return oracle_rows(self.mi, host64(logits), self.special, positions)

@@ -115,8 +115,12 @@ def test_the_code_revision_maps_whitespace_as_the_paper_does(offline_hub):
     ids = code.codec.encode("def f(x):\n\treturn x")
     cls, sep = SPECIALS.index("<cls>"), SPECIALS.index("<sep>")
     assert ids[ids.index(cls) + 1] == sep and code.codec.decode(ids) == "def f(x):\n\treturn x"
-    assert code.codec.decode(code.codec.encode("a\n   b  c")) == "a\n   b  c"
-    assert code.codec.encode("a   b")[1] == SPECIALS.index("<pad>") and code.codec.encode("a  b")[1] == 0
+    # the authors' order: two spaces before three, so three spaces read as two and <pad> never occurs
+    assert code.codec.decode(code.codec.encode("a\n    b  c")) == "a\n    b  c"
+    assert code.codec.decode(code.codec.encode("a\n   b   c")) == "a\n  b  c"
+    unk = SPECIALS.index("<unk>")
+    assert code.codec.encode("a   b")[1] == unk and code.codec.encode("a  b")[1] == unk
+    assert code.codec.encode("\n    return") == [cls, unk, unk, len(SPECIALS) + PIECES.index("▁return")]
     for tid in (cls, sep, 0, SPECIALS.index("<pad>")):  # whitespace now: samplable, not masked away
         assert tid not in code.codec.special_ids and tid in nlp.codec.special_ids
     # without the mapping XLNet's tokenizer splits on whitespace and spells none of it: why the paper maps it
@@ -143,6 +147,34 @@ def test_options_from_the_environment_and_the_cli_override_the_defaults(offline_
     monkeypatch.setenv("INFILL_HUB_OPTIONS", "{not json")
     with pytest.raises(ModelNotFoundError, match="INFILL_HUB_OPTIONS is not JSON"):
         registry.load("someone/ASARM@code")
+
+
+def test_the_special_token_rule_is_a_per_model_option_named_on_the_card(offline_hub, monkeypatch):
+    """Default on (every special id banned); off through INFILL_HUB_OPTIONS, set_hub_options or
+    --no-exclude-special: only <mask> is removed (the ASSD authors' law); the card says which."""
+    from app.cards import card_markdown
+    from engine.api import make_oracle
+    from engine.inputs.masking import parse_masked_text
+
+    monkeypatch.setenv("INFILL_MODEL_IDS", "someone/ASARM@nlp")
+    lm = registry.load("someone/ASARM@nlp")
+    mi = parse_masked_text("a [MASK:2] c", lm.codec, max_tokens=64)
+    assert lm.exclude_special and int(make_oracle(lm, mi, False).banned.sum()) == len(SPECIALS)
+    card = card_markdown("someone/ASARM@nlp")
+    assert "special tokens excluded from fills on" in card and "fed without &lt;s&gt;" in card
+    monkeypatch.setenv("INFILL_HUB_OPTIONS", json.dumps({"someone/ASARM@nlp": {"exclude_special": False}}))
+    off = registry.load("someone/ASARM@nlp")
+    banned = make_oracle(off, mi, True).banned
+    assert not off.exclude_special and torch.nonzero(banned).flatten().tolist() == [SPECIALS.index("<mask>")]
+    card = card_markdown("someone/ASARM@nlp")
+    assert "off: only &lt;mask&gt; is removed" in card and "<mask>" not in card, "named, and escaped"
+    monkeypatch.delenv("INFILL_HUB_OPTIONS")
+    from engine.cli import main as engine_main
+
+    assert engine_main(["infill", "a [MASK] c", "--model", "someone/ASARM@nlp", "--no-exclude-special", "--json"]) == 0
+    assert registry.load("someone/ASARM@nlp").exclude_special is False
+    hub.set_hub_options("someone/ASARM@nlp", exclude_special=True)
+    assert registry.load("someone/ASARM@nlp").exclude_special is True
 
 
 def test_revisions_in_the_operator_list_and_the_offline_message(offline_hub, monkeypatch):

@@ -332,3 +332,28 @@ def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
     ctx = RunContext(models["asarm"], mi, spec, {"cache": False}, 0)  # not given: the table's default
     list(ctx.steps())
     assert seen == {"k": 5, "temperature": 1.0}
+
+
+@pytest.fixture(scope="module")
+def tiny_xlnet(tmp_path_factory):
+    """A tiny random Hugging Face XLNet on the same 'abc' tokenizer (the adapter, cached and uncached)."""
+    from tests.engine.test_xlnet_adapter import save_tiny_xlnet
+
+    return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("contract-xl") / "tiny-xlnet")))
+
+
+@pytest.mark.parametrize("name", [n for n, s in SAMPLERS.items() if s.kind == "asarm"])
+def test_every_asarm_sampler_keeps_the_contract_on_an_xlnet(models, tiny_xlnet, name):
+    """The XLNet path (the ASSD paper's model family) is held to the same contract, every AS-ARM
+    sampler of the catalogue, the cached ones through the cached XLNet forward. The one refusal: a
+    PTP head is trained on a native AS-ARM's states, so assd-ptp says so before it runs."""
+    codec = tiny_xlnet.codec
+    if name == "assd-ptp":
+        with pytest.raises(IncompatibleModelsError, match="needs a native AS-ARM"):
+            _run({**models, "asarm": tiny_xlnet}, name, masked_input(codec, {1: "c"}, 6), 0, 2)
+        return
+    for visible in VISIBLE:
+        mi = masked_input(codec, visible, 6)
+        for seed in SEEDS[:2]:
+            for k in KS if "k" in SAMPLERS[name].params else KS[:1]:
+                _check_run(_run({**models, "asarm": tiny_xlnet}, name, mi, seed, k), mi)

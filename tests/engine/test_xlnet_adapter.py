@@ -33,7 +33,9 @@ def tiny_xlnet(tmp_path_factory):
     return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("xl") / "tiny-xlnet")))
 
 
-@pytest.mark.parametrize("sampler,kw", [("sequential", {}), ("assd", {"k": 3}), ("assd-bonus", {"k": 2})])
+@pytest.mark.parametrize("sampler,kw", [("sequential", {}), ("assd", {"k": 3}), ("assd-bonus", {"k": 2}),
+                                        ("sequential-cache", {}), ("assd-cache", {"k": 3}),
+                                        ("assd-pipelined", {"k": 2})])
 def test_xlnet_samplers_exact(tiny_xlnet, sampler, kw):
     mi = masked_input(tiny_xlnet.codec, {0: "a", 3: "c"}, 5)
     exact = exact_distribution(tiny_xlnet, mi)
@@ -55,8 +57,26 @@ def test_xlnet_factors_do_not_leak_the_token(tiny_xlnet):
     assert torch.allclose(rows[0], rows[1]) and torch.allclose(rows[1], rows[2])
 
 
-def test_pipelined_refused_with_a_message(tiny_xlnet):
+def test_uncached_xlnet_refuses_two_questions_of_one_position(tiny_xlnet):
+    """Uncached, one position has one mask row: a second question of it is refused in words (the
+    cached forward answers it: pipelined ASSD runs there, test_xlnet_samplers_exact)."""
+    from engine.api import make_oracle
+
     mi = masked_input(tiny_xlnet.codec, {0: "a"}, 5)
-    run = InfillRun(masked_input=mi, model=str(tiny_xlnet.path), sampler="assd-pipelined", k=2)
+    b = tiny_xlnet.codec.encode("b")[0]
     with pytest.raises(IncompatibleModelsError, match="one question per position"):
+        make_oracle(tiny_xlnet, mi, use_cache=False).call([(1, b)], [(1, 0), (1, 1)])
+    rows = make_oracle(tiny_xlnet, mi, use_cache=True).call([(1, b)], [(1, 0), (2, 1), (2, 0)])
+    assert rows.shape[0] == 3 and not torch.allclose(rows[1], rows[2]), "(2 | draft at 1) vs (2 | prompt)"
+
+
+def test_a_run_says_which_oracle_it_used(tiny_xlnet):
+    """sequential-cache on XLNet is cached (fewer content rows per call), not silently uncached."""
+    mi = masked_input(tiny_xlnet.codec, {0: "a"}, 5)
+    shapes = {}
+    for name in ("sequential", "sequential-cache"):
+        run = InfillRun(masked_input=mi, model=tiny_xlnet, sampler=name, seed=0)
         list(run.stream())
+        shapes[name] = run.call_shapes
+    assert [c for c, _ in shapes["sequential"]] == [5] * 4
+    assert [c for c, _ in shapes["sequential-cache"]] == [1, 1, 1, 1], "the prompt, then one decided token a call"
