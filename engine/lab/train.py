@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import random
 import time
 from pathlib import Path
@@ -23,7 +22,8 @@ from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
 
 from ..models import MODEL_KINDS
 from .progress import add_quiet_arg, bar, set_quiet
-from .token_windows import batches, token_stream
+from .token_windows import token_stream
+from .train_checkpoint import compact, save_checkpoint
 from .train_speed import DeviceWindows, TokenMeter, compile_blocks, cuda_memory_ok, device_sync, make_optimizer, probe_batch
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
@@ -321,11 +321,11 @@ def cli(argv: list[str]) -> int:
             acc.print(f"step {step} loss {float(ema):.4f} lr {opt.param_groups[0]['lr']:.3g} "
                       f"horizon {sched.horizon} tokens/s {meter.rate():,.0f} ({now - t0:.0f}s)")
         if now - last_save > a.save_minutes * 60:
-            _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+            save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
             last_save = time.time()
     pbar.close()
     acc.print(f"trained {meter.tokens:,} tokens in {time.time() - t0:.0f}s: {meter.rate():,.0f} tokens/s")
-    _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+    save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0
 
 
@@ -398,75 +398,3 @@ def _backbone_hybrid(a, ap: argparse.ArgumentParser):
     if a.seq_len + 1 > model.config.max_positions:
         ap.error(f"--seq-len {a.seq_len} exceeds the backbone's {model.config.max_positions - 1} positions")
     return codec, model
-
-
-@torch.no_grad()
-def valid_loss(model, valid: torch.Tensor, seq_len: int, bos_id: int, n: int = 16) -> float:
-    """The training loss on a fixed batch of validation windows (fixed seeds): comparable across steps."""
-    gen = torch.Generator().manual_seed(123)
-    model.eval()
-    ids = next(batches(valid, seq_len, n, gen, bos_id)).to(model.device)
-    return float(model.training_loss(ids, 1.0, torch.Generator().manual_seed(7)))
-
-
-def _speed_state(a) -> dict:
-    """The throughput fields of train_state.json: tokens/s of this run, tokens seen in all, the
-    optimizer path and the batch probe's measurements."""
-    meter, probe = getattr(a, "meter", None), getattr(a, "probe", None)
-    if meter is None:
-        return {}
-    return {"tokens_per_second": round(meter.rate(), 1), "tokens_seen": a.tokens_before + meter.tokens,
-            "optimizer": f"AdamW ({a.opt_kind})", "compiled": bool(getattr(a, "compile", False)),
-            "batch_probe": None if probe is None else {"chosen": probe.batch, "reason": probe.reason,
-                                                       "rows": probe.rows}}
-
-
-def compact(folder: Path) -> None:
-    """Store weights in bfloat16 (half the bytes: bundled checkpoints stay under 20 MB); the
-    registry loads them back as float32 for inference."""
-    from safetensors.torch import load_file, save_file
-
-    f = Path(folder) / "model.safetensors"
-    sd = load_file(str(f))
-    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, str(f),
-              metadata={"format": "pt"})
-
-
-def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid,
-          sched: Schedule | None = None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    compact(out)
-    codec.hf.save_pretrained(out)
-    if a.save_optimizer and opt is not None:
-        torch.save({"model": {k: v.detach().float().cpu() for k, v in model.state_dict().items()},
-                    "optimizer": opt.state_dict(), "gen": gen.get_state(), "mask_gen": mask_gen.get_state(),
-                    "torch_rng": torch.get_rng_state(), "step": step}, out / "trainer.pt")
-    resumed = resumed or {}
-    state = {
-        "kind": a.kind,
-        "domain": a.domain,
-        "corpus": getattr(a, "corpus", None) or a.domain,
-        "steps": step,
-        "train_loss_ema": None if ema is None or math.isnan(float(ema)) else float(ema),
-        "valid_loss": valid_loss(model, valid, a.seq_len, codec.bos_id),
-        "minutes": resumed.get("minutes", 0.0) + (time.time() - t0) / 60,
-        "params": n_params,
-        "seq_len": a.seq_len,
-        "batch": a.batch,
-        "lr": a.lr,
-        "lr_final": a.lr * sched.factor(max(0, step - 1)) if sched else None,
-        "seed": a.seed,
-        "data_chars": a.data_chars,
-        **(sched.state() if sched else {}),
-        "resumed_from_step": resumed.get("steps") if resumed else None,
-        "hardware": f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}",
-        "device": str(model.device) + (f" ({torch.cuda.get_device_name(model.device)})"
-                                       if model.device.type == "cuda" else ""),
-        "precision": getattr(a, "precision", "auto"),
-        **_speed_state(a),
-    }
-    if getattr(a, "init", None):
-        state["init"] = str(a.init)
-    (out / "train_state.json").write_text(json.dumps(state, indent=2))
-    print(f"saved {out} at step {step} (valid loss {state['valid_loss']:.4f})", flush=True)
