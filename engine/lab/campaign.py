@@ -38,6 +38,7 @@ from .campaign_plan import (
     Job,
     dry_budget,
     gpu_budget,
+    with_text_size,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +87,8 @@ class Campaign:
         self.env = {**os.environ, "INFILL_DEVICE": a.device, "INFILL_DATA_DIR": str(self.data_dir.resolve()),
                     "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                     "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
+        if a.dry_run:  # tiny models on a shared CPU: one thread each wastes least
+            self.env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def left(self) -> float:
@@ -302,7 +305,7 @@ class Campaign:
             done = pack.unpack_travel(travel, self.models_dir, self.data_dir)
             self.record("unpack", ok=True, result=done)
         self.speed_table()
-        self.train(DRY_JOBS if self.a.dry_run else GPU_JOBS)
+        self.train(DRY_JOBS if self.a.dry_run else with_text_size(GPU_JOBS, self.a.text_size))
         self.evaluate()
         if self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s and self.trained:
             self.speed_table(tag="-new")  # the speed table again, on the new weights
@@ -345,6 +348,8 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     r.add_argument("--travel", default="data/travel", help="the packed travel folder (unpacked first if there)")
     r.add_argument("--domains", default=",".join(DOMAINS))
+    r.add_argument("--text-size", choices=["chosen", "bundled"], default="chosen",
+                   help="the text AS-ARM: the plan's new size (trained from scratch) or the bundled one (continued)")
     r.add_argument("--dry-run", action="store_true")
     r.add_argument("--fail", action="append", metavar="STEP", help="make this step fail (tests the guards)")
     p = sub.add_parser("pack", help="write the travel folder (here, before the loan)")

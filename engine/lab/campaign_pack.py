@@ -125,6 +125,7 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
             return {"what": "tokens", "name": item.name, "bytes": 0, "skipped": "no train shard fits"}
         manifest = prune_manifest(json.loads((arrays / "manifest.json").read_text()), dropped)
         (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        used += _carry_eval_text(data_dir / "corpora" / item.name, out / "corpora" / item.name)
         return {"what": "tokens", "name": item.name, "bytes": used, "form": "uint16 arrays",
                 "shards": carried, "tokens": tokens}
     corpus = data_dir / "corpora" / item.name
@@ -132,12 +133,11 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
         return {"what": "tokens", "name": item.name, "bytes": 0, "skipped": f"no {arrays} nor {corpus}"}
     dest = out / "corpora" / item.name
     dest.mkdir(parents=True, exist_ok=True)
-    used = 0
-    for split in ("valid", "test"):
-        if (corpus / f"{split}.jsonl").is_file():
-            blob = xz_bytes((corpus / f"{split}.jsonl").read_bytes())
-            (dest / f"{split}.jsonl.xz").write_bytes(blob)
-            used += len(blob)
+    used = _carry_eval_text(corpus, dest)
+    if (corpus / "valid.jsonl").is_file():
+        blob = xz_bytes((corpus / "valid.jsonl").read_bytes())
+        (dest / "valid.jsonl.xz").write_bytes(blob)
+        used += len(blob)
     lines = (corpus / "train.jsonl").read_bytes().splitlines(keepends=True)
     keep = len(lines)
     while keep > 0:
@@ -152,6 +152,20 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
     chars = sum(len(json.loads(x)["text"]) for x in lines[:keep])
     return {"what": "tokens", "name": item.name, "bytes": used + len(blob), "form": "corpus text (no token arrays)",
             "train_documents": keep, "of_documents": len(lines), "train_chars": chars}
+
+
+def _carry_eval_text(corpus: Path, dest: Path) -> int:
+    """The evaluation texts `engine eval` reads beside the arrays (the test split; HumanEval's
+    single-line tasks for code), xz; returns the bytes written."""
+    used = 0
+    for src in (corpus / "test.jsonl", corpus.parent / "humaneval" / "single_line.jsonl"):
+        if src.is_file() and (src.parent == corpus or corpus.name == "code"):
+            to = dest.parent / src.parent.name / (src.name + ".xz")
+            to.parent.mkdir(parents=True, exist_ok=True)
+            blob = xz_bytes(src.read_bytes())
+            to.write_bytes(blob)
+            used += len(blob)
+    return used
 
 
 def pack_travel(root: Path, models_dir: Path, data_dir: Path, out: Path, plan: tuple[Travel, ...] = TRAVEL,
