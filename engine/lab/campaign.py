@@ -106,6 +106,7 @@ class Campaign:
         return row
 
     def say(self, line: str) -> None:
+        """A line on stdout (the device call's output tail) and in the campaign's own log."""
         print(line, flush=True)
         with open(self.work / "logs" / "campaign.log", "a") as f:
             f.write(line + "\n")
@@ -149,6 +150,7 @@ class Campaign:
             return self.record(step, ok=False, seconds=round(time.monotonic() - t, 1), error=repr(e)[:300])
 
     def engine(self, *args: str) -> list[str]:
+        """A `python -m engine ...` command line (each step its own process)."""
         return [sys.executable, "-m", "engine", *args]
 
     # -- the steps -----------------------------------------------------------------------------
@@ -160,6 +162,7 @@ class Campaign:
         return None
 
     def bundled(self, name: str) -> Path | None:
+        """The bundled (carried) folder of a model, or None where it did not travel."""
         p = self.models_dir / name
         return p if (p / "config.json").is_file() else None
 
@@ -195,6 +198,7 @@ class Campaign:
                    caps["bench-calls"], True)
 
     def has_data(self, domain: str) -> bool:
+        """Whether a domain's training data is here (token arrays or corpus text)."""
         return (self.data_dir / "tokens" / domain / "manifest.json").is_file() or \
             (self.data_dir / "corpora" / domain / "train.jsonl").is_file()
 
@@ -297,6 +301,8 @@ class Campaign:
         return {"ok": ok, "files": sizes, "total_mib": round(sum(sizes.values()) / MIB, 2)}
 
     def run(self) -> int:
+        """Every step in order: versions, unpack, speed table, training, evaluations, the table
+        again on new weights if time remains, and the check of what comes back."""
         v = versions()
         print("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()), flush=True)
         self.record("versions", ok=True, result=v, device=self.a.device, budget_s=self.budget.total_s)

@@ -54,6 +54,8 @@ def compact(folder: Path) -> None:
 
 def save_checkpoint(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid,
                     sched=None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None) -> None:
+    """Write the complete checkpoint folder (what a run cut short still leaves usable) and its
+    train_state.json: the run's settings, losses, schedule, hardware and throughput."""
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     compact(out)
