@@ -82,6 +82,7 @@ class Campaign:
         self.fail = set(a.fail or [])
         self.returned: list[Path] = []
         self.trained: dict[str, Path] = {}
+        self.teachers: dict[str, Path] = {}  # a PTP job's teacher folder (config.json keeps only its name)
         for d in (self.out, self.work / "logs", self.work / "models"):
             d.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "INFILL_DEVICE": a.device, "INFILL_DATA_DIR": str(self.data_dir.resolve()),
@@ -213,6 +214,7 @@ class Campaign:
             if teacher is None:
                 return f"no teacher {job.teacher}"
             args += ["--teacher", str(teacher), *job.extra]
+            self.teachers[job.name] = teacher
             t_cfg = _config(teacher)
             if init and all(_config(init).get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
                 args += ["--init", str(init)]  # a warm start: the head's weights fit this teacher
@@ -271,12 +273,15 @@ class Campaign:
         for name, folder in self.trained.items():
             old = self.bundled(name)
             if _config(folder).get("model_type") == "ptp":  # a head: its acceptance against its own teacher
+                windows = "4" if dry else "64"
                 self.guard(f"eval-{name}", self.engine("train", "ptp-eval", str(folder), "--teacher",
-                                                       _config(folder)["teacher"], "--windows", "4" if dry else "64"),
+                                                       str(self.teachers[name]), "--windows", windows),
                            caps["eval"], want_json=True)
-                if old:
-                    self.guard(f"eval-{name}-bundled", self.engine("train", "ptp-eval", str(old), "--windows",
-                                                                   "4" if dry else "64"), caps["eval"], want_json=True)
+                old_teacher = self.bundled(_config(old)["teacher"]) if old else None
+                if old and old_teacher:
+                    self.guard(f"eval-{name}-bundled", self.engine("train", "ptp-eval", str(old), "--teacher",
+                                                                   str(old_teacher), "--windows", windows),
+                               caps["eval"], want_json=True)
                 continue
             cmd = self.engine("eval", "--model", str(folder), "--json", "--quiet", "--samples", "2" if dry else "8",
                               "--humaneval-limit", "5" if dry else "100")

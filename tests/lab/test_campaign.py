@@ -97,7 +97,8 @@ def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
     bad = rows["bench-calls-xlnet"]  # the injected failure is logged ...
     assert bad["ok"] is False and "injected failure" in bad["error"]
     for step in ("bench-assd-text", "bench-calls-text", "train-text-asarm", "train-text-ptp1",  # ... the rest ran
-                 "eval-text-asarm", "fills-text-asarm-new", "fills-text-asarm-bundled", "done"):
+                 "eval-text-asarm", "eval-text-ptp1", "eval-text-ptp1-bundled", "fills-text-asarm-new",
+                 "fills-text-asarm-bundled", "bench-assd-text-new", "done"):
         assert rows[step]["ok"] is True, rows[step]
     samplers = {x["sampler"] for x in rows["bench-assd-text"]["result"]["rows"]}
     assert {"sequential-cache", "assd-pipelined", "assd-ptp"} <= samplers
