@@ -130,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="sequences a step, or auto: a short probe at the start picks it (largest that fits "
                          "under --max-batch-tokens, the smallest of those within 10%% of the best tokens/s)")
     ap.add_argument("--max-batch-tokens", type=int, default=131_072, help="--batch auto: tokens-per-step cap")
-    ap.add_argument("--probe-seconds", type=float, default=30.0, help="--batch auto: the probe's time budget")
+    ap.add_argument("--probe-seconds", type=float, default=30.0,
+                    help="--batch auto: the probe's time budget (at most a tenth of --minutes)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the transformer blocks (a GPU option: it costs minutes on a CPU)")
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -342,7 +343,8 @@ def _probe(a, base, opt, windows: DeviceWindows, device: torch.device, autocast_
         acc.backward(loss)
         opt.zero_grad(set_to_none=True)
 
-    return probe_batch(step, a.seq_len + 1, a.max_batch_tokens, budget_s=a.probe_seconds,
+    budget_s = min(a.probe_seconds, 0.1 * a.minutes * 60)  # the probe never eats the run (it counts in --minutes)
+    return probe_batch(step, a.seq_len + 1, a.max_batch_tokens, budget_s=budget_s,
                        sync=device_sync(device), memory_ok=cuda_memory_ok(device), log=acc.print)
 
 

@@ -141,3 +141,20 @@ def test_bf16_with_the_batch_probe_runs(corpus):  # noqa: F811
     assert [r["batch"] for r in probe["rows"]] == [8, 16]  # 16 x 17 tokens <= 300 < 32 x 17
     assert st["batch"] == probe["chosen"] and st["precision"] == "bf16" and st["tokens_seen"] == 2 * 16 * st["batch"]
     assert json.loads((out / "config.json").read_text())["model_type"] == "asarm"
+
+
+def test_the_probe_gets_at_most_a_tenth_of_the_run(corpus, monkeypatch):  # noqa: F811
+    """The probe runs inside --minutes: on a slow device it must not leave no time to train."""
+    seen = []
+    real = train.probe_batch
+
+    def spy(*a, **k):
+        seen.append(k["budget_s"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(train, "probe_batch", spy)
+    i = TINY.index("--batch")
+    args = TINY[:i] + TINY[i + 2 :] + ["--batch", "auto", "--max-batch-tokens", "300", "--steps", "1", "--quiet"]
+    assert train.cli(args + ["--out", str(corpus / "p1"), "--minutes", "1", "--probe-seconds", "30"]) == 0
+    assert train.cli(args + ["--out", str(corpus / "p2"), "--minutes", "10", "--probe-seconds", "30"]) == 0
+    assert seen == [6.0, 30.0]
