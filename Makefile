@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation domains
+.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation domains gpu-campaign gpu-campaign-pack
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -78,3 +78,16 @@ models: $(STAMP)
 GPU_MINUTES ?= 15
 models-gpu: $(STAMP)
 	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python engine/lab/train_all_gpu.sh
+
+# The lent-GPU campaign (docs/TRAINING.md): speed table, the plan's training jobs, evaluations, in one
+# command of at most 8 minutes, every result written to $OUT at once. No venv and no pip (the GPU
+# machine has no network): that machine's own python3 holds torch, transformers and accelerate.
+CAMPAIGN_PY ?= python3
+CAMPAIGN_ARGS ?=
+gpu-campaign:
+	$(CAMPAIGN_PY) -m engine.lab.campaign run --out "$${OUT:-runs/campaign-out}" $(CAMPAIGN_ARGS)
+
+# Before the loan, here: pack what travels (bundled models and token shards, ranked, within 64 MiB
+# with the code tree) into data/travel/, the folder the `run` call carries.
+gpu-campaign-pack: $(STAMP)
+	$(BIN)/python -m engine.lab.campaign pack --out data/travel

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import random
 import time
 from pathlib import Path
@@ -23,7 +22,9 @@ from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
 
 from ..models import MODEL_KINDS
 from .progress import add_quiet_arg, bar, set_quiet
-from .token_windows import batches, token_stream
+from .token_windows import token_stream
+from .train_checkpoint import compact, save_checkpoint
+from .train_speed import DeviceWindows, TokenMeter, compile_blocks, cuda_memory_ok, device_sync, make_optimizer, probe_batch
 
 TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 
@@ -125,7 +126,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="hybrid: a local Hugging Face masked-LM folder (BERT / RoBERTa / ESM family, with its "
                          "tokenizer.json) used frozen as the non-causal stack; only the causal block trains")
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batch", type=batch_arg, default=16,
+                    help="sequences a step, or auto: a short probe at the start picks it (largest that fits "
+                         "under --max-batch-tokens, the smallest of those within 10%% of the best tokens/s)")
+    ap.add_argument("--max-batch-tokens", type=int, default=131_072, help="--batch auto: tokens-per-step cap")
+    ap.add_argument("--probe-seconds", type=float, default=30.0,
+                    help="--batch auto: the probe's time budget (at most a tenth of --minutes)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the transformer blocks (a GPU option: it costs minutes on a CPU)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--min-lr", type=float, default=0.0, help="the cosine's floor, as a fraction of --lr")
     ap.add_argument("--warmup", type=int, default=200, help="linear warm-up steps (at most a tenth of the schedule)")
@@ -164,6 +172,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
     add_quiet_arg(ap)
     return ap
+
+
+def batch_arg(s: str) -> int | str:
+    """--batch: a whole number of sequences, or auto (the probe's choice)."""
+    if s == "auto":
+        return s
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {s!r}") from None
 
 
 RESUMED_ARGS = ("kind", "domain", "corpus", "seq_len", "batch", "lr", "min_lr", "warmup", "seed", "data_chars")
@@ -235,15 +253,20 @@ def cli(argv: list[str]) -> int:
     valid = token_stream(corpus, "valid", codec, 400_000)
     acc.print(f"{a.kind}/{a.domain}: {n_params / 1e6:.2f}M trainable params, {len(train):,} train tokens, "
               f"{acc.device}, autocast {autocast_dtype or 'off'}, TF32 {'on' if tf32 else 'off'}")
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, weight_decay=0.01)
+    model.to(acc.device)  # before the optimizer: fused AdamW needs the parameters on their device
+    if a.compile:
+        acc.print(f"torch.compile: {compile_blocks(model)} blocks")
+    opt, opt_kind = make_optimizer([p for p in model.parameters() if p.requires_grad], a.lr)
     step = int(resumed.get("steps", 0))
     horizon = a.steps if a.steps is not None else resumed.get("horizon")
     sched = Schedule(a.warmup, a.min_lr, horizon, a.probe_steps)
     if "warmup_steps" in resumed and a.steps is None:
         sched.warm = resumed["warmup_steps"]
     model, opt = acc.prepare(model, opt)
-    gen = torch.Generator().manual_seed(a.seed + step)
-    mask_gen = torch.Generator().manual_seed(a.seed + 1 + step)
+    windows = DeviceWindows(train, a.seq_len, codec.bos_id, acc.device, a.seed + step)  # moved once
+    gen = windows.gen
+    # the masks are drawn on the device too, except by the PTP head (its rounds are built on the host)
+    mask_gen = torch.Generator(device=acc.device if a.kind != "ptp" else "cpu").manual_seed(a.seed + 1 + step)
     if trainer_state is not None:
         opt.load_state_dict(trainer_state["optimizer"])
         gen.set_state(trainer_state["gen"])
@@ -253,9 +276,17 @@ def cli(argv: list[str]) -> int:
     t0 = last_save = time.time()
     budget = a.minutes * 60
     rate_from: tuple[int, float] | None = None  # (step, time) where the rate measurement starts
-    ema = resumed.get("train_loss_ema") if trainer_state is not None else None
-    data = batches(train, a.seq_len, a.batch, gen, codec.bos_id)
+    ema0 = resumed.get("train_loss_ema") if trainer_state is not None else None
+    ema = torch.tensor(ema0 if ema0 is not None else float("nan"), device=acc.device)  # no sync a step
     base = acc.unwrap_model(model)
+    probe = None
+    if a.batch == "auto":
+        probe = _probe(a, base, opt, windows, device, autocast_dtype, acc)
+        a.batch = probe.batch
+    data = windows.batches(a.batch)
+    meter = TokenMeter()
+    a.opt_kind, a.probe, a.meter, a.tokens_before = opt_kind, probe, meter, int(resumed.get("tokens_seen", 0))
+    acc.print(f"optimizer AdamW ({opt_kind}), batch {a.batch} x {a.seq_len} tokens, windows built on {windows.device}")
     # the bar's total is the schedule's horizon (re-estimated from the step rate when --steps is not
     # given), so its time left is the schedule's; the --minutes budget left is shown beside it
     pbar = bar(total=sched.horizon or None, desc=f"train {a.kind}/{a.domain}", unit="step")
@@ -264,7 +295,7 @@ def cli(argv: list[str]) -> int:
         model.train()
         for g in opt.param_groups:
             g["lr"] = a.lr * sched.factor(step)
-        ids = next(data).to(acc.device)
+        ids = next(data)
         progress = min(1.0, step / sched.horizon) if sched.horizon else 0.0  # the models' mask curricula
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             loss = base.training_loss(ids, progress, mask_gen)
@@ -273,8 +304,9 @@ def cli(argv: list[str]) -> int:
         opt.step()
         opt.zero_grad()
         step += 1
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        ema = torch.where(ema.isnan(), loss.detach().float(), 0.98 * ema + 0.02 * loss.detach().float())
         now = time.time()
+        meter.add(a.batch * a.seq_len, now)
         if rate_from is None and step - int(resumed.get("steps", 0)) >= 3:  # first steps allocate: not timed
             rate_from = (step, now)
         if rate_from is not None:
@@ -283,17 +315,37 @@ def cli(argv: list[str]) -> int:
         if step % 10 == 0 and not pbar.disable:
             if sched.horizon and pbar.total != sched.horizon:
                 pbar.total = sched.horizon
-            pbar.set_postfix(loss=f"{ema:.4f}", lr=f"{opt.param_groups[0]['lr']:.3g}",
+            pbar.set_postfix(loss=f"{float(ema):.4f}", lr=f"{opt.param_groups[0]['lr']:.3g}",
+                             tok_s=f"{meter.rate():,.0f}",
                              budget_left=f"{max(0.0, budget - (now - t0)):.0f}s", refresh=False)
         if step % 50 == 0 and pbar.disable:  # a log line when there is no bar (not a terminal, --quiet)
-            acc.print(f"step {step} loss {ema:.4f} lr {opt.param_groups[0]['lr']:.3g} "
-                      f"horizon {sched.horizon} ({now - t0:.0f}s)")
+            acc.print(f"step {step} loss {float(ema):.4f} lr {opt.param_groups[0]['lr']:.3g} "
+                      f"horizon {sched.horizon} tokens/s {meter.rate():,.0f} ({now - t0:.0f}s)")
         if now - last_save > a.save_minutes * 60:
-            _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+            save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
             last_save = time.time()
     pbar.close()
-    _save(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+    acc.print(f"trained {meter.tokens:,} tokens in {time.time() - t0:.0f}s: {meter.rate():,.0f} tokens/s")
+    save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0
+
+
+def _probe(a, base, opt, windows: DeviceWindows, device: torch.device, autocast_dtype, acc):
+    """--batch auto: time forward + backward of doubling batches (no optimizer step: the weights
+    stay as they are; its own generators: the run's random stream is untouched)."""
+    pgen = torch.Generator(device=windows.device).manual_seed(10_007)
+    mgen = torch.Generator(device=windows.device if a.kind != "ptp" else "cpu").manual_seed(10_009)
+    base.train()
+
+    def step(b: int) -> None:
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            loss = base.training_loss(windows.take(b, pgen), 1.0, mgen)  # full mask rate: the most memory
+        acc.backward(loss)
+        opt.zero_grad(set_to_none=True)
+
+    budget_s = min(a.probe_seconds, 0.1 * a.minutes * 60)  # the probe never eats the run (it counts in --minutes)
+    return probe_batch(step, a.seq_len + 1, a.max_batch_tokens, budget_s=budget_s,
+                       sync=device_sync(device), memory_ok=cuda_memory_ok(device), log=acc.print)
 
 
 def _init_from(a, ap: argparse.ArgumentParser):
@@ -348,62 +400,3 @@ def _backbone_hybrid(a, ap: argparse.ArgumentParser):
     if a.seq_len + 1 > model.config.max_positions:
         ap.error(f"--seq-len {a.seq_len} exceeds the backbone's {model.config.max_positions - 1} positions")
     return codec, model
-
-
-@torch.no_grad()
-def valid_loss(model, valid: torch.Tensor, seq_len: int, bos_id: int, n: int = 16) -> float:
-    """The training loss on a fixed batch of validation windows (fixed seeds): comparable across steps."""
-    gen = torch.Generator().manual_seed(123)
-    model.eval()
-    ids = next(batches(valid, seq_len, n, gen, bos_id)).to(model.device)
-    return float(model.training_loss(ids, 1.0, torch.Generator().manual_seed(7)))
-
-
-def compact(folder: Path) -> None:
-    """Store weights in bfloat16 (half the bytes: bundled checkpoints stay under 20 MB); the
-    registry loads them back as float32 for inference."""
-    from safetensors.torch import load_file, save_file
-
-    f = Path(folder) / "model.safetensors"
-    sd = load_file(str(f))
-    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in sd.items()}, str(f),
-              metadata={"format": "pt"})
-
-
-def _save(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid,
-          sched: Schedule | None = None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    compact(out)
-    codec.hf.save_pretrained(out)
-    if a.save_optimizer and opt is not None:
-        torch.save({"model": {k: v.detach().float().cpu() for k, v in model.state_dict().items()},
-                    "optimizer": opt.state_dict(), "gen": gen.get_state(), "mask_gen": mask_gen.get_state(),
-                    "torch_rng": torch.get_rng_state(), "step": step}, out / "trainer.pt")
-    resumed = resumed or {}
-    state = {
-        "kind": a.kind,
-        "domain": a.domain,
-        "corpus": getattr(a, "corpus", None) or a.domain,
-        "steps": step,
-        "train_loss_ema": ema,
-        "valid_loss": valid_loss(model, valid, a.seq_len, codec.bos_id),
-        "minutes": resumed.get("minutes", 0.0) + (time.time() - t0) / 60,
-        "params": n_params,
-        "seq_len": a.seq_len,
-        "batch": a.batch,
-        "lr": a.lr,
-        "lr_final": a.lr * sched.factor(max(0, step - 1)) if sched else None,
-        "seed": a.seed,
-        "data_chars": a.data_chars,
-        **(sched.state() if sched else {}),
-        "resumed_from_step": resumed.get("steps") if resumed else None,
-        "hardware": f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}",
-        "device": str(model.device) + (f" ({torch.cuda.get_device_name(model.device)})"
-                                       if model.device.type == "cuda" else ""),
-        "precision": getattr(a, "precision", "auto"),
-    }
-    if getattr(a, "init", None):
-        state["init"] = str(a.init)
-    (out / "train_state.json").write_text(json.dumps(state, indent=2))
-    print(f"saved {out} at step {step} (valid loss {state['valid_loss']:.4f})", flush=True)

@@ -169,10 +169,11 @@ class AsArmMixin:
         from 0.15 to 1.0 over the first 10% of training (the ASSD paper's warm-up)."""
         b, l = ids.shape
         hi = 0.15 + (1.0 - 0.15) * min(1.0, progress / 0.1)
-        rate = 0.1 + (hi - 0.1) * torch.rand(b, 1, generator=gen)
-        masked = torch.rand(b, l, generator=gen) < rate
+        dev = gen.device  # a generator on the GPU draws the masks there (no host work per step)
+        rate = 0.1 + (hi - 0.1) * torch.rand(b, 1, generator=gen, device=dev)
+        masked = torch.rand(b, l, generator=gen, device=dev) < rate
         masked[:, 0] = False  # BOS
-        masked[torch.arange(b), torch.randint(1, l, (b,), generator=gen)] = True  # at least one
+        masked[torch.arange(b, device=dev), torch.randint(1, l, (b,), generator=gen, device=dev)] = True  # at least one
         return self.joint_loss(ids, masked.to(ids.device))
 
     def special_mask(self) -> torch.Tensor:

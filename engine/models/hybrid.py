@@ -241,9 +241,9 @@ class HybridModel(PreTrainedModel):
         and sigma uniform."""
         b, l = ids.shape
         d = l - 1
-        u = torch.rand(b, generator=gen)
+        u = torch.rand(b, generator=gen, device=gen.device)  # drawn where the generator lives (GPU: no copy)
         n_masked = torch.ceil(d * torch.cos(0.5 * math.pi * u)).long().clamp(1, d)
-        scores = torch.rand(b, d, generator=gen)
+        scores = torch.rand(b, d, generator=gen, device=gen.device)
         return self.hybrid_loss(ids, n_masked.to(ids.device), scores.to(ids.device))
 
     def train(self, mode: bool = True):

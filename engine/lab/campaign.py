@@ -1,0 +1,397 @@
+"""`python -m engine.lab.campaign run|pack|unpack-returned`: the lent-GPU campaign in one command.
+
+Why: a loan is rare and short (15 minutes of device time, one command of at most 10, 64 MiB each
+way, no network, no gradio/sqlalchemy/plotly there), so the whole loan is one prepared command:
+  1. the speed table on the bundled weights first (`bench assd`, every exact sampler, three domains,
+     k = 5; `bench calls` for the bundled AS-ARM and a random XLNet-base sized model);
+  2. the plan's training jobs (engine/lab/campaign_plan.py), one at a time with the whole GPU,
+     each for its share of the minutes left, `--init` from the bundled weights where the
+     architecture is unchanged;
+  3. `engine eval` and `bench fills` of each new model beside the bundled one, while minutes remain;
+  4. at most 8 files of at most 16 MiB (64 MiB in all) in the output folder, written as soon as
+     each result exists: campaign.jsonl (one line a step), logs.tar.xz (every step's log, rewritten
+     after each step), one xz tar per model (split in parts where larger than 16 MiB), ranked.
+Every step runs as its own `python -m engine ...` process under a time limit (its guard): a
+failure or a timeout is logged and the next step runs. Nothing here imports the app or the store;
+tests/lab/test_campaign.py runs the CPU dry run with those imports made to fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from . import campaign_pack as pack
+from .campaign_plan import (
+    DRY_JOBS,
+    GPU_JOBS,
+    RETURN_FILE_MIB,
+    RETURN_FILES,
+    RETURN_TOTAL_MIB,
+    Budget,
+    Job,
+    dry_budget,
+    gpu_budget,
+    with_text_size,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+VERSIONS = ("torch", "transformers", "accelerate", "numpy", "scipy", "safetensors", "tokenizers")
+ASSD_EXACT = "sequential-cache,sequential,assd,assd-cache,assd-pipelined,assd-ngram"  # bench.ASSD_SAMPLERS
+DOMAINS = ("text", "code", "protein")
+
+
+def versions() -> dict:
+    """The packages the campaign finds (the GPU machine's may differ from ours) and the device."""
+    from importlib import metadata
+
+    out: dict = {"python": sys.version.split()[0]}
+    for name in VERSIONS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda
+        out["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception as e:  # noqa: BLE001  (a broken torch is a finding, not a crash)
+        out["torch_error"] = repr(e)
+    return out
+
+
+class Campaign:
+    """One campaign: its output folder, work folder, clock and the record of every step."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        self.out = Path(a.out)
+        self.work = Path(a.work)
+        self.models_dir = Path(a.models_dir)
+        self.data_dir = Path(a.data_dir)
+        self.budget: Budget = dry_budget(a.seconds) if a.dry_run else gpu_budget(a.seconds)
+        self.t0 = time.monotonic()
+        self.fail = set(a.fail or [])
+        self.returned: list[Path] = []
+        self.trained: dict[str, Path] = {}
+        self.teachers: dict[str, Path] = {}  # a PTP job's teacher folder (config.json keeps only its name)
+        for d in (self.out, self.work / "logs", self.work / "models"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "INFILL_DEVICE": a.device, "INFILL_DATA_DIR": str(self.data_dir.resolve()),
+                    "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+                    "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)}
+        if a.dry_run:  # tiny models on a shared CPU: one thread each wastes least
+            self.env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def left(self) -> float:
+        """Seconds of the campaign left."""
+        return self.budget.total_s - (time.monotonic() - self.t0)
+
+    def record(self, step: str, **fields) -> dict:
+        """One line of campaign.jsonl, written (and the logs archive refreshed) at once."""
+        row = {"step": step, "t": round(time.monotonic() - self.t0, 1), **fields}
+        with open(self.out / "campaign.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        self.say(f"[{row['t']:6.1f}s] {step}: " + ", ".join(f"{k}={v}" for k, v in fields.items()
+                                                           if k in ("ok", "error", "seconds", "skipped", "files")))
+        self.archive_logs()
+        return row
+
+    def say(self, line: str) -> None:
+        """A line on stdout (the device call's output tail) and in the campaign's own log."""
+        print(line, flush=True)
+        with open(self.work / "logs" / "campaign.log", "a") as f:
+            f.write(line + "\n")
+
+    def archive_logs(self) -> None:
+        """logs.tar.xz: every step's log and every JSON so far (rewritten after each step)."""
+        tmp = self.out / "logs.tar.xz.tmp"
+        with tarfile.open(tmp, "w:xz", preset=1) as tar:
+            tar.add(self.work / "logs", arcname="logs")
+            for st in sorted(self.work.glob("models/*/train_state.json")):
+                tar.add(st, arcname=f"train_state/{st.parent.name}.json")
+        tmp.replace(self.out / "logs.tar.xz")
+
+    # -- the guard -----------------------------------------------------------------------------
+    def guard(self, step: str, cmd: list[str], cap_s: float, want_json: bool = False) -> dict:
+        """Run one step as its own process within min(cap_s, time left): a failure, a timeout or
+        unreadable output is recorded and the campaign goes on."""
+        limit = min(cap_s, self.left() - self.budget.reserve_s)
+        if limit < 3:
+            return self.record(step, ok=False, skipped=f"no time left ({self.left():.0f}s)")
+        if step in self.fail:  # --fail STEP: the guards' own test
+            cmd = [sys.executable, "-c", f"raise SystemExit('injected failure of {step}')"]
+        log = self.work / "logs" / f"{step}.log"
+        t = time.monotonic()
+        try:
+            with open(log, "w") as lf:
+                lf.write("$ " + " ".join(cmd) + "\n")
+                lf.flush()
+                r = subprocess.run(cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=lf, text=True,
+                                   timeout=limit)
+            with open(log, "a") as lf:
+                lf.write(r.stdout)
+            secs = round(time.monotonic() - t, 1)
+            if r.returncode != 0:
+                return self.record(step, ok=False, seconds=secs, error=f"exit {r.returncode}: {_tail(log)}")
+            result = _json_out(r.stdout) if want_json else None
+            return self.record(step, ok=True, seconds=secs, result=result)
+        except subprocess.TimeoutExpired:
+            return self.record(step, ok=False, seconds=round(time.monotonic() - t, 1), error=f"timeout {limit:.0f}s")
+        except (OSError, ValueError, IndexError) as e:  # no output, not JSON
+            return self.record(step, ok=False, seconds=round(time.monotonic() - t, 1), error=repr(e)[:300])
+
+    def engine(self, *args: str) -> list[str]:
+        """A `python -m engine ...` command line (each step its own process)."""
+        return [sys.executable, "-m", "engine", *args]
+
+    # -- the steps -----------------------------------------------------------------------------
+    def model(self, name: str) -> Path | None:
+        """A model folder: this campaign's new one if trained, else the bundled one, else None."""
+        for p in (self.work / "models" / name, self.models_dir / name):
+            if (p / "config.json").is_file():
+                return p
+        return None
+
+    def bundled(self, name: str) -> Path | None:
+        """The bundled (carried) folder of a model, or None where it did not travel."""
+        p = self.models_dir / name
+        return p if (p / "config.json").is_file() else None
+
+    def speed_table(self, tag: str = "") -> None:
+        """bench assd for each domain (every exact sampler; assd-ptp where a PTP head is there),
+        then bench calls for the text AS-ARM and a random XLNet-base sized model."""
+        caps = self.budget.step_cap_s
+        dry = self.a.dry_run
+        for d in self.a.domains:
+            m = self.model(f"{d}-asarm") if tag else self.bundled(f"{d}-asarm")
+            if m is None:
+                self.record(f"bench-assd-{d}{tag}", ok=False, skipped=f"no {d}-asarm here")
+                continue
+            ptp = next((p for p in (self.bundled(f"{d}-ptp1"), self.bundled(f"{d}-ptp")) if p), None)
+            if tag:  # new weights: their new head, if one was trained
+                ptp = next((self.work / "models" / n for n in (f"{d}-ptp1", f"{d}-ptp")
+                            if (self.work / "models" / n / "config.json").is_file()), ptp)
+            samplers = ASSD_EXACT + (",assd-ptp" if ptp else "")
+            cmd = self.engine("bench", "assd", "--model", str(m), "--domain", d, "--k", "5", "--json", "--quiet",
+                              "--samplers", samplers, "--samples", "1" if dry else "6",
+                              "--length", "24" if dry else "256")
+            if ptp:
+                cmd += ["--draft-model", str(ptp)]
+            self.guard(f"bench-assd-{d}{tag}", cmd, caps["bench-assd"], want_json=True)
+        if tag:
+            return
+        text = self.bundled("text-asarm")
+        if text:
+            self.guard("bench-calls-text", self.engine("bench", "calls", "--model", str(text), "--json",
+                                                       "--reps", "2" if dry else "15"), caps["bench-calls"], True)
+        self.guard("bench-calls-xlnet", self.engine("bench", "calls", "--xlnet-base-random", "--json",
+                                                    "--context", "16" if dry else "200", "--reps", "1" if dry else "15"),
+                   caps["bench-calls"], True)
+
+    def has_data(self, domain: str) -> bool:
+        """Whether a domain's training data is here (token arrays or corpus text)."""
+        return (self.data_dir / "tokens" / domain / "manifest.json").is_file() or \
+            (self.data_dir / "corpora" / domain / "train.jsonl").is_file()
+
+    def job_args(self, job: Job) -> list[str] | str:
+        """The `engine train` flags of a job, or why it cannot run."""
+        if not self.has_data(job.domain):
+            return f"no {job.domain} data carried"
+        args = ["--kind", job.kind, "--domain", job.domain, "--seq-len", str(job.seq_len)]
+        init = self.bundled(job.init) if job.init else None
+        if job.kind == "ptp":
+            teacher = self.model(job.teacher or f"{job.domain}-asarm")
+            if teacher is None:
+                return f"no teacher {job.teacher}"
+            args += ["--teacher", str(teacher), *job.extra]
+            self.teachers[job.name] = teacher
+            t_cfg = _config(teacher)
+            if init and all(_config(init).get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
+                args += ["--init", str(init)]  # a warm start: the head's weights fit this teacher
+            return args
+        if init and _size(_config(init)) == job.size:
+            return args + ["--init", str(init), *job.extra]  # continued training: the same architecture
+        h, layers, heads, ffn = job.size or (256, 4, 4, 768)
+        return args + ["--hidden", str(h), "--layers", str(layers), "--heads", str(heads), "--ffn", str(ffn),
+                       *job.extra]
+
+    def train(self, jobs: tuple[Job, ...]) -> None:
+        """Each job of the plan in order, its share of the training seconds fixed in advance."""
+        train_s = min(self.budget.train_s(), self.left() - self.budget.eval_s - self.budget.reserve_s)
+        self.record("train-plan", seconds=round(train_s), jobs=[(j.name, round(j.share * train_s)) for j in jobs])
+        for job in jobs:
+            args = self.job_args(job)
+            if isinstance(args, str):
+                self.record(f"train-{job.name}", ok=False, skipped=args)
+                continue
+            secs = job.share * train_s
+            overhead = 4.0 if self.a.dry_run else 20.0  # start-up, data, the final save and valid loss
+            minutes = max(0.02, (secs - overhead) / 60)
+            out = self.work / "models" / job.name
+            cmd = self.engine("train", *args, "--out", str(out), "--minutes", f"{minutes:.3f}", "--quiet",
+                              "--save-minutes", f"{max(minutes / 2, 0.5):.2f}", "--device", self.a.device,
+                              "--batch", "auto", "--probe-seconds", "10",
+                              "--data-chars", "20000" if self.a.dry_run else "200000000")
+            if self.a.dry_run:
+                cmd += ["--threads", "1", "--warmup", "2", "--probe-steps", "2", "--max-batch-tokens", "600",
+                        "--steps", "3"]
+            r = self.guard(f"train-{job.name}", cmd, secs + (30 if self.a.dry_run else 60))
+            if (out / "train_state.json").is_file():  # a job cut short still saved its last checkpoint
+                self.trained[job.name] = out
+                st = json.loads((out / "train_state.json").read_text())
+                self.return_model(job.name, out, st, r)
+
+    def return_model(self, name: str, folder: Path, state: dict, step: dict) -> None:
+        """Pack a new model into the output folder now, if it fits what may come back."""
+        blob = pack.tar_xz(folder, preset=1)
+        parts = -(-len(blob) // int(RETURN_FILE_MIB * MIB))
+        used = sum(p.stat().st_size for p in self.out.iterdir() if p.is_file())
+        n_files = len([p for p in self.out.iterdir() if p.is_file()])
+        reserve_files = 0 if (self.out / "logs.tar.xz").exists() else 1
+        if n_files + reserve_files + parts > RETURN_FILES or used + len(blob) + MIB > RETURN_TOTAL_MIB * MIB:
+            self.record(f"return-{name}", ok=False, skipped=f"{len(blob) / MIB:.1f} MiB in {parts} files does "
+                        f"not fit ({n_files} files, {used / MIB:.1f} MiB already)", train_state=state)
+            return
+        files = pack.write_parts(blob, self.out, f"{name}.tar.xz")
+        self.returned += files
+        self.record(f"return-{name}", ok=True, files=[f.name for f in files], mib=round(len(blob) / MIB, 2),
+                    train_state=state, train_ok=step.get("ok"))
+
+    def evaluate(self) -> None:
+        """engine eval and bench fills of each new model beside its bundled one (AS-ARMs for fills)."""
+        caps, dry = self.budget.step_cap_s, self.a.dry_run
+        for name, folder in self.trained.items():
+            old = self.bundled(name)
+            if _config(folder).get("model_type") == "ptp":  # a head: its acceptance against its own teacher
+                windows = "4" if dry else "64"
+                self.guard(f"eval-{name}", self.engine("train", "ptp-eval", str(folder), "--teacher",
+                                                       str(self.teachers[name]), "--windows", windows),
+                           caps["eval"], want_json=True)
+                old_teacher = self.bundled(_config(old)["teacher"]) if old else None
+                if old and old_teacher:
+                    self.guard(f"eval-{name}-bundled", self.engine("train", "ptp-eval", str(old), "--teacher",
+                                                                   str(old_teacher), "--windows", windows),
+                               caps["eval"], want_json=True)
+                continue
+            cmd = self.engine("eval", "--model", str(folder), "--json", "--quiet", "--samples", "2" if dry else "8",
+                              "--humaneval-limit", "5" if dry else "100")
+            if old:
+                cmd += ["--model", str(old)]
+            self.guard(f"eval-{name}", cmd, caps["eval"], want_json=True)
+            if name.endswith("-asarm"):
+                d = name.split("-")[0]
+                for tag, m in (("new", folder), ("bundled", old)):
+                    if m is not None:
+                        self.guard(f"fills-{name}-{tag}", self.engine(
+                            "bench", "fills", "--domains", d, f"--{d}-model", str(m), "--json", "--seeds",
+                            "1" if dry else "3", "--temperatures", "1", "--modes", "before",
+                            *(["--limit", "2"] if dry else [])), caps["fills"], want_json=True)
+
+    def check_out(self) -> dict:
+        """What will come back: at most 8 files, each <= 16 MiB, 64 MiB in all."""
+        files = sorted(p for p in self.out.iterdir() if p.is_file())
+        sizes = {p.name: p.stat().st_size for p in files}
+        ok = (len(files) <= RETURN_FILES and all(s <= RETURN_FILE_MIB * MIB for s in sizes.values())
+              and sum(sizes.values()) <= RETURN_TOTAL_MIB * MIB)
+        return {"ok": ok, "files": sizes, "total_mib": round(sum(sizes.values()) / MIB, 2)}
+
+    def run(self) -> int:
+        """Every step in order: versions, unpack, speed table, training, evaluations, the table
+        again on new weights if time remains, and the check of what comes back."""
+        v = versions()
+        print("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()), flush=True)
+        self.record("versions", ok=True, result=v, device=self.a.device, budget_s=self.budget.total_s)
+        travel = Path(self.a.travel)
+        if (travel / "travel.json").is_file():
+            done = pack.unpack_travel(travel, self.models_dir, self.data_dir)
+            self.record("unpack", ok=True, result=done)
+        self.speed_table()
+        self.train(DRY_JOBS if self.a.dry_run else with_text_size(GPU_JOBS, self.a.text_size))
+        self.evaluate()
+        if self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s and self.trained:
+            self.speed_table(tag="-new")  # the speed table again, on the new weights
+        self.record("done", ok=True, result=self.check_out(), left_s=round(self.left(), 1))
+        self.archive_logs()
+        return 0
+
+
+def _json_out(stdout: str):
+    """A step's JSON: the whole output, else its last line (progress lines before it)."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _tail(log: Path, n: int = 400) -> str:
+    text = log.read_text(errors="replace").strip()
+    return text[-n:].replace("\n", " | ")
+
+
+def _config(folder: Path) -> dict:
+    return json.loads((folder / "config.json").read_text())
+
+
+def _size(cfg: dict) -> tuple[int, int, int, int]:
+    return (cfg.get("hidden_size"), cfg.get("num_layers"), cfg.get("num_heads"), cfg.get("intermediate_size"))
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """`python -m engine.lab.campaign run|pack|unpack-returned`."""
+    ap = argparse.ArgumentParser(prog="python -m engine.lab.campaign")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="the campaign (on the GPU machine; --dry-run: seconds, tiny models, the CPU)")
+    r.add_argument("--out", default=os.environ.get("OUT", "runs/campaign-out"))
+    r.add_argument("--work", default="runs/campaign-work", help="logs and full checkpoints (not brought back)")
+    r.add_argument("--seconds", type=float, default=None, help="the whole campaign (default 480; dry run 120)")
+    r.add_argument("--device", default=None, help="default cuda (dry run: cpu)")
+    r.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
+    r.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
+    r.add_argument("--travel", default="data/travel", help="the packed travel folder (unpacked first if there)")
+    r.add_argument("--domains", default=",".join(DOMAINS))
+    r.add_argument("--text-size", choices=["chosen", "bundled"], default="chosen",
+                   help="the text AS-ARM: the plan's new size (trained from scratch) or the bundled one (continued)")
+    r.add_argument("--dry-run", action="store_true")
+    r.add_argument("--fail", action="append", metavar="STEP", help="make this step fail (tests the guards)")
+    p = sub.add_parser("pack", help="write the travel folder (here, before the loan)")
+    p.add_argument("--out", default="data/travel")
+    p.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
+    p.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
+    u = sub.add_parser("unpack-returned", help="unpack the model files that came back into a folder")
+    u.add_argument("files", nargs="+")
+    u.add_argument("--dest", default="runs/campaign-returned")
+    a = ap.parse_args(argv)
+    if a.cmd == "pack":
+        m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out))
+        for it in m["items"]:
+            print(f"{it['what']:<7} {it['name']:<15} {it['bytes'] / MIB:7.2f} MiB  " +
+                  (f"skipped: {it['skipped']}" if "skipped" in it else
+                   json.dumps({k: v for k, v in it.items() if k in ("tokens", "train_chars", "shards", "form")})))
+        print(f"tree {m['tree_bytes'] / MIB:.2f} MiB + travel {m['travel_bytes'] / MIB:.2f} MiB "
+              f"(limit {m['limit_mib']:.0f} MiB); carry {a.out}")
+        return 0
+    if a.cmd == "unpack-returned":
+        for f in a.files:
+            p = Path(f)
+            if p.suffix.lstrip(".").isdigit() and not p.name.endswith(".0"):
+                continue  # later parts are joined with the first
+            print(pack.extract_tar_xz(pack.join_parts(p), Path(a.dest)))
+        return 0
+    a.seconds = a.seconds or (120.0 if a.dry_run else 480.0)
+    a.device = a.device or ("cpu" if a.dry_run else "cuda")
+    a.domains = [d for d in a.domains.split(",") if d]
+    return Campaign(a).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

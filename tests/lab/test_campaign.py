@@ -1,0 +1,186 @@
+"""The GPU campaign (engine/lab/campaign.py) as a CPU dry run: every step on tiny models and data,
+in a subprocess whose imports of the app, the store, gradio, sqlalchemy and plotly fail (as on the
+GPU machine), one step made to fail on purpose; then what it would bring back: at most 8 files of
+at most 16 MiB, 64 MiB in all, the models among them unpackable. Plus the travel packing."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.lab import campaign_pack as pack
+from engine.lab.campaign_plan import GPU_JOBS, TRAVEL, Travel, gpu_budget
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCKED = ("app", "storage", "gradio", "sqlalchemy", "plotly")
+WORDS = ("the dog cat sat ran under over table house river old man woman sea walked looked morning "
+         "afternoon garden quietly slept small green light").split()
+
+SITECUSTOMIZE = f"""
+import sys
+BLOCKED = {BLOCKED!r}
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in BLOCKED:
+            raise ImportError('blocked on the GPU machine: ' + name)
+        return None
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def text_corpus(root: Path) -> None:
+    rng = random.Random(0)
+    out = root / "corpora" / "text"
+    out.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 300), ("valid", 40), ("test", 40)):
+        rows = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20))).capitalize() + "." for _ in range(n)]
+        (out / f"{split}.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n"
+                                                    for i, t in enumerate(rows)))
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """A tiny 'bundled' text AS-ARM and one-pass PTP head (the real tokenizer), and a tiny corpus."""
+    from engine.lab import train
+
+    tmp = tmp_path_factory.mktemp("campaign")
+    text_corpus(tmp / "data")
+    old = {k: os.environ.get(k) for k in ("INFILL_DATA_DIR", "INFILL_DEVICE")}
+    os.environ.update(INFILL_DATA_DIR=str(tmp / "data"), INFILL_DEVICE="cpu")
+    try:
+        small = ["--hidden", "16", "--layers", "2", "--heads", "2", "--ffn", "32", "--seq-len", "32", "--batch", "2",
+                 "--threads", "1", "--steps", "2", "--minutes", "5", "--quiet"]
+        assert train.cli(["--kind", "asarm", "--domain", "text", "--out", str(tmp / "models" / "text-asarm"),
+                          *small]) == 0
+        assert train.cli(["--kind", "ptp", "--domain", "text", "--teacher", str(tmp / "models" / "text-asarm"),
+                          "--out", str(tmp / "models" / "text-ptp1"), "--ptp-mode", "onepass", "--k", "3",
+                          *small[2:]]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return tmp
+
+
+def blocked_env(tmp: Path) -> dict:
+    block = tmp / "block"
+    block.mkdir(exist_ok=True)
+    (block / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {k: v for k, v in os.environ.items() if k not in ("INFILL_DATA_DIR", "OUT")}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(block), str(ROOT)]), "INFILL_DEVICE": "cpu"}
+
+
+def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
+    """About 40 s of CPU (eleven short processes); the generous budget is only an upper bound, for
+    a machine shared with other work (each step's cap is a share of it)."""
+    env = blocked_env(bundled)
+    probe = subprocess.run([sys.executable, "-c", "import gradio"], env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "blocked on the GPU machine" in probe.stderr  # the blocker is live
+    out = bundled / "OUT"
+    r = subprocess.run([sys.executable, "-m", "engine.lab.campaign", "run", "--dry-run", "--out", str(out),
+                        "--work", str(bundled / "work"), "--models-dir", str(bundled / "models"),
+                        "--data-dir", str(bundled / "data"), "--travel", str(bundled / "no-travel"),
+                        "--domains", "text", "--seconds", "2400", "--fail", "bench-calls-xlnet"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.splitlines()[0].startswith("versions: python")
+    for name in ("torch", "transformers", "accelerate", "numpy", "scipy"):
+        assert f" {name} " in r.stdout.splitlines()[0]
+    rows = {row["step"]: row for row in map(json.loads, (out / "campaign.jsonl").read_text().splitlines())}
+    assert list(rows)[0] == "versions"
+    bad = rows["bench-calls-xlnet"]  # the injected failure is logged ...
+    assert bad["ok"] is False and "injected failure" in bad["error"]
+    for step in ("bench-assd-text", "bench-calls-text", "train-text-asarm", "train-text-ptp1",  # ... the rest ran
+                 "eval-text-asarm", "eval-text-ptp1", "eval-text-ptp1-bundled", "fills-text-asarm-new",
+                 "fills-text-asarm-bundled", "bench-assd-text-new", "done"):
+        assert rows[step]["ok"] is True, rows[step]
+    samplers = {x["sampler"] for x in rows["bench-assd-text"]["result"]["rows"]}
+    assert {"sequential-cache", "assd-pipelined", "assd-ptp"} <= samplers
+    asarm = rows["return-text-asarm"]["train_state"]
+    assert asarm["init"].endswith("text-asarm") and asarm["tokens_per_second"] > 0 and asarm["batch_probe"]
+    back = rows["done"]["result"]
+    files = sorted(p for p in out.iterdir())
+    assert back["ok"] and len(files) <= 8 and all(p.is_file() and p.stat().st_size <= 16 << 20 for p in files)
+    assert sum(p.stat().st_size for p in files) <= 64 << 20
+    assert {"campaign.jsonl", "logs.tar.xz", "text-asarm.tar.xz", "text-ptp1.tar.xz"} <= {p.name for p in files}
+    got = pack.extract_tar_xz(pack.join_parts(out / "text-asarm.tar.xz"), bundled / "back")
+    assert got == ["text-asarm"] and (bundled / "back" / "text-asarm" / "model.safetensors").is_file()
+    import tarfile
+
+    with tarfile.open(out / "logs.tar.xz") as tar:
+        names = tar.getnames()
+    assert "logs/bench-calls-xlnet.log" in names and "train_state/text-asarm.json" in names
+
+
+def test_return_parts_are_at_most_16_mib_and_join_back(tmp_path):
+    data = os.urandom(40 << 10)
+    paths = pack.write_parts(data, tmp_path, "m.tar.xz", part_mib=16 / 1024)  # 16 KiB parts
+    assert [p.name for p in paths] == ["m.tar.xz.0", "m.tar.xz.1", "m.tar.xz.2"]
+    assert all(p.stat().st_size <= 16 << 10 for p in paths)
+    assert pack.join_parts(paths[0]) == data
+    one = pack.write_parts(b"abc", tmp_path / "x", "s.tar.xz")
+    assert [p.name for p in one] == ["s.tar.xz"] and pack.join_parts(one[0]) == b"abc"
+
+
+def test_pack_carries_ranked_items_within_the_limit_and_unpacks(tmp_path, bundled):
+    data = tmp_path / "data"
+    arrays = data / "tokens" / "text"
+    arrays.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in ("valid-000", "train-000", "train-001"):
+        np.save(arrays / f"{name}.npy", rng.integers(4, 4096, 200_000, dtype=np.uint16))
+    (arrays / "manifest.json").write_text(json.dumps({"shards": [{"file": f"{n}.npy"} for n in
+                                                                 ("valid-000", "train-000", "train-001")]}))
+    text_corpus(data)  # its test split travels beside the arrays (engine eval reads it)
+    one_shard = len(pack.xz_bytes((arrays / "train-000.npy").read_bytes()))
+    plan = (Travel("model", "text-asarm"), Travel("tokens", "text", cap_mib=2.2 * one_shard / (1 << 20)),
+            Travel("model", "text-ptp1"), Travel("model", "code-asarm"))
+    tree = pack.tree_bytes(ROOT)
+    limit = (tree + 3.5 * one_shard + (2 << 20)) / (1 << 20)  # room for the tokens, not for everything
+    m = pack.pack_travel(ROOT, bundled / "models", data, tmp_path / "travel", plan, limit_mib=limit, margin_mib=0)
+    items = {i["name"]: i for i in m["items"]}
+    assert items["text"]["shards"] == ["valid-000.npy", "train-000.npy"]  # the cap leaves train-001 behind
+    assert items["text"]["tokens"] == {"train": 200_000, "valid": 200_000}
+    assert items["code-asarm"]["skipped"] == "not here"
+    assert m["tree_bytes"] + m["travel_bytes"] <= limit * (1 << 20)
+    carried = json.loads((tmp_path / "travel" / "tokens" / "text" / "manifest.json").read_text())
+    assert [s["file"] for s in carried["shards"]] == ["valid-000.npy", "train-000.npy"]
+    done = pack.unpack_travel(tmp_path / "travel", tmp_path / "gpu" / "models", tmp_path / "gpu" / "data")
+    assert "model text-asarm" in done and "tokens text" in done
+    back = np.load(tmp_path / "gpu" / "data" / "tokens" / "text" / "train-000.npy")
+    assert np.array_equal(back, np.load(arrays / "train-000.npy"))
+    assert (tmp_path / "gpu" / "models" / "text-asarm" / "config.json").is_file()
+    test_split = tmp_path / "gpu" / "data" / "corpora" / "text" / "test.jsonl"
+    assert test_split.read_text() == (data / "corpora" / "text" / "test.jsonl").read_text()
+
+
+def test_the_gpu_plan_is_fixed_in_advance():
+    assert abs(sum(j.share for j in GPU_JOBS) - 1.0) < 1e-9
+    assert GPU_JOBS[0].name == "text-asarm" and TRAVEL[0].name == "text-asarm"
+    b = gpu_budget()
+    assert b.total_s <= 480 and b.train_s() > 0.6 * b.total_s
+
+
+def test_make_gpu_campaign_is_a_thin_wrapper_without_the_venv():
+    """The GPU machine has no network: the target must not build the venv (pip) first."""
+    r = subprocess.run(["make", "-n", "gpu-campaign"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "OUT": "/tmp/o"})
+    assert r.returncode == 0 and r.stdout.strip().splitlines() == [
+        'python3 -m engine.lab.campaign run --out "${OUT:-runs/campaign-out}"']
+    pack_cmd = subprocess.run(["make", "-n", "gpu-campaign-pack"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "engine.lab.campaign pack --out data/travel" in pack_cmd
+
+
+def test_text_size_bundled_continues_the_bundled_text_asarm():
+    from engine.lab.campaign_plan import SIZE_CHOICE, with_text_size
+
+    jobs = {j.name: j for j in with_text_size(GPU_JOBS, "bundled")}
+    assert jobs["text-asarm"].size == SIZE_CHOICE["bundled"] and jobs["text-asarm"].init == "text-asarm"
+    assert jobs["text-ptp1"].extra[-2:] == ("--heads", str(SIZE_CHOICE["bundled"][2]))
+    assert {j.name: j for j in GPU_JOBS}["text-asarm"].size == SIZE_CHOICE["chosen"]
