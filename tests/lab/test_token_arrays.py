@@ -27,7 +27,7 @@ def corpus(tmp_path: Path, monkeypatch) -> tuple[Path, Codec]:
     monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
     build = DomainBuild("text", "source", {"train": [(f"d{i}", t) for i, t in enumerate(DOCS)],
                                            "valid": [("v", "A valid document.")], "test": [("t", "A test one.")]},
-                        "\n\n")
+                        "\n\n", extra={"source_ranges": {"train": [["a", 0, 10], ["b", 10, 20]]}})
     write_domain(tmp_path / "corpora" / "text", build, [], seed=0)
     return tmp_path, Codec.load(ROOT / "assets" / "tokenizers" / "text")
 
@@ -90,4 +90,8 @@ def test_tokenize_command_writes_the_manifest(corpus, capsys) -> None:
     for shard in m["splits"]["train"]["shards"]:
         assert data.sha256_file(tokens_dir("text", root) / shard["file"]) == shard["sha256"]
     assert "first shard" in capsys.readouterr().out
+    per_source = m["source_tokens"]["train"]  # tokens of each source, from the corpus's document ranges
+    sep = separator_ids("text", codec)
+    assert per_source["a"] == sum(len(codec.encode(d)) + len(sep) for d in DOCS[:10])
+    assert per_source["a"] + per_source["b"] == m["splits"]["train"]["tokens"]
     assert data.cli(["--data-dir", str(root), "tokenize", "code"]) == 1  # no code corpus here
