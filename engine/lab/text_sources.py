@@ -89,8 +89,6 @@ MORE_TEXT_SOURCES = (
                       exclude=("/class-use/", "package-tree", "/index-files/", "overview-tree", "allclasses",
                                "allpackages", "deprecated-list", "constant-values", "serialized-form")),
            license="GPL-2 with Classpath exception"),
-    Source("apache-httpd-docs", "debian", "apache2-doc",
-           html_pages("apache-httpd-docs", f"{_DOC}/apache2-doc/manual/**/*.html.en"), license="Apache-2.0"),
     Source("cmake-docs", "debian", "cmake-doc",
            rst_pages("cmake-docs", f"{_DOC}/cmake-data/html/_sources/**/*.rst.txt"), license="BSD-3-clause"),
     Source("erlang-docs", "debian", "erlang-doc", html_pages("erlang-docs", f"{_DOC}/erlang-doc/**/*.html"),
