@@ -53,7 +53,10 @@ def _extract(name: str):
     return extract
 
 
-CODE_SOURCES = tuple(Source(p, "pypi", p, _extract(p), ("--only-binary", ":all:")) for p in CODE_PACKAGES)
+#: licences the wheel's metadata does not state (read from the package's LICENSE file)
+LICENSES = {"pyglet": "BSD-3-Clause"}
+CODE_SOURCES = tuple(Source(p, "pypi", p, _extract(p), ("--only-binary", ":all:"), LICENSES.get(p, ""))
+                     for p in CODE_PACKAGES)
 
 
 def content_key(text: str) -> bytes:

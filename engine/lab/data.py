@@ -356,8 +356,9 @@ TOKENIZE_DOMAINS = ("text", "code", "protein")
 
 def cmd_tokenize(domains: Sequence[str], root: Path, shard_tokens: int | None) -> int:
     """Write each domain's token arrays with its bundled tokenizer (assets/tokenizers/<domain>)."""
-    from .token_arrays import SHARD_TOKENS, write_arrays
-    from .train import TOKENIZERS, domain_tokenizer
+    from engine.inputs.tokenization import Codec
+
+    from .token_arrays import SHARD_TOKENS, TOKENIZERS, write_arrays
 
     failed = []
     for domain in domains:
@@ -366,7 +367,7 @@ def cmd_tokenize(domains: Sequence[str], root: Path, shard_tokens: int | None) -
             _say(f"tokens {domain}: no corpus (run `python -m engine data fetch {domain}` first)")
             failed.append(domain)
             continue
-        m = write_arrays(domain, domain_tokenizer(domain), root, tokenizer_file=TOKENIZERS / domain / "tokenizer.json",
+        m = write_arrays(domain, Codec.load(TOKENIZERS / domain), root, tokenizer_file=TOKENIZERS / domain / "tokenizer.json",
                          shard_tokens=shard_tokens or SHARD_TOKENS)
         for split, info in m["splits"].items():
             first = info["shards"][0]

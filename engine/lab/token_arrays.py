@@ -29,16 +29,31 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.inputs.domains import CORPORA, DOMAINS
 from engine.inputs.tokenization import Codec
 
 from .corpus_files import corpus_dir, data_dir, read_jsonl, sha256_file
-from .workloads import separator_ids
 
+#: the bundled tokenizers, one folder per domain (AS-ARM, hybrid and judge of a domain share it)
+TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 SHARD_TOKENS = 8_000_000
 SPLITS = ("train", "valid", "test")
 BATCH_DOCS = 256  # documents encoded in one call (the Rust tokenizer spreads a batch over the cores)
 _PROBE = ("The quick brown fox jumps over the lazy dog.\n\n    def f(x):\n\treturn x  # \u00e9\u4e2d\n"
           "MKTAYIAKQRQISFVKSHFSRQ 12,345.67 \u201cquoted\u201d")
+
+
+def separator(domain: str) -> str | None:
+    """What joins two documents of a domain in a token stream (engine/inputs/domains.py): a blank line for
+    prose and code, a space for text8-style characters (no newline in its alphabet); None where
+    each document is a window of its own (proteins). A corpus joins as its domain does."""
+    return DOMAINS[CORPORA.get(domain, domain)].separator
+
+
+def separator_ids(domain: str, codec: Codec) -> list[int]:
+    """The separator as token ids (none where documents are not joined)."""
+    sep = separator(domain)
+    return codec.encode(sep) if sep else []
 
 
 def tokens_dir(domain: str, root: Path | None = None) -> Path:

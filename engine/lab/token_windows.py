@@ -10,7 +10,7 @@ import torch
 
 from engine.inputs.tokenization import Codec
 
-from .workloads import separator_ids
+from .token_arrays import separator_ids
 
 
 def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None = None) -> torch.Tensor:

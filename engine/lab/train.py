@@ -23,9 +23,8 @@ from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
 
 from ..models import MODEL_KINDS
 from .progress import add_quiet_arg, bar, set_quiet
+from .token_arrays import TOKENIZERS
 from .token_windows import batches, token_stream
-
-TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 
 
 def domain_tokenizer(domain: str) -> Codec:
