@@ -32,6 +32,7 @@ import torch
 from engine.inputs.domains import CORPORA, DOMAINS
 from engine.inputs.tokenization import Codec
 
+from ..errors import InfillError
 from .corpus_files import corpus_dir, data_dir, read_jsonl, sha256_file
 
 #: the bundled tokenizers, one folder per domain (AS-ARM, hybrid and judge of a domain share it)
@@ -64,7 +65,11 @@ def tokens_dir(domain: str, root: Path | None = None) -> Path:
 def codec_fingerprint(codec: Codec) -> str:
     """sha256 of what decides the ids: the vocabulary, the whitespace mapping, a probe's ids."""
     vocab = sorted(codec.hf.get_vocab().items())
-    blob = json.dumps([vocab, sorted(codec.whitespace.items()), codec.encode(_PROBE)], ensure_ascii=True)
+    try:
+        probe = codec.encode(_PROBE)
+    except InfillError:  # a character-level alphabet (proteins): its vocabulary decides the ids
+        probe = None
+    blob = json.dumps([vocab, sorted(codec.whitespace.items()), probe], ensure_ascii=True)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
 

@@ -95,3 +95,16 @@ def test_tokenize_command_writes_the_manifest(corpus, capsys) -> None:
     assert per_source["a"] == sum(len(codec.encode(d)) + len(sep) for d in DOCS[:10])
     assert per_source["a"] + per_source["b"] == m["splits"]["train"]["tokens"]
     assert data.cli(["--data-dir", str(root), "tokenize", "code"]) == 1  # no code corpus here
+
+
+def test_protein_arrays_round_trip_with_a_character_alphabet(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
+    seqs = {"train": [(f"p{i}", "MKTAYIAKQRQISFVKSHFSRQ"[i:] + "ACDE" * i) for i in range(8)],
+            "valid": [("v", "MKV")], "test": [("t", "WWY")]}
+    write_domain(tmp_path / "corpora" / "protein", DomainBuild("protein", "id", seqs, None), [], seed=0)
+    codec = Codec.load(ROOT / "assets" / "tokenizers" / "protein")  # its alphabet cannot spell the probe text
+    expected = token_stream("protein", "train", codec)
+    write_arrays("protein", codec, tmp_path, shard_tokens=40)
+    assert torch.equal(load_stream("protein", "train", tmp_path, codec=codec), expected)
+    text_codec = Codec.load(ROOT / "assets" / "tokenizers" / "text")
+    assert load_stream("protein", "train", tmp_path, codec=text_codec) is None  # another tokenizer
