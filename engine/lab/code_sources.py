@@ -36,10 +36,10 @@ CODE_PACKAGES = (
     "setuptools", "pip", "requests", "tornado", "bokeh", "babel", "mypy", "ipython", "jedi", "pytest",
     "aiohttp", "dask", "xarray", "sqlglot", "black", "celery", "kombu", "flask", "werkzeug", "jinja2",
     "click", "pydantic", "fastapi", "starlette", "httpx", "urllib3", "attrs", "scrapy", "nltk", "numba",
-    "alembic", "openpyxl", "sqlparse", "boto3", "cython", "apache-airflow", "homeassistant", "moto",
+    "alembic", "openpyxl", "sqlparse", "boto3", "cython", "homeassistant", "moto",
     "tensorflow-probability", "prefect", "pyomo", "holoviews", "panel", "spyder", "scikit-image", "wagtail",
     "pyglet", "tensorflow-datasets", "jax", "keras", "great-expectations", "dagster", "mitmproxy",
-    "pywikibot", "sagemaker",
+    "pywikibot",
 )
 
 
