@@ -189,7 +189,7 @@ def load_stream(domain: str, split: str, root: Path | None = None, max_shards: i
         if not path.exists():
             break  # a campaign carries the first shards only
         arr = np.load(path)
-        if limit_chars:
+        if limit_chars and (out / shard["index"]).exists():  # without its index a shard is read whole
             index = np.load(out / shard["index"])
             over = np.nonzero(index[:, 1] > limit_chars)[0]
             if over.size:

@@ -108,3 +108,12 @@ def test_protein_arrays_round_trip_with_a_character_alphabet(tmp_path: Path, mon
     assert torch.equal(load_stream("protein", "train", tmp_path, codec=codec), expected)
     text_codec = Codec.load(ROOT / "assets" / "tokenizers" / "text")
     assert load_stream("protein", "train", tmp_path, codec=text_codec) is None  # another tokenizer
+
+
+def test_a_shard_without_its_index_is_read_whole(corpus) -> None:
+    root, codec = corpus
+    m = write_arrays("text", codec, root, shard_tokens=100)
+    first = m["splits"]["train"]["shards"][0]
+    (tokens_dir("text", root) / first["index"]).unlink()  # a campaign that carried the .npy alone
+    got = load_stream("text", "train", root, max_shards=1, codec=codec, limit_chars=10)
+    assert got is not None and len(got) == first["tokens"]
