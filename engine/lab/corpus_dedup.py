@@ -8,8 +8,8 @@ in the corpus stay exactly as they were (the bundled models' numbers reproduce).
 
 Near-duplicates: two paragraphs are the same when they differ only in case, punctuation, digits
 or spacing (`paragraph_key`). Kept in full: sources marked `keep` (today's narrative and news),
-except that a training paragraph of at least HELD_OUT_MIN_CHARS equal to a valid or test
-paragraph is removed from every source.
+except that a training paragraph of at least HELD_OUT_MIN_CHARS equal to a valid or test paragraph
+leaves them too; in the added sources every training paragraph equal to a held-out one leaves.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def dedup_split_sources(
 ) -> tuple[list[tuple[str, dict[str, Docs]]], DedupCounts]:
     """(source name, keep, {split: docs}) in source order -> the same with paragraphs removed.
 
-    1. Every paragraph of every valid and test split (>= HELD_OUT_MIN_CHARS) is held out: a
-       training paragraph with its key is dropped, whatever the source.
+    1. Every paragraph of every valid and test split is held out: a training paragraph with its
+       key is dropped (in a kept source only when it has >= HELD_OUT_MIN_CHARS characters).
     2. In sources not marked `keep`, a paragraph whose key was already seen in the same split
        (in any earlier source, kept sources included, or earlier in this one) is dropped.
     Documents left empty are dropped; paragraph order inside a document is kept.
@@ -66,7 +66,7 @@ def dedup_split_sources(
     for _, _, splits in per_source:
         for split in ("valid", "test"):
             for _, text in splits.get(split, []):
-                held.update(paragraph_key(p) for p in text.split("\n") if len(p) >= HELD_OUT_MIN_CHARS)
+                held.update(paragraph_key(p) for p in text.split("\n"))
     seen: dict[str, set[bytes]] = {}
     out: list[tuple[str, dict[str, Docs]]] = []
     for name, keep, splits in per_source:
@@ -78,7 +78,7 @@ def dedup_split_sources(
                 paras = []
                 for p in text.split("\n"):
                     key = paragraph_key(p)
-                    if split == "train" and len(p) >= HELD_OUT_MIN_CHARS and key in held:
+                    if split == "train" and key in held and (not keep or len(p) >= HELD_OUT_MIN_CHARS):
                         counts.add("held_out", name, len(p))
                     elif not keep and key in seen_here:
                         counts.add("repeated", name, len(p))

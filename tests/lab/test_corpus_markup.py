@@ -102,7 +102,7 @@ def test_dedup_keeps_old_sources_whole_and_held_out_out_of_train() -> None:
         "valid": [("b/2", "Amen.")], "test": [("b/3", test_para)],
     })
     new = ("manual", False, {
-        "train": [("m/1", f"{LONG.upper()}\nFresh manual text that appears only in this one place here."),
+        "train": [("m/1", f"{LONG.upper()}\nAmen.\nFresh manual text that appears only in this one place here."),
                   ("m/2", test_para)],
         "valid": [], "test": [],
     })
@@ -111,9 +111,10 @@ def test_dedup_keeps_old_sources_whole_and_held_out_out_of_train() -> None:
     # the kept source loses only the held-out paragraph (its own repeats and short lines stay)
     assert old_out["train"] == [("b/1", f"{LONG}\n{LONG}\nAmen.")]
     assert old_out["test"] == [("b/3", test_para)]
-    # the added source loses a near-duplicate of an earlier paragraph and a document left empty
+    # the added source loses a near-duplicate of an earlier paragraph, a held-out one however short,
+    # and a document left empty
     assert new_out["train"] == [("m/1", "Fresh manual text that appears only in this one place here.")]
-    assert counts.held_out == {"bible": 1, "manual": 1} and counts.repeated == {"manual": 1}
+    assert counts.held_out == {"bible": 1, "manual": 2} and counts.repeated == {"manual": 1}
     held = {paragraph_key(p) for d in (old_out["valid"] + old_out["test"]) for p in d[1].split("\n") if len(p) >= 40}
     for _, parts in out:
         for _, text in parts["train"]:
