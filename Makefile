@@ -47,6 +47,7 @@ bench: $(STAMP)
 
 data: $(STAMP)
 	$(BIN)/python -m engine data fetch all
+	$(BIN)/python -m engine data tokenize all
 
 # The domain registry (engine/inputs/domains.py): each domain's [MASK] length, tokenizer, quality measure and models.
 domains: $(STAMP)

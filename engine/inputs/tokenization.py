@@ -187,6 +187,22 @@ class Codec:
             ids += [part] if isinstance(part, int) else self._encode(part)
         return ids
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of each text, batched where that is exact (no whitespace mapping): the Rust
+        tokenizer encodes a batch on all cores, which is what tokenizing a corpus needs. A text
+        whose ids would be refused is passed to `encode`, which raises as it would alone."""
+        if self._ws_split is not None:
+            return [self.encode(t) for t in texts]
+        try:
+            out = [e.ids for e in self._text.encode_batch(texts, add_special_tokens=False)]
+        except (TypeError, ValueError):  # a lone surrogate somewhere (no UTF-8 form): say which text
+            return [self.encode(t) for t in texts]
+        bad = set(self.special_ids) | ({self.unk_id} if self.unk_id is not None else set())
+        for i, ids in enumerate(out):
+            if bad.intersection(ids):
+                out[i] = self.encode(texts[i])
+        return out
+
     def _encode(self, text: str) -> list[int]:
         lone = sorted({ch for ch in text if "\ud800" <= ch <= "\udfff"})
         if lone:  # not text at all (no UTF-8 form); the Rust tokenizer would raise a TypeError

@@ -87,6 +87,7 @@ class DomainBuild:
     separator: str | None = None  # set when a .txt view is written
     fractions: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # further manifest keys (e.g. source ranges)
 
 
 def write_domain(
@@ -134,6 +135,7 @@ def write_domain(
     }
     if build.notes:
         manifest["notes"] = build.notes
+    manifest.update(build.extra)
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
 

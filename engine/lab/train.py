@@ -22,11 +22,10 @@ from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
 
 from ..models import MODEL_KINDS
 from .progress import add_quiet_arg, bar, set_quiet
+from .token_arrays import TOKENIZERS
 from .token_windows import token_stream
 from .train_checkpoint import compact, save_checkpoint
 from .train_speed import DeviceWindows, TokenMeter, compile_blocks, cuda_memory_ok, device_sync, make_optimizer, probe_batch
-
-TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
 
 
 def domain_tokenizer(domain: str) -> Codec:

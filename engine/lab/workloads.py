@@ -9,22 +9,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.inputs.domains import CORPORA, DOMAINS
 from engine.inputs.masking import MaskedInput, from_token_positions
 from engine.inputs.tokenization import Codec
 
-
-def separator(domain: str) -> str | None:
-    """What joins two documents of a domain in a token stream (engine/inputs/domains.py): a blank line for
-    prose and code, a space for text8-style characters (no newline in its alphabet); None where
-    each document is a window of its own (proteins). A corpus joins as its domain does."""
-    return DOMAINS[CORPORA.get(domain, domain)].separator
-
-
-def separator_ids(domain: str, codec: Codec) -> list[int]:
-    """The separator as token ids (none where documents are not joined)."""
-    sep = separator(domain)
-    return codec.encode(sep) if sep else []
+from .token_arrays import separator, separator_ids  # noqa: F401 - their home is token_arrays
 
 
 def masked_windows(

@@ -87,6 +87,21 @@ def test_fetch_chars_derives_every_split_from_text(tmp_path: Path) -> None:
     assert not data.verify_manifest(out)
 
 
+def test_fetch_chars_leaves_out_the_sources_added_after_the_first_six(tmp_path: Path) -> None:
+    _text_corpus(tmp_path)
+    path = data.corpus_dir("text", tmp_path) / "train.jsonl"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"source": "linux-docs/x/0", "text": "The kernel boots."}) + "\n")
+    ranges = {"train": [["bbc-news", 0, 1], ["bible-web", 1, 1], ["brown", 2, 1], ["linux-docs", 3, 1]],
+              "valid": [["bbc-news", 0, 1]], "test": [["bible-web", 0, 1]]}
+    (data.corpus_dir("text", tmp_path) / "manifest.json").write_text(json.dumps({"source_ranges": ranges}))
+    assert fetch_chars(tmp_path, tmp_path / "work", 0)
+    out = data.corpus_dir("chars", tmp_path)
+    assert [r["text"] for r in data.read_jsonl(out / "train.jsonl")] == [
+        "markets rose on monday", "in the beginning", "the jury said"]
+    assert [r["text"] for r in data.read_jsonl(out / "valid.jsonl")] == ["shares fell in tokyo"]
+
+
 def test_fetch_modern_trains_only_on_text_training_news_and_brown(tmp_path: Path, monkeypatch) -> None:
     _text_corpus(tmp_path)
     docs = [(f"python-docs/p{i}.rst.txt/0", f"Paragraph number {i} of the documentation.") for i in range(300)]
