@@ -31,7 +31,7 @@ import torch
 
 from engine.api import InfillRun, parse_for
 from engine.errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from engine.exactness.analysis import chain_reports, hybrid_reports
+from engine.exactness.analysis import chain_reports, contrast_records, hybrid_reports
 from engine.exactness.contrast import CONTRASTS
 from engine.exactness.fit import ALPHA
 from engine.exactness.law import Fill
@@ -239,8 +239,6 @@ class ExactnessCheck:
             self.chosen = f"auto: N = {self.samples} (the hybrid's enumeration test has no wrong-rule pilot)"
             return
         self.pilot(AUTO_PILOT)
-        from engine.exactness.analysis import contrast_records
-
         t0 = time.perf_counter()
         recs = contrast_records(self)
         cap = MAX_SAMPLES

@@ -105,17 +105,18 @@ def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int 
     return hits / reps
 
 
-def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int) -> int | None:
+def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int, reps: int = 60) -> int | None:
     """The smallest N on a doubling grid from `start` (at most `cap`) whose power reaches `target`,
-    refined by bisection; None if even `cap` does not."""
+    refined by bisection to about 10%; None if even `cap` does not. `reps` simulated checks per
+    point: enough to place N, not to state a power (power() states it)."""
     lo, n = 0, max(1, start)
-    while power(rec, n, alpha, reps=100) < target:
+    while power(rec, n, alpha, reps=reps) < target:
         if n >= cap:
             return None
         lo, n = n, min(cap, 2 * n)
     while n - lo > max(10, n // 10):
         mid = (lo + n) // 2
-        lo, n = (lo, mid) if power(rec, mid, alpha, reps=100) >= target else (mid, n)
+        lo, n = (lo, mid) if power(rec, mid, alpha, reps=reps) >= target else (mid, n)
     return n
 
 

@@ -59,8 +59,8 @@ def pool(name: str, size: int, offset: int = 0) -> list[tuple[int, ...]]:
 
 @pytest.fixture(scope="module")
 def pools() -> dict[str, list[tuple[int, ...]]]:
-    """Draws of each sampler: 6000 of the exact ones (300 checks of 20), 1700 of each wrong rule."""
-    return {name: pool(name, 6000 if name in ("sequential", "assd") else 1700)
+    """Draws of each sampler: 6000 of the exact ones (300 checks of 20), 2500 of each wrong rule."""
+    return {name: pool(name, 6000 if name in ("sequential", "assd") else 2500)
             for name in ["sequential", "assd", *CONTRASTS]}
 
 
@@ -114,26 +114,25 @@ def flag_rate(fills: list[tuple[int, ...]], n: int, reps: int) -> float:
     return float(np.mean([chain_fit(records(fills[i * n:(i + 1) * n]), seed=i).p_value < 0.01 for i in range(reps)]))
 
 
-@pytest.mark.parametrize("name, n", [("wrong-assd-residual-from-q", 50), ("wrong-assd-accept-all", 3)])
-def test_stated_power_matches_simulated_checks(pools, name, n):
-    """The power a pilot of 200 draws states for N (resampled checks) is within 0.15 of the share of
-    independent checks of N fresh draws that flag the rule (N chosen where the power is in between)."""
+@pytest.mark.parametrize("name, n, tol", [("wrong-assd-residual-from-q", 50, 0.2), ("wrong-assd-accept-all", 3, 0.1)])
+def test_stated_power_matches_simulated_checks(pools, name, n, tol):
+    """The power a pilot of 1000 draws states for N (resampled checks) is within `tol` of the share of
+    independent checks of N fresh draws that flag the rule (N chosen where the power is in between;
+    tol about 2.5 standard deviations of the simulated share: 30 checks for the residual rule, 500
+    for accept-all). A small pilot states a noisier power: the check's pilot is its N draws."""
     fills = pools[name]
-    stated = power(records(fills[:200]), n, 0.01)
-    sim = flag_rate(fills[200:], n, min(200, (len(fills) - 200) // n))
-    assert 0.1 < sim < 0.95 and abs(stated - sim) <= 0.15, (stated, sim)
+    stated = power(records(fills[:1000]), n, 0.01)
+    sim = flag_rate(fills[1000:], n, min(500, (len(fills) - 1000) // n))
+    assert 0.1 < sim < 0.95 and abs(stated - sim) <= tol, (stated, sim)
 
 
-@pytest.mark.parametrize("name", CONTRASTS)
-def test_accept_all_flagged_at_the_stated_power(pools, name):
+def test_accept_all_flagged_at_the_stated_power(pools):
     """The N a pilot says reaches power 0.9 flags the rule in at least 0.8 of independent checks
-    (accept-all here; the residual rule needs N = 150 on this table: the slow test below)."""
-    fills = pools[name]
+    (accept-all here; the residual rule needs N of about 150 on this table: the slow test below)."""
+    fills = pools["wrong-assd-accept-all"]
     n = n_for_power(records(fills[:200]), 0.9, 0.01, 2, 2000)
-    assert n is not None
-    if n * 30 > len(fills) - 200:
-        pytest.skip(f"{name} needs N = {n}: test_residual_flagged_at_the_stated_power (slow)")
-    assert flag_rate(fills[200:], n, (len(fills) - 200) // n) >= 0.8
+    assert n is not None and n * 100 <= len(fills) - 200
+    assert flag_rate(fills[200:], n, 100) >= 0.8
 
 
 @pytest.mark.slow
