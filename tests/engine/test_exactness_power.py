@@ -97,6 +97,19 @@ def test_accept_all_frequencies_match_its_contrast_law(pools):
         assert abs(c / n - law) < 4 * np.sqrt(law * (1 - law) / n) + 1e-3, (fill, c / n, law)
 
 
+def test_each_part_of_the_test_is_calibrated(pools):
+    """Under an exact sampler each part's p-value is uniform: over 300 checks of N = 20 (sequential)
+    the share below 0.05 is within 3 standard deviations of 0.05 (0.012 to 0.088), for the KS test
+    and for each wrong rule's likelihood ratio (whose mean and variance come from the target rows)."""
+    fills = pools["sequential"]
+    fits = [chain_fit(records(fills[i * 20:(i + 1) * 20]), seed=i) for i in range(300)]
+    band = 3 * np.sqrt(0.05 * 0.95 / 300)
+    parts = {"ks": [f.ks_p for f in fits], **{c: [f.lr_p[c] for f in fits] for c in CONTRASTS}}
+    for name, ps in parts.items():
+        rate = float(np.mean(np.array(ps) < 0.05))
+        assert abs(rate - 0.05) <= band, (name, rate)
+
+
 @pytest.mark.parametrize("name", ["sequential", "assd"])
 def test_exact_samplers_false_alarm_rate_at_level_005(pools, name):
     """300 independent checks of N = 20 draws (80 transforms each): the share with p < 0.05 is
