@@ -241,3 +241,13 @@ def test_samples_auto_reaches_the_power_within_the_budget(tiny):
     assert sum(res.samplers[0].counts.values()) == chk.samples
     if "out of reach" not in chk.chosen:
         assert min(res.samplers[0].judgement.power.values()) >= 0.8, res.samplers[0].judgement.power
+
+
+def test_cli_samples_takes_a_number_or_auto():
+    import argparse
+
+    from engine.cli import _samples_arg
+
+    assert _samples_arg("auto") == "auto" and _samples_arg(" AUTO ") == "auto" and _samples_arg("300") == 300
+    with pytest.raises(argparse.ArgumentTypeError):
+        _samples_arg("lots")
