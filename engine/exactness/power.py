@@ -106,10 +106,10 @@ def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int 
 
 
 def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int, reps: int = 60) -> int | None:
-    """The smallest N on a doubling grid from `start` (at most `cap`) whose power reaches `target`,
-    refined by bisection to about 10%; None if even `cap` does not. `reps` simulated checks per
+    """The smallest N above start // 2 on a doubling grid from `start` (at most `cap`) whose power
+    reaches `target`, refined by bisection to about 10%; None if even `cap` does not. `reps` simulated checks per
     point: enough to place N, not to state a power (power() states it)."""
-    lo, n = 0, max(1, start)
+    lo, n = max(0, start // 2), max(1, start)  # below start // 2 is not asked: the caller knows it falls short
     while power(rec, n, alpha, reps=reps) < target:
         if n >= cap:
             return None
