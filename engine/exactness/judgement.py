@@ -51,7 +51,7 @@ class Judgement:
         """The power in one clause: the weakest contrast first, each named."""
         if not self.power:
             return ""
-        parts = [f"{p:.2f} against {c}" for c, p in sorted(self.power.items(), key=lambda kv: kv[1])]
+        parts = [f"{power_text(p)} against {c}" for c, p in sorted(self.power.items(), key=lambda kv: kv[1])]
         return "power " + ", ".join(parts)
 
     def sentence(self) -> str:
@@ -63,6 +63,12 @@ class Judgement:
         if self.advice:
             bits.append(f"- {self.advice}")
         return " ".join(bits)
+
+
+def power_text(p: float) -> str:
+    """A power in two decimals, three where two would round it up to the target (0.795 is not 0.80)."""
+    s = f"{p:.2f}"
+    return f"{p:.3f}" if p < TARGET_POWER <= float(s) else s
 
 
 def judge(p_value: float, power: dict[str, float], alpha: float = ALPHA, untestable: bool = False) -> str:
