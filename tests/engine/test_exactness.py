@@ -64,6 +64,8 @@ def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
     assert res.kind == "hybrid" and "Proposition 3.1" in res.law
     assert spec.fit.p_value >= 0.01 and verdict(spec.fit) == CONSISTENT, spec.fit
     assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit) == NOT_CONSISTENT, mdm.fit
+    # the enumeration check states its power: the smallest shift it sees at power 0.8
+    assert spec.verdict == CONSISTENT and "shift of" in spec.judgement.departure and "power 0.8" in spec.judgement.departure
     assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9
 
 
@@ -251,3 +253,17 @@ def test_cli_samples_takes_a_number_or_auto():
     assert _samples_arg("auto") == "auto" and _samples_arg(" AUTO ") == "auto" and _samples_arg("300") == 300
     with pytest.raises(argparse.ArgumentTypeError):
         _samples_arg("lots")
+
+
+def test_chi_square_smallest_shift_is_the_noncentral_power():
+    """Two cells of 0.5 at N = 100, level 0.01: power 0.8 needs noncentrality 11.68 (1 degree of
+    freedom), i.e. a shift of sqrt(11.68 / (100 * (2 + 2))) = 0.171 of probability between them."""
+    from scipy.stats import chi2, ncx2
+
+    from engine.exactness.power import chi2_min_shift
+
+    d = chi2_min_shift([0.5, 0.5], 100, 0.01)
+    lam = 100 * d * d * 4
+    assert d == pytest.approx(0.1709, abs=2e-3)
+    assert ncx2.sf(chi2.isf(0.01, 1), 1, lam) == pytest.approx(0.8, abs=1e-6)
+    assert chi2_min_shift([1.0], 100, 0.01) is None
