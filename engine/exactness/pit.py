@@ -1,19 +1,20 @@
 """The exactness test that needs no enumeration: randomised probability integral transforms.
 
 The AS-ARM is an exact density oracle. For a drawn fill, one density call (the fill placed in
-lattice order, every masked position queried given the tokens before it) gives the conditional
-the sampler targets at each position: tempered, and under the input's word-start and one-line
-rules, because the call goes through the same oracle (and its `constrain`) and the same
-`tempered_probs` as every sampler. Under an exact sampler the randomised transforms of the decided
-tokens (Rosenblatt) are independent Uniform(0, 1), so N fills give N x masked observations for
-one Kolmogorov-Smirnov test, whatever the span length.
+lattice order, every masked position queried given the tokens before it: engine/exactness/
+contrast.py, record_from_oracle) gives the conditional the sampler targets at each position:
+tempered, and under the input's word-start and one-line rules, because the call goes through the
+same oracle (and its `constrain`) and the same `tempered_probs` as every sampler. Under an exact
+sampler the randomised transforms of the decided tokens (Rosenblatt) are independent
+Uniform(0, 1), so N fills give N x masked observations for one Kolmogorov-Smirnov test, whatever
+the span length.
 
 The vocabulary is ordered by the conditional's own probabilities, most likely first: a wrong rule
 moves mass between likely and unlikely tokens, which this order turns into a shift of the
 transforms; in token-id order the same shift is scattered and stays hidden.
 
 Its own module because it is the statistic alone: arrays in, a p-value out, checked without a
-sampler (tests/engine/test_exactness_pit.py); engine/exactness/power.py reads it for power."""
+sampler (tests/engine/test_exactness_power.py); engine/exactness/power.py reads it for power."""
 
 from __future__ import annotations
 
@@ -22,10 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.stats import kstwo
-
-from engine.api import make_oracle
-from engine.loading.loaded_model import LoadedModel
-from engine.samplers.acceptance import tempered_probs
 
 
 @dataclass
@@ -37,19 +34,6 @@ class Intervals:
     lo: np.ndarray
     hi: np.ndarray
 
-    @classmethod
-    def empty(cls, masked: int) -> Intervals:
-        return cls(np.zeros((0, masked)), np.zeros((0, masked)))
-
-    def __len__(self) -> int:
-        return int(self.lo.shape[0])
-
-    def append(self, lo: np.ndarray, hi: np.ndarray) -> None:
-        self.lo = np.vstack([self.lo, lo[None, :]])
-        self.hi = np.vstack([self.hi, hi[None, :]])
-
-    def take(self, rows: np.ndarray) -> Intervals:
-        return Intervals(self.lo[rows], self.hi[rows])
 
 
 def rank_intervals(rows: torch.Tensor, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,15 +48,6 @@ def rank_intervals(rows: torch.Tensor, tokens: list[int]) -> tuple[np.ndarray, n
     lo = (rows * before).sum(dim=1, keepdim=True) / total
     hi = lo + own / total
     return lo[:, 0].numpy(), np.minimum(hi[:, 0].numpy(), 1.0)
-
-
-def fill_intervals(lm: LoadedModel, mi, fill: tuple[int, ...], temperature: float) -> tuple[np.ndarray, np.ndarray]:
-    """One density call over `fill` in lattice order: every masked position's tempered, constrained
-    conditional given the tokens before it, and the drawn token's transform interval in it."""
-    oracle = make_oracle(lm, mi, use_cache=False)
-    drafts = list(zip(mi.masked, fill))
-    logits = oracle.call(drafts, [(pos, i) for i, (pos, _) in enumerate(drafts)])
-    return rank_intervals(tempered_probs(logits, temperature), list(fill))
 
 
 def transforms(iv: Intervals, rng: np.random.Generator) -> np.ndarray:
