@@ -49,27 +49,42 @@ def _exactness(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(r.to_json()))
         return 0
-    from engine.exactness.fit import verdict
-
     print(f"{r.source}  ({r.model}, {r.masked_tokens} masked tokens, N = {r.samples}, seed {r.seed}, "
-          f"temperature {r.params['temperature']:g})")
+          f"temperature {r.params['temperature']:g}, {r.extra.get('seconds', 0):.0f} s)")
+    if r.extra.get("auto"):
+        print(r.extra["auto"])
     print(f"exact law: {r.law}")
+    print(f"test: {r.extra.get('statistic', 'chi-square')} at level {r.alpha:g}")
     top = sorted(r.exact.items(), key=lambda kv: -kv[1])[: a.top]
     names = [s.name for s in r.samplers]
-    print(f"{'fill':<24} {'exact':>7} " + " ".join(f"{n[:16]:>16}" for n in names))
+    print(f"\n{'fill':<24} {'exact':>7} " + " ".join(f"{n[:16]:>16}" for n in names))
     for fill, p in top:
         row = " ".join(f"{s.counts.get(fill, 0) / r.samples:>16.3f}" for s in r.samplers)
         print(f"{r.texts.get(fill, '?')[:24]!r:<24} {p:>7.3f} {row}")
     other = [1 - sum(s.counts.get(f, 0) for f, _ in top) / r.samples for s in r.samplers]
     print(f"{'(every other fill)':<24} {1 - sum(p for _, p in top):>7.3f} " + " ".join(f"{o:>16.3f}" for o in other))
-    print(f"\n{'sampler':<28} {'TV':>6} {'p-value':>9} {'calls':>6} {'ms':>7}  verdict "
-          f"(TV of an exact sampler at this N: about {r.tv_noise:.3f})")
+    print(f"\n{'sampler':<28} {'p-value':>9} {'calls':>6} {'ms':>7}  verdict")
     for s in r.samplers:
-        f = s.fit
-        note = f" ({f.note})" if f.note else ""
-        print(f"{s.name:<28} {f.tv:>6.3f} {f.p_value:>9.2g} {s.calls_per_sample:>6.2f} "
-              f"{1000 * s.seconds_per_sample:>7.1f}  {verdict(f)}{note}")
+        j = s.judgement
+        print(f"{s.name:<28} {s.p_value:>9.2g} {s.calls_per_sample:>6.2f} {1000 * s.seconds_per_sample:>7.1f}  "
+              f"{j.sentence() if j else s.verdict}")
+        if j and j.worst_position is not None and j.position_p:
+            print(f"{'':<28} departs most at masked token {j.worst_position + 1} of {r.masked_tokens} "
+                  f"(p = {j.position_p[j.worst_position]:.2g} there)")
+    j = r.samplers[0].judgement
+    if j and j.departure:
+        print(f"\nsmallest departure the test sees at this N: {j.departure}")
     return 0
+
+
+def _samples_arg(value: str) -> int | str:
+    """--samples: a whole number or 'auto'."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("N must be a whole number or 'auto'") from None
 
 
 def _exactness_inputs(a: argparse.Namespace) -> int:
@@ -77,7 +92,6 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
     one JSON result per input (or a summary line each); a bad line is reported by its number on
     stderr and the others still run. mask_rate lines do not apply: the check needs a short span."""
     from engine.exactness.check import run_check
-    from engine.exactness.fit import verdict
     from engine.inputs.inputs_file import text_objects
 
     from .errors import InfillError
@@ -102,7 +116,8 @@ def _exactness_inputs(a: argparse.Namespace) -> int:
             continue
         results.append({"line": n, **r.to_json()})
         if not a.json:
-            said = ", ".join(f"{s.name} {verdict(s.fit)} (p = {s.fit.p_value:.2g})" for s in r.samplers)
+            said = ", ".join(f"{s.name} {s.judgement.sentence() if s.judgement else s.verdict} (p = {s.p_value:.2g})"
+                             for s in r.samplers)
             print(f"line {n}: {r.source!r}: {said}")
     skipped.sort(key=lambda e: int(e[len(a.inputs) + 1 :].split(":", 1)[0]))  # in line order
     if a.json:
@@ -186,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "are reported by number and the rest still run")
     p.add_argument("--samplers", required=True,
                    help=f"comma-separated; any of the catalogue plus the deliberately wrong {', '.join(WRONG_SAMPLERS)}")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="N, draws per sampler")
+    p.add_argument("--samples", type=_samples_arg, default=DEFAULT_SAMPLES,
+                   help="N, draws per sampler, or 'auto': the N whose power against the wrong rules reaches 0.9, "
+                        "within 2000 draws and 300 s")
     p.add_argument("--model", default=None, help="bundled model name or checkpoint folder")
     p.add_argument("--domain", default=None, choices=studio_domains())
     p.add_argument("--seed", type=int, default=0, help="the check's seed (each draw gets its own seed from it)")

@@ -1,6 +1,7 @@
-"""The Exactness tab: a visitor's own sentence with a short masked span, N fills drawn from each
-chosen sampler (engine/exactness/check.py), and side by side the frequency of every likely fill against
-the model's exact probability, with each sampler's TV distance, p-value, verdict, calls and time.
+"""The Exactness tab: a visitor's own sentence with a masked span, N fills drawn from each chosen
+sampler (engine/exactness/check.py), and side by side the frequency of every likely fill against
+the model's exact probability, with each sampler's verdict in plain words, its p-value, the test's
+power against the deliberately wrong rules, where it departs most, calls and time.
 
 Deliberately wrong samplers (`wrong-...`) are offered here and nowhere else. A finished check is
 stored as a session of kind "exactness" (its settings and counts, no traces), so its share link
@@ -19,7 +20,8 @@ from app.serving.admission import admission
 from app.serving.slots import Turns, slots
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
-from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
+from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
+from engine.exactness.judgement import CANNOT_TELL
 from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
@@ -38,12 +40,15 @@ EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
 DEFAULT_SAMPLERS = ["sequential-cache", "assd-cache", "assd-pipelined", "assd-ptp", "wrong-assd-residual-from-q"]
 TOP_FILLS = 12  # fills drawn as bars (most likely first); the rest are one "other" group
 INTRO = (
-    "**Is it really lossless?** Type a sentence with one short masked span (`[MASK:2]` or `[MASK:3]`), pick "
-    "samplers and N. Each sampler fills the span N times with independent seeds; the chart sets each fill's "
-    "frequency (bars, with a 95% binomial interval) against the model's exact probability (◆). An exact "
-    f"sampler's p-value is above {ALPHA:g} about 99 times in 100; the `wrong-...` samplers are broken on purpose, "
-    "to show what a failed check looks like. AS-ARM samplers are checked against the AS-ARM's chain of "
-    "conditionals; hybrid samplers (mdm, self-spec) against the self-speculative likelihood (Proposition 3.1).")
+    "**Is it really lossless?** Type a sentence with a masked span (`[MASK:3]`, `[MASK:6]`, ...), pick samplers "
+    "and N (0: the check chooses N for you). Each sampler fills the span N times with independent seeds. For "
+    "AS-ARM samplers the model itself says, for every drawn token, how likely it was given the tokens before it; "
+    "an exact sampler's tokens then look like fair dice throws, a wrong rule's do not. Each verdict comes with "
+    "its power: how often this test, at this N, catches the deliberately wrong `wrong-...` samplers on your "
+    "sentence. Below 0.8 the check says it cannot tell, and what would help. An exact "
+    f"sampler's p-value is above {ALPHA:g} about 99 times in 100. The chart sets each fill's frequency (bars, "
+    "95% interval) against the model's exact probability (◆). Hybrid samplers (mdm, self-spec) are checked "
+    "against the self-speculative likelihood (Proposition 3.1) on spans of at most 3 tokens.")
 
 
 def model_choices() -> list[str]:
@@ -95,26 +100,44 @@ def figure(res: CheckResult) -> go.Figure:
     return fig
 
 
+def _where(rep, res: CheckResult) -> str:
+    """The masked token whose draws depart most, in words."""
+    j = rep.judgement
+    if j is None or j.worst_position is None or not j.position_p:
+        return "–"
+    return f"token {j.worst_position + 1} of {res.masked_tokens} (p = {j.position_p[j.worst_position]:.2g})"
+
+
 def table_html(res: CheckResult) -> str:
-    """One row per sampler: verdict, p-value, TV (with what noise alone gives), calls and time."""
+    """One row per sampler: verdict in words, p-value, power against the wrong rules, where it
+    departs most, TV on the enumerated cells (when enumerated), calls and time."""
     rows = []
     for rep in res.samplers:
-        f = rep.fit
-        said = verdict(f, res.alpha)
-        mark = {CONSISTENT: "✓", NOT_CONSISTENT: "✗"}.get(said, "–")
+        j = rep.judgement
+        said = rep.verdict or UNTESTABLE
+        mark = {CONSISTENT: "✓", NOT_CONSISTENT: "✗", CANNOT_TELL: "?"}.get(said, "–")
         wrong = " <em>(deliberately wrong)</em>" if rep.name in WRONG_SAMPLERS else ""
-        note = f"<br><small>{esc(f.note)}</small>" if f.note else ""
+        extra = j.advice if j else (rep.fit.note if rep.fit else "")
+        note = f"<br><small>{esc(extra)}</small>" if extra else ""
+        power = esc(j.power_words()) if j and j.power else "–"
+        tv = f"{rep.fit.tv:.3f}" if rep.fit else "–"
         rows.append(
             f"<tr><td><code>{esc(rep.name)}</code>{wrong}</td><td>{mark} {esc(said)}{note}</td>"
-            f"<td>{f.p_value:.3g}</td><td>{f.tv:.3f}</td><td>{rep.calls_per_sample:.2f}</td>"
-            f"<td>{1000 * rep.seconds_per_sample:.1f}</td></tr>")
-    head = ("<tr><th>sampler</th><th>verdict</th><th>p-value</th><th>TV to exact</th><th>calls / sample</th>"
-            "<th>ms / sample</th></tr>")
-    foot = (f"<p><small>{esc(res.model)}, N = {res.samples} per sampler, seed {res.seed}, "
-            f"temperature {res.params.get('temperature', 1.0):g}. Exact law: {esc(res.law)}. "
-            f"TV is measured on the test's cells (fills with 5 or more expected draws, the rest pooled); an exact "
-            f"sampler shows about {res.tv_noise:.3f} at this N from sampling noise alone. p-value: Pearson's "
-            f"chi-square on the same cells; below {res.alpha:g} reads \"not consistent\".</small></p>")
+            f"<td>{rep.p_value:.3g}</td><td>{power}</td><td>{esc(_where(rep, res))}</td><td>{tv}</td>"
+            f"<td>{rep.calls_per_sample:.2f}</td><td>{1000 * rep.seconds_per_sample:.1f}</td></tr>")
+    head = ("<tr><th>sampler</th><th>verdict</th><th>p-value</th><th>power at this N</th><th>departs most at</th>"
+            "<th>TV to exact</th><th>calls / sample</th><th>ms / sample</th></tr>")
+    j0 = res.samplers[0].judgement if res.samplers else None
+    seen = f" It sees {esc(j0.departure)}." if j0 and j0.departure else ""
+    auto = f" {esc(res.extra['auto'])}." if res.extra.get("auto") else ""
+    took = f", {res.extra['seconds']:.0f} s" if isinstance(res.extra.get("seconds"), (int, float)) else ""
+    foot = (f"<p><small>{esc(res.model)}, N = {res.samples} per sampler{took}, seed {res.seed}, "
+            f"temperature {res.params.get('temperature', 1.0):g}.{auto} Exact law: {esc(res.law)}. "
+            f"Test: {esc(str(res.extra.get('statistic', 'chi-square on the enumerated cells')))}; p below "
+            f"{res.alpha:g} reads \"not consistent\". Power: the share of simulated checks of the same N on "
+            f"draws of each wrong rule that the test flags.{seen} TV (where the law is enumerated) is measured on "
+            f"fills with 5 or more expected draws; an exact sampler shows about {res.tv_noise:.3f} at this N "
+            f"from noise alone.</small></p>")
     return f'<table class="tv-recent">{head}{"".join(rows)}</table>{foot}'
 
 
@@ -131,8 +154,9 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
         raise BadParameterError(f"Choose a model from the list ({', '.join(allowed) or 'none available'}).")
     if not samplers:
         raise BadParameterError("Choose at least one sampler to check.")
+    count = as_int("N", n)
     return ExactnessCheck(
-        text, samplers=list(samplers), samples=as_int("N", n), model=model, seed=as_int("seed", seed),
+        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=as_int("seed", seed),
         temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
         budget=CheckBudget.from_env())
 
@@ -184,13 +208,13 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
         link, stored = share.share_link(request, sid), " Stored: the link below replays it without running anything."
     except Exception as e:  # noqa: BLE001 - the result is shown even when it cannot be stored
         link, stored = "", f" Not stored: {readable(e)}"
-    said = {r.name: verdict(r.fit, res.alpha) for r in res.samplers}
+    said = {r.name: r.verdict for r in res.samplers}
     bad = [n for n, v in said.items() if v == NOT_CONSISTENT]
-    untested = [n for n, v in said.items() if v == UNTESTABLE]
+    unsure = [n for n, v in said.items() if v in (UNTESTABLE, CANNOT_TELL)]
     summary = (f"Done: {sum(v == CONSISTENT for v in said.values())} of {len(said)} sampler(s) consistent with "
                f"exact sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}" if bad else "")
-               + (f"; nothing to test at this N for {', '.join(untested)} (take a larger N)" if untested else "")
-               + ".")
+               + (f"; cannot tell at this N for {', '.join(unsure)} (see the table for what would help)"
+                  if unsure else "") + ".")
     yield {"ex_status": status_md(summary + stored, "ok"), "ex_plot": figure(res), "ex_table": table_html(res),
            "ex_link": link}
 
@@ -236,14 +260,14 @@ def layout(p: Page) -> None:
     gr.Markdown(INTRO)
     models = model_choices()
     with gr.Row():
-        p.ex_text = gr.Textbox(label="Text with one short masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
+        p.ex_text = gr.Textbox(label="Text with a masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
         p.ex_model = gr.Dropdown(label="Model", choices=models,
                                  value="text-asarm" if "text-asarm" in models else (models[0] if models else None))
     names = list(check_samplers())
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
                                      value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
     with gr.Row():
-        p.ex_n = gr.Number(label="N (fills per sampler)", value=DEFAULT_SAMPLES, precision=0, minimum=1,
+        p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=DEFAULT_SAMPLES, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
         p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)

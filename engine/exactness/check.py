@@ -1,19 +1,21 @@
-"""The exactness check: draw N fills of a short masked span from each of several samplers and set
-their frequencies against the model's exact law, so a visitor sees "same distribution, fewer
-calls" on their own sentence (issue 26).
+"""The exactness check: draw N fills of a masked span from each of several samplers and test them
+against the model's exact law, so a visitor sees "same distribution, fewer calls" on their own
+sentence, and how much the test could have seen.
 
-Flow: text -> MaskedInput (at most MAX_MASKED tokens) -> N runs per sampler, each with its own
-seed (InfillRun, the same code path as every other run) -> counts of fills (token ids, in lattice
-order) -> the exact law on the cells the test uses -> per sampler: total-variation distance, a
-chi-square goodness-of-fit p-value and one plain verdict.
+Flow: text -> MaskedInput -> N runs per sampler, each with its own seed (InfillRun, the same code
+path as every other run) -> counts of fills (token ids, in lattice order) -> per sampler a p-value,
+the power against each deliberately wrong rule at this N, and one plain verdict.
+- AS-ARM samplers (any span length): every drawn fill gets one density call, whose rows give the
+  randomised transforms and the wrong rules' likelihood ratios (engine/exactness/contrast.py,
+  pit.py, power.py); spans of at most ENUMERATE_MAX tokens also get the enumerated law's table
+  and its chi-square (law.py, fit.py).
+- Hybrid samplers: the self-speculative likelihood (Proposition 3.1) on spans of at most
+  ENUMERATE_MAX tokens, chi-square, with the smallest shift it sees at power 0.8.
 
 This module runs a check (ExactnessCheck, run_check: inputs checked, model loaded, draws streamed,
-counts tested); the pieces it runs have their own homes, each readable alone:
-engine/exactness/law.py (the model's exact law: the AS-ARM's chain by prefix search, the hybrid's
-self-speculative likelihood; the rest of the mass is "other"), engine/exactness/fit.py (the
-chi-square test and its verdict), engine/exactness/result.py (the result and its stored JSON) and
-engine/exactness/wrong_samplers.py (the deliberately broken `wrong-...` samplers, which exist only here so a
-visitor sees what a failed check looks like; the catalogue never lists them).
+pilots of the wrong rules drawn where needed, N chosen for `samples="auto"`); the verdict's words
+live in engine/exactness/judgement.py, the stored form in result.py, the deliberately broken
+`wrong-...` samplers in wrong_samplers.py (the catalogue never lists them).
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ import torch
 
 from engine.api import InfillRun, parse_for
 from engine.errors import BadParameterError, IncompatibleModelsError, InfillError, NoMaskError
-from engine.exactness.fit import MIN_EXPECTED, goodness_of_fit, tv_noise
-from engine.exactness.law import Fill, asarm_cells, asarm_prob, hybrid_prob
-from engine.exactness.result import CheckResult, SamplerReport
+from engine.exactness.analysis import chain_reports, contrast_records, hybrid_reports
+from engine.exactness.contrast import CONTRASTS
+from engine.exactness.fit import ALPHA
+from engine.exactness.law import Fill
+from engine.exactness.power import AUTO_POWER, n_for_power
+from engine.exactness.result import CheckResult
 from engine.exactness.wrong_samplers import check_samplers
 from engine.loading.registry import default_model, load
 from engine.params import KNOBS, read_knobs, recorded, whole_number, with_knobs
@@ -39,9 +44,12 @@ from engine.samplers import SAMPLERS
 from engine.seeding import SEED_MAX
 from engine.trace import decided_tokens, trace_counts
 
-MAX_MASKED = 3  # longest span whose fills the check enumerates
+ENUMERATE_MAX = 3  # longest span whose law is enumerated (the table; the hybrid's only test)
 MAX_SAMPLES = 20_000  # per sampler, library and CLI (the app's budget is smaller: CheckBudget)
 DEFAULT_SAMPLES = 400
+PILOT = 200  # draws of a wrong rule not among the checked samplers, simulated for the power
+AUTO_PILOT = 100  # draws of each wrong rule before `samples="auto"` chooses N
+AUTO_BUDGET = (2000, 300.0)  # the page's budget: draws over all samplers, seconds; auto stays within it
 
 
 def sample_seed(seed: int, sampler: str, i: int) -> int:
@@ -95,6 +103,8 @@ def _kind(names: list[str]) -> str:
 class ExactnessCheck:
     """One check, prepared (inputs checked, model loaded) and then streamed draw by draw, like an
     InfillRun: `stream()` yields (sampler, draws done, draws in all); `result()` tests the counts.
+    `samples` is N, or "auto": N chosen from a pilot of the wrong rules so that the power against
+    each reaches AUTO_POWER within the budget (the page's, AUTO_BUDGET, when none is given).
     The sampler knobs (engine.params.KNOBS: k, temperature, steps ...) are keyword
     arguments by name, each read and range-checked by the table; one not given takes its default."""
 
@@ -103,7 +113,7 @@ class ExactnessCheck:
         text: str | None = None,
         *,
         samplers: list[str] | str,
-        samples: int = DEFAULT_SAMPLES,
+        samples: int | str = DEFAULT_SAMPLES,
         model: str | None = None,
         domain: str | None = None,
         seed: int = 0,
@@ -124,13 +134,15 @@ class ExactnessCheck:
         unknown = [n for n in names if n not in specs]
         if unknown:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
-        samples, seed = whole_number("N", samples), whole_number("seed", seed)
+        self.auto = isinstance(samples, str) and samples.strip().lower() == "auto"
+        samples = AUTO_PILOT if self.auto else whole_number("N", samples)
+        seed = whole_number("seed", seed)
         if samples < 1:
-            raise BadParameterError("The number of samples N must be a whole number of at least 1.")
+            raise BadParameterError("The number of samples N must be a whole number of at least 1 (or auto).")
         if samples > MAX_SAMPLES:
             raise BadParameterError(f"N = {samples:,} samples per sampler is over the limit of {MAX_SAMPLES:,}.")
-        self.budget = budget or CheckBudget()
-        if self.budget.max_draws is not None and samples * len(names) > self.budget.max_draws:
+        self.budget = budget or (CheckBudget(*AUTO_BUDGET) if self.auto else CheckBudget())
+        if not self.auto and self.budget.max_draws is not None and samples * len(names) > self.budget.max_draws:
             most = self.budget.max_draws // len(names)
             raise BadParameterError(
                 f"N = {samples:,} for {len(names)} sampler(s) is {samples * len(names):,} runs, over this server's "
@@ -146,23 +158,29 @@ class ExactnessCheck:
                 f"{', '.join(names)} need(s) {what[kind]}; {self.lm.name} is "
                 f"{what.get(self.lm.kind, f'a {self.lm.kind} model')}.")
         if text is None:
-            raise BadParameterError("Give the text to check, with one short [MASK:n] span (n <= 3).")
+            raise BadParameterError("Give the text to check, with one [MASK:n] span.")
         self.mi = parse_for(text, self.lm)
         m = len(self.mi.masked)
         if m == 0:
             raise NoMaskError("The text has no [MASK]: mark the span to fill, e.g. [MASK:2].")
-        if m > MAX_MASKED:
+        if kind == "hybrid" and m > ENUMERATE_MAX:
             raise BadParameterError(
-                f"The masked span is {m} tokens; the check enumerates fills of at most {MAX_MASKED} tokens "
-                f"(write [MASK:2] or [MASK:3] for a short span).")
+                f"The masked span is {m} tokens; the hybrid samplers' law (Proposition 3.1) is checked by "
+                f"enumerating fills of at most {ENUMERATE_MAX} tokens (write [MASK:2] or [MASK:3]). AS-ARM "
+                f"samplers take any span length.")
         self.names, self.samples, self.seed = names, samples, seed
         self.opts = opts
         # what the check records: every knob one of its samplers reads (engine.params.recorded)
         self.params = {n: opts[n] for n in recorded({p for n in names for p in specs[n].params})}
+        if kind == "asarm":
+            self.params.setdefault("k", opts["k"])  # the wrong rules' rounds, which the power simulates
         self.counts: dict[str, Counter] = {n: Counter() for n in names}
+        self.pilot_counts: dict[str, Counter] = {}  # wrong rules drawn only for the power
+        self.done: dict[str, int] = {n: 0 for n in names}
         self.calls: dict[str, float] = {n: 0.0 for n in names}
         self.seconds: dict[str, float] = {n: 0.0 for n in names}
         self.compute_seconds = 0.0
+        self.chosen = ""  # how auto chose N
         self._runs: dict[str, InfillRun] = {}
         for n in names:  # each sampler's first draw now: one the model cannot run is refused before the rest
             try:
@@ -170,6 +188,8 @@ class ExactnessCheck:
                 self._draw(n, 0)
             except InfillError as e:
                 raise type(e)(f"{n} cannot run here: {e}") from None
+        if self.auto:
+            self._choose_n()
 
     def _run(self, name: str, seed: int) -> InfillRun:
         spec = check_samplers()[name]
@@ -182,26 +202,74 @@ class ExactnessCheck:
 
     def _draw(self, name: str, i: int) -> None:
         """Draw i of `name`: the prepared run again with its own seed (stream() starts a fresh
-        RunContext: oracle, generator, recorder), so draws share nothing but the model."""
+        RunContext: oracle, generator, recorder), so draws share nothing but the model. A wrong rule
+        drawn only for the power goes into pilot_counts."""
+        if name not in self._runs:
+            self._runs[name] = self._run(name, self.seed)
         run = self._runs[name]
         t0 = time.perf_counter()
         run.seed, run.trace = sample_seed(self.seed, name, i), []
         for _ in run.stream():
             pass
         decided = decided_tokens(run.trace)
-        self.counts[name][tuple(decided[p] for p in self.mi.masked)] += 1
-        self.calls[name] += trace_counts(run.trace)["calls"]
-        self.seconds[name] += run.seconds
+        fill = tuple(decided[p] for p in self.mi.masked)
+        if name in self.counts:
+            self.counts[name][fill] += 1
+            self.done[name] = i + 1
+            self.calls[name] += trace_counts(run.trace)["calls"]
+            self.seconds[name] += run.seconds
+        else:
+            self.pilot_counts.setdefault(name, Counter())[fill] += 1
         self.compute_seconds += time.perf_counter() - t0
 
+    def pilot(self, size: int) -> None:
+        """At least `size` draws of every wrong rule (AS-ARM checks): a checked one's own draws, the
+        others drawn apart (pilot_counts) only to simulate the power."""
+        if self.kind != "asarm":
+            return
+        for c in CONTRASTS:
+            have = self.done[c] if c in self.counts else sum(self.pilot_counts.get(c, Counter()).values())
+            for i in range(have, size):
+                self._draw(c, i)
+
+    def _choose_n(self) -> None:
+        """`samples="auto"`: a pilot of AUTO_PILOT draws of each wrong rule, then the smallest N whose
+        simulated power reaches AUTO_POWER against every rule, within the draws and seconds left."""
+        if self.kind != "asarm":
+            self.chosen = f"auto: N = {self.samples} (the hybrid's enumeration test has no wrong-rule pilot)"
+            return
+        self.pilot(AUTO_PILOT)
+        t0 = time.perf_counter()
+        recs = contrast_records(self)
+        cap = MAX_SAMPLES
+        if self.budget.max_draws is not None:
+            cap = min(cap, self.budget.max_draws // len(self.names))
+        drawn = sum(self.done.values()) + sum(sum(c.values()) for c in self.pilot_counts.values())
+        per_draw = (self.compute_seconds + time.perf_counter() - t0) / max(1, drawn)
+        if self.budget.max_seconds is not None:
+            left = self.budget.max_seconds - self.compute_seconds
+            cap = min(cap, int(left / (per_draw * 1.5 * len(self.names))))  # 1.5: the draws' own density calls
+        cap = max(cap, AUTO_PILOT)
+        need = {c: n_for_power(r, AUTO_POWER, ALPHA, 25, cap) for c, r in recs.items()}
+        if all(v is not None for v in need.values()):
+            n = max(AUTO_PILOT, *[v for v in need.values() if v is not None])
+            self.chosen = (f"auto: N = {n:,}, the smallest that reaches power {AUTO_POWER:g} against "
+                           + ", ".join(f"{c} (N = {v:,})" for c, v in need.items()) + f" (pilot of {AUTO_PILOT})")
+        else:
+            n = cap
+            self.chosen = (f"auto: N = {n:,}, the most the budget allows ({self.budget.max_draws or 'no'} draws, "
+                           f"{self.budget.max_seconds or 'no'} s); power {AUTO_POWER:g} is out of reach against "
+                           + ", ".join(c for c, v in need.items() if v is None))
+        self.samples = n
+
     def stream(self) -> Iterator[tuple[str, int, int]]:
-        """Draw the rest of the N fills of each sampler (the first was drawn when it was prepared);
-        yields (sampler, draws done, draws in all) after every draw. Raises CheckStopped once over
-        the time budget."""
+        """Draw the rest of the N fills of each sampler (the first, and auto's pilot, were drawn when
+        it was prepared); yields (sampler, draws done, draws in all) after every draw. Raises
+        CheckStopped once over the time budget."""
         total = self.samples * len(self.names)
-        done = len(self.names)
+        done = sum(min(v, self.samples) for v in self.done.values())
         for name in self.names:
-            for i in range(1, self.samples):
+            for i in range(self.done[name], self.samples):
                 self._draw(name, i)
                 done += 1
                 mx = self.budget.max_seconds
@@ -212,29 +280,16 @@ class ExactnessCheck:
                 yield name, done, total
 
     def result(self) -> CheckResult:
-        """The exact law on the cells and every drawn fill, and each sampler's test."""
-        n = self.samples
-        temperature = self.params["temperature"]
-        drawn = set().union(*self.counts.values())
+        """Each sampler's test, with its power; the exact law's table where it is small enough."""
+        t0 = time.perf_counter()
         if self.kind == "asarm":
-            exact = asarm_cells(self.lm, self.mi, MIN_EXPECTED / n, temperature)
-            for f in drawn - set(exact):
-                exact[f] = asarm_prob(self.lm, self.mi, f, temperature)
-            law = ("the AS-ARM's chain of conditionals in lattice order (what sequential decoding samples); "
-                   "every fill with expected count >= 5 enumerated")
+            self.pilot(min(self.samples, PILOT))
+            res = chain_reports(self, ENUMERATE_MAX)
         else:
-            exact = {f: hybrid_prob(self.lm, self.mi, f, self.params) for f in drawn}
-            law = ("the self-speculative sampler's likelihood (Proposition 3.1) averaged over decode orders, "
-                   "for every drawn fill")
-        reports = []
-        for name in self.names:
-            rep = SamplerReport(name, dict(self.counts[name]), self.calls[name] / n, self.seconds[name] / n)
-            rep.fit = goodness_of_fit(rep.counts, exact, n)
-            reports.append(rep)
-        texts = {f: self.fill_text(f) for f in exact}
-        return CheckResult(model=self.lm.name, kind=self.kind, source=self.mi.source, samples=n, seed=self.seed,
-                           params=dict(self.params), masked_tokens=len(self.mi.masked), exact=exact, texts=texts,
-                           samplers=reports, law=law, tv_noise=tv_noise(exact, n))
+            res = hybrid_reports(self)
+        self.compute_seconds += time.perf_counter() - t0
+        res.extra.update({"seconds": round(self.compute_seconds, 3), "auto": self.chosen})
+        return res
 
     def fill_text(self, fill: Fill) -> str:
         """A fill as the text it puts in the span(s) (spans joined by ' | ')."""
@@ -253,4 +308,5 @@ def run_check(text: str, **kwargs) -> CheckResult:
     return chk.result()
 
 
-__all__ = ["DEFAULT_SAMPLES", "MAX_MASKED", "MAX_SAMPLES", "CheckBudget", "CheckStopped", "ExactnessCheck", "run_check"]
+__all__ = ["DEFAULT_SAMPLES", "ENUMERATE_MAX", "MAX_SAMPLES", "CheckBudget", "CheckStopped", "ExactnessCheck",
+           "run_check"]

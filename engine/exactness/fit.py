@@ -64,12 +64,24 @@ def goodness_of_fit(counts: dict[Fill, int], exact: dict[Fill, float], n: int) -
         return Fit(0.0, math.inf, len(obs) - 1, tv, len(obs), impossible,
                    f"{impossible} draw(s) of a fill the model gives probability 0")
     if len(obs) < 2:
-        why = ("the exact law puts almost all its mass on one fill" if kept else
-               "no fill has 5 or more expected draws at this N: take a larger N or a lower temperature")
-        return Fit(1.0, 0.0, 0, tv, len(obs), 0, why)
+        return Fit(1.0, 0.0, 0, tv, len(obs), 0, untestable_note(exact, n))
     stat = float(sum((o - n * p) ** 2 / (n * p) for o, p in zip(obs, probs)))
     dof = len(obs) - 1
     return Fit(float(chi2.sf(stat, dof)), stat, dof, tv, len(obs), 0)
+
+
+def untestable_note(exact: dict[Fill, float], n: int) -> str:
+    """Why the chi-square has no degrees of freedom, and the advice that fits the case: one fill
+    holding nearly all the mass (a low temperature does this; a lower one would make it worse) is
+    not the same case as a law spread too thin for any fill to expect 5 draws."""
+    top = max(exact.values(), default=0.0)
+    if n * top >= MIN_EXPECTED:
+        rest = max(1e-12, 1.0 - top)
+        need = math.ceil(MIN_EXPECTED / rest)
+        return (f"one fill holds {top:.3f} of the exact law and every other fill together expects fewer than "
+                f"{MIN_EXPECTED:g} draws at this N: the chi-square needs N >= {need:,} (or a higher temperature)")
+    return (f"the exact law is spread thin: no fill has {MIN_EXPECTED:g} or more expected draws at this N: take a "
+            "larger N or a lower temperature")
 
 
 def verdict(fit: Fit, alpha: float = ALPHA) -> str:

@@ -11,7 +11,10 @@ import math
 from dataclasses import dataclass, field
 
 from engine.exactness.fit import ALPHA, MIN_EXPECTED, Fit, verdict
+from engine.exactness.judgement import Judgement
 from engine.exactness.law import Fill, fill_key
+
+EXTRA_KEYS = ("statistic", "power", "pilot", "seconds_per_draw", "enumerated", "seconds", "auto")
 
 
 @dataclass
@@ -22,18 +25,37 @@ class SamplerReport:
     counts: dict[Fill, int]
     calls_per_sample: float
     seconds_per_sample: float
-    fit: Fit | None = None
+    fit: Fit | None = None  # the chi-square on the enumerated law's cells, where it is enumerated
+    judgement: Judgement | None = None  # the verdict, its test and its power
+
+    @property
+    def p_value(self) -> float | None:
+        """The p-value the verdict rests on."""
+        if self.judgement is not None:
+            return self.judgement.p_value
+        return self.fit.p_value if self.fit else None
+
+    @property
+    def verdict(self) -> str | None:
+        """The plain verdict (the judgement's; a check stored before it had one: the chi-square's)."""
+        if self.judgement is not None:
+            return self.judgement.verdict
+        return verdict(self.fit) if self.fit else None
 
     def to_json(self) -> dict:
         """The JSON the CLI prints and the store keeps (fills keyed by token ids)."""
-        f = self.fit
+        f, j = self.fit, self.judgement
         return {
             "counts": {fill_key(k): v for k, v in sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))},
             "tv_to_exact": f.tv if f else None,
-            "p_value": f.p_value if f else None,
+            "p_value": self.p_value,
             "chi2": f.statistic if f and math.isfinite(f.statistic) else None,
+            "chi2_p_value": f.p_value if f else None,
             "dof": f.dof if f else None,
-            "verdict": verdict(f) if f else None,
+            "verdict": self.verdict,
+            "statistic": j.statistic if j else "chi-square",
+            "power": j.power if j else {},
+            "judgement": j.to_json() if j else None,
             "impossible": f.impossible if f else 0,
             "note": f.note if f else "",
             "calls_per_sample": self.calls_per_sample,
@@ -86,6 +108,7 @@ class CheckResult:
             "exact": exact,
             "fills": {fill_key(f): t for f, t in self.texts.items()},
             "samplers": {r.name: r.to_json() for r in self.samplers},
+            **{k: v for k, v in self.extra.items() if k not in ("version",)},
         }
 
 
@@ -99,12 +122,17 @@ def from_json(d: dict) -> CheckResult:
     reports = []
     for name, s in d["samplers"].items():
         counts = {fill(k): int(v) for k, v in s["counts"].items()}
-        fit = Fit(float(s["p_value"]), float(s["chi2"]) if s.get("chi2") is not None else math.inf,
-                  int(s.get("dof") or 0), float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)),
-                  str(s.get("note", "")))
-        reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]), fit))
+        fit = None
+        if s.get("tv_to_exact") is not None:
+            fit = Fit(float(s.get("chi2_p_value", s["p_value"])),
+                      float(s["chi2"]) if s.get("chi2") is not None else math.inf, int(s.get("dof") or 0),
+                      float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)), str(s.get("note", "")))
+        j = Judgement.from_json(s["judgement"]) if s.get("judgement") else None
+        reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]),
+                                     fit, j))
     return CheckResult(model=str(d["model"]), kind=str(d.get("kind", d.get("family", "asarm"))), source=str(d["text"]),
                        samples=int(d["samples"]), seed=int(d["seed"]), params=dict(d.get("params", {})),
                        masked_tokens=int(d.get("masked_tokens", 0)), exact=exact, texts=texts, samplers=reports,
                        law=str(d.get("law", "")), tv_noise=float(d.get("tv_noise", 0.0)),
-                       alpha=float(d.get("alpha", ALPHA)))
+                       alpha=float(d.get("alpha", ALPHA)),
+                       extra={k: d[k] for k in EXTRA_KEYS if k in d})

@@ -38,9 +38,19 @@ def test_check_runs_stores_and_replays(client, monkeypatch):  # noqa: F811
     assert replay["link"] == link
 
 
+def test_long_span_verdict_in_plain_words_with_power(client):  # noqa: F811
+    """A 5-token span (beyond the enumerated table) is checked: each row says its verdict in words,
+    the power against the wrong rules, and where the draws depart most."""
+    status, _, table, link = _check(client, "The cat sat on the [MASK:5] mat.", ("sequential-cache",
+                                    "wrong-assd-accept-all"), n=40)
+    assert "Done" in status and "?s=" in link, status
+    assert "power" in table and "against wrong-assd-residual-from-q" in table and "departs most at" in table
+    assert "not consistent with exact sampling" in table  # accept-all, 5 tokens, N = 40
+    assert "token " in table and " of 5 (p = " in table
+
+
 @pytest.mark.parametrize("text, samplers, n, needle", [
     ("The cat sat on the mat.", ("assd",), 10, "Nothing is masked"),
-    ("The cat sat on the [MASK:5] mat.", ("assd",), 10, "at most 3"),
     (TEXT, ("assd",), 5000, "budget"),
     (TEXT, ("assd", "self-spec"), 10, "different models"),
     (TEXT, (), 10, "at least one sampler"),

@@ -64,6 +64,8 @@ def test_hybrid_law_passes_self_spec_and_fails_one_step_mdm(tmp_path):
     assert res.kind == "hybrid" and "Proposition 3.1" in res.law
     assert spec.fit.p_value >= 0.01 and verdict(spec.fit) == CONSISTENT, spec.fit
     assert mdm.fit.p_value < 1e-4 and verdict(mdm.fit) == NOT_CONSISTENT, mdm.fit
+    # the enumeration check states its power: the smallest shift it sees at power 0.8
+    assert spec.verdict == CONSISTENT and "shift of" in spec.judgement.departure and "power 0.8" in spec.judgement.departure
     assert 0.99 <= sum(res.exact.values()) + res.other <= 1.0 + 1e-9
 
 
@@ -119,6 +121,11 @@ def test_other_too_small_joins_the_smallest_cells_and_impossible_fills_fail():
     assert verdict(fit) == NOT_CONSISTENT
     one = goodness_of_fit({(1,): 10}, {(1,): 1.0}, 10)
     assert verdict(one) == UNTESTABLE and "one fill" in one.note
+    # a low temperature: one fill expects 97 draws, the rest 3 together. The advice is a larger N or a
+    # higher temperature, never "no fill has 5 expected draws ... a lower temperature"
+    cold = goodness_of_fit({(1,): 97, (2,): 3}, {(1,): 0.97, (2,): 0.02, (3,): 0.01}, 100)
+    assert verdict(cold) == UNTESTABLE and "0.970" in cold.note and "N >= 167" in cold.note, cold.note
+    assert "lower temperature" not in cold.note and "no fill has" not in cold.note
     spread = goodness_of_fit({(1,): 3, (2,): 7}, {(k,): 0.01 for k in range(100)}, 10)
     assert verdict(spread) == UNTESTABLE and "larger N" in spread.note  # never "consistent" with no test
 
@@ -143,7 +150,6 @@ def test_stored_check_reads_back_whole(check):
 
 @pytest.mark.parametrize("text, kw, exc, words", [
     ("abcb", {}, NoMaskError, "nothing is masked"),
-    ("[MASK:4]", {}, BadParameterError, "at most 3"),
     (TEXT, {"samples": 0}, BadParameterError, "at least 1"),
     (TEXT, {"samples": 20_001}, BadParameterError, "over the limit of 20,000"),
     (TEXT, {"samplers": "assd,sequential", "samples": 300, "budget": CheckBudget(max_draws=500)}, BadParameterError,
@@ -192,3 +198,72 @@ def test_cli_inputs_file_runs_each_line_and_names_bad_ones(tiny, tmp_path, capsy
     assert "Nothing is masked" in d["skipped"][1] and "mask_rate" in d["skipped"][2]
     assert f"{f}:2: not JSON" in out.err
     assert cli_main(["exactness", "--samplers", "sequential", "--model", str(folder)]) == 2
+
+
+def test_any_span_length_gets_a_verdict_with_power(tiny):
+    """A span longer than the enumerated table (the whole of 'xxxx', 4 tokens) is checked by the chain
+    test: p-value, power against each wrong rule, the departing position, and the JSON carries them."""
+    folder, _ = tiny
+    res = run_check("[MASK:4]", model=str(folder), samplers="sequential,wrong-assd-accept-all", samples=150,
+                    seed=0, k=3)
+    seq, wrong = res.samplers
+    assert seq.fit is None and res.extra["enumerated"] is False  # no enumeration: the chain test only
+    assert seq.p_value >= 0.01 and seq.verdict in (CONSISTENT, "cannot tell at this N"), seq.judgement
+    assert wrong.p_value < 1e-3 and wrong.verdict == NOT_CONSISTENT, wrong.judgement
+    assert set(seq.judgement.power) == set(WRONG_SAMPLERS) and seq.judgement.power["wrong-assd-accept-all"] >= 0.8
+    assert wrong.judgement.worst_position in (1, 2)  # a round's first token is exact; 2nd/3rd drafted
+    d = json.loads(json.dumps(res.to_json()))
+    s = d["samplers"]["sequential"]
+    assert {"p_value", "power", "statistic", "verdict"} <= set(s) and d["seconds"] > 0 and "statistic" in d
+    assert from_json(d).samplers[1].judgement.sentence() == wrong.judgement.sentence()
+
+
+def test_cannot_tell_says_its_power_and_what_would_help(tiny):
+    """At N = 5 the power against the residual rule is low: an exact sampler's verdict is "cannot
+    tell at this N", with the power and the N that would reach 0.8."""
+    folder, _ = tiny
+    res = run_check(TEXT, model=str(folder), samplers="sequential", samples=5, seed=0, k=3)
+    j = res.samplers[0].judgement
+    assert j.verdict == "cannot tell at this N" and j.power["wrong-assd-residual-from-q"] < 0.8, j
+    assert "would reach power 0.8" in j.advice or "would not reach" in j.advice, j.advice
+    assert "power" in j.sentence() and "wrong-assd-residual-from-q" in j.sentence()
+    assert res.extra["pilot"]["wrong-assd-residual-from-q"] == 5  # pilot of min(N, 200) draws
+
+
+def test_samples_auto_reaches_the_power_within_the_budget(tiny):
+    """`samples="auto"`: N chosen from a pilot so the power reaches 0.9 against each wrong rule (or the
+    budget's most), and the verdicts carry that power."""
+    folder, _ = tiny
+    chk = ExactnessCheck(TEXT, model=str(folder), samplers="assd-cache", samples="auto", seed=0, k=3,
+                         budget=CheckBudget(max_draws=600, max_seconds=None))
+    assert chk.auto and 100 <= chk.samples <= 600 and chk.chosen.startswith("auto: N = ")
+    for _ in chk.stream():
+        pass
+    res = chk.result()
+    assert sum(res.samplers[0].counts.values()) == chk.samples
+    if "out of reach" not in chk.chosen:
+        assert min(res.samplers[0].judgement.power.values()) >= 0.8, res.samplers[0].judgement.power
+
+
+def test_cli_samples_takes_a_number_or_auto():
+    import argparse
+
+    from engine.cli import _samples_arg
+
+    assert _samples_arg("auto") == "auto" and _samples_arg(" AUTO ") == "auto" and _samples_arg("300") == 300
+    with pytest.raises(argparse.ArgumentTypeError):
+        _samples_arg("lots")
+
+
+def test_chi_square_smallest_shift_is_the_noncentral_power():
+    """Two cells of 0.5 at N = 100, level 0.01: power 0.8 needs noncentrality 11.68 (1 degree of
+    freedom), i.e. a shift of sqrt(11.68 / (100 * (2 + 2))) = 0.171 of probability between them."""
+    from scipy.stats import chi2, ncx2
+
+    from engine.exactness.power import chi2_min_shift
+
+    d = chi2_min_shift([0.5, 0.5], 100, 0.01)
+    lam = 100 * d * d * 4
+    assert d == pytest.approx(0.1709, abs=2e-3)
+    assert ncx2.sf(chi2.isf(0.01, 1), 1, lam) == pytest.approx(0.8, abs=1e-6)
+    assert chi2_min_shift([1.0], 100, 0.01) is None

@@ -1,0 +1,142 @@
+"""The chain test's p-value and its power: what the check could have seen at this N.
+
+A sampler's draws become FillRecords (engine/exactness/contrast.py). The test combines, by
+Bonferroni, the omnibus Kolmogorov-Smirnov test of the probability-ordered transforms
+(engine/exactness/pit.py) with one likelihood-ratio test per deliberately wrong contrast: the
+smallest of the 1 + contrasts p-values, times their number.
+
+Power is estimated by simulating the contrast: a contrast's own draws (the wrong sampler's draws
+in this check, or a pilot of them) are resampled N at a time, each resample tested like a real
+check; the share flagged at the level is the power. A "consistent" is only worth its power, so
+every verdict carries it, and `n_for_power` says which N would reach a target.
+
+Its own module because these are plain numbers (arrays in, probabilities out), read by the check,
+the CLI, the app and their tests alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2, ncx2
+
+from engine.exactness.contrast import CONTRASTS, FillRecord, lr_p
+from engine.exactness.pit import Intervals, ks_critical, ks_distance, ks_p, transforms
+
+STATISTIC = ("Kolmogorov-Smirnov test of the randomised probability integral transforms (vocabulary "
+             "ordered by the conditional's probabilities), combined by Bonferroni with a likelihood-ratio "
+             "test against each deliberately wrong rule")
+POWER_REPS = 200  # resampled checks behind one power estimate
+TARGET_POWER = 0.8  # below it a "consistent" reads "cannot tell at this N"
+AUTO_POWER = 0.9  # what --samples auto aims for
+
+
+@dataclass
+class Records:
+    """A sampler's draws as arrays: transform intervals [draws, masked], and the log-ratio terms,
+    their exact-sampling means and variances [draws, contrasts, masked]."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    ell: np.ndarray
+    mu: np.ndarray
+    var: np.ndarray
+
+    @classmethod
+    def of(cls, recs: list[FillRecord], masked: int) -> Records:
+        if not recs:
+            z = np.zeros((0, masked))
+            c = np.zeros((0, len(CONTRASTS), masked))
+            return cls(z, z.copy(), c, c.copy(), c.copy())
+        arr = lambda key: np.array([[getattr(r, key)[c] for c in CONTRASTS] for r in recs])  # noqa: E731
+        return cls(np.array([r.lo for r in recs]), np.array([r.hi for r in recs]), arr("ell"), arr("mu"), arr("var"))
+
+    def __len__(self) -> int:
+        return int(self.lo.shape[0])
+
+    def take(self, rows: np.ndarray) -> Records:
+        return Records(self.lo[rows], self.hi[rows], self.ell[rows], self.mu[rows], self.var[rows])
+
+
+@dataclass
+class ChainFit:
+    """The combined test on one sampler's draws."""
+
+    p_value: float
+    ks_p: float
+    ks_distance: float
+    lr_p: dict[str, float]
+    observations: int
+
+
+def chain_fit(rec: Records, seed: int = 0) -> ChainFit:
+    """The combined p-value: Bonferroni over the KS test and each contrast's likelihood ratio."""
+    u = transforms(Intervals(rec.lo, rec.hi), np.random.default_rng(seed))
+    d = ks_distance(u)
+    pk = ks_p(d, u.size)
+    lr = {c: lr_p(float(rec.ell[:, j].sum()), float(rec.mu[:, j].sum()), float(rec.var[:, j].sum()))
+          for j, c in enumerate(CONTRASTS)}
+    tests = 1 + len(lr)
+    return ChainFit(min(1.0, tests * min([pk, *lr.values()])), pk, d, lr, int(u.size))
+
+
+def position_p(rec: Records, seed: int = 0) -> list[float]:
+    """Each masked position's own combined p-value (KS of its transforms, each contrast's likelihood
+    ratio over its terms; Bonferroni within the position): where the sampler departs most."""
+    u = transforms(Intervals(rec.lo, rec.hi), np.random.default_rng(seed))
+    out = []
+    for i in range(u.shape[1]):
+        parts = [ks_p(ks_distance(u[:, i]), u.shape[0])]
+        parts += [lr_p(float(rec.ell[:, j, i].sum()), float(rec.mu[:, j, i].sum()), float(rec.var[:, j, i].sum()))
+                  for j in range(len(CONTRASTS))]
+        out.append(min(1.0, len(parts) * min(parts)))
+    return out
+
+
+def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int = 0) -> float:
+    """The share of `reps` simulated checks of n draws (resampled from `rec`, a contrast's draws)
+    whose combined p-value is below alpha."""
+    if len(rec) == 0 or n < 1:
+        return 0.0
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for i in range(reps):
+        hits += chain_fit(rec.take(rng.integers(0, len(rec), n)), seed=seed + 1 + i).p_value < alpha
+    return hits / reps
+
+
+def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int, reps: int = 60) -> int | None:
+    """The smallest N above start // 2 on a doubling grid from `start` (at most `cap`) whose power
+    reaches `target`, refined by bisection to about 10%; None if even `cap` does not. `reps` simulated checks per
+    point: enough to place N, not to state a power (power() states it)."""
+    lo, n = max(0, start // 2), max(1, start)  # below start // 2 is not asked: the caller knows it falls short
+    while power(rec, n, alpha, reps=reps) < target:
+        if n >= cap:
+            return None
+        lo, n = n, min(cap, 2 * n)
+    while n - lo > max(10, n // 10):
+        mid = (lo + n) // 2
+        lo, n = (lo, mid) if power(rec, mid, alpha, reps=reps) >= target else (mid, n)
+    return n
+
+
+def ks_departure(observations: int, alpha: float) -> float:
+    """The smallest departure the omnibus test sees: the KS distance (largest gap between the
+    transforms' CDF and the uniform's) that is significant at alpha over this many observations."""
+    return ks_critical(observations, alpha / (1 + len(CONTRASTS)))
+
+
+def chi2_min_shift(probs: list[float], n: int, alpha: float, target: float = TARGET_POWER) -> float | None:
+    """For the enumeration (chi-square) test: the smallest probability moved between the two likeliest
+    cells that it flags with power `target` at n draws (noncentral chi-square); None if untestable."""
+    cells = sorted(probs, reverse=True)
+    dof = len(cells) - 1
+    if dof < 1 or n < 1:
+        return None
+    crit = float(chi2.isf(alpha, dof))
+    lo, hi = 0.0, 1e6
+    for _ in range(80):  # the noncentrality that gives `target` power
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if float(ncx2.sf(crit, dof, mid)) < target else (lo, mid)
+    a, b = cells[0], cells[1]
+    return float(np.sqrt(hi / (n * (1 / a + 1 / b))))
