@@ -11,9 +11,8 @@ import re
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED
+from engine.params import KNOBS, SEED, SEED_RULE, seed_number
 from engine.samplers import SAMPLERS
-from engine.seeding import SEED_MAX
 
 from .choices import list_models, no_model_message, sampler_kind
 from .examples import DOMAINS
@@ -26,7 +25,7 @@ PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 #: refuses anything outside with a message that names the knob and its range): the table's page
 #: range, which is narrower than the engine's only where the table says why (steps, dtau)
 PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
-SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
+SEED_HELP_RANGE = SEED_RULE
 
 
 def check_range(name: str, value: float) -> None:
@@ -109,12 +108,9 @@ def prepare(form: Form) -> InfillRun:
                 f"{', '.join(allowed)}."
             )
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
-    seed_text = str(form.seed).strip() if form.seed is not None else ""
-    if not seed_text:
+    if form.seed is None or form.seed == "":
         raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
-    seed = as_int("seed", seed_text)
-    if not 0 <= seed <= SEED_MAX:
-        raise BadParameterError(f"seed = {seed} is outside the range: type {SEED_HELP_RANGE}.")
+    seed = seed_number(form.seed)  # the one rule: engine.params.seed_number
     values = {name: (as_int if k.type is int else as_float)(name, getattr(form, name))
               for name, k in KNOBS.items() if k.range}
     reads = SAMPLERS[form.sampler].params

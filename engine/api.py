@@ -21,10 +21,10 @@ from engine.samplers.oracle import AsArmOracle
 
 from .budget import Budget, Meter, install
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .params import KNOBS, LIMITS, read_knobs, recorded, whole_number, with_knobs  # noqa: F401 (LIMITS: re-exported)
+from .params import KNOBS, LIMITS, read_knobs, recorded, seed_number, whole_number, with_knobs  # noqa: F401 (LIMITS: re-exported)
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 from .samplers.base import Recorder
-from .seeding import SEED_MAX, generator_for
+from .seeding import generator_for
 from .trace import Step, decided_tokens, trace_counts
 
 # LIMITS (imported above, re-exported): the knobs' accepted ranges, engine.params.KNOBS
@@ -221,9 +221,7 @@ class InfillRun:
         if sampler not in SAMPLERS:
             raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
         self.spec = spec = SAMPLERS[sampler]
-        seed = whole_number("seed", seed)
-        if not 0 <= seed <= SEED_MAX:
-            raise BadParameterError(f"seed must be a whole number between 0 and 2**64 - 1, got {seed}.")
+        seed = seed_number(seed)
         values = read_knobs(knobs)  # each knob read by the table's type and range, or its default
         if values["steps"] is None:
             values["steps"] = spec.default_steps

@@ -24,6 +24,7 @@ from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
+from engine.params import seed_number
 
 from .. import choices, share
 from ..errors import readable
@@ -132,7 +133,7 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
     if not samplers:
         raise BadParameterError("Choose at least one sampler to check.")
     return ExactnessCheck(
-        text, samplers=list(samplers), samples=as_int("N", n), model=model, seed=as_int("seed", seed),
+        text, samplers=list(samplers), samples=as_int("N", n), model=model, seed=seed_number(seed),
         temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
         budget=CheckBudget.from_env())
 
