@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 
@@ -63,8 +64,8 @@ class BodyLimit:
                     return await self._reply(send, 400, "Bad Content-Length.")
                 if declared > limit:
                     return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
-        if scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/cancel"):
-            receive = await _note_cancel(receive, limit)
+        if scope.get("method") == "POST" and _noted(scope.get("path", "")):
+            receive = await _note_session(scope, receive, limit)
             if receive is None:
                 return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
         seen = 0
@@ -98,10 +99,23 @@ class BodyLimit:
         await self.app(scope, counted_receive, tracked_send)
 
 
-async def _note_cancel(receive, limit: int):
-    """Read a (small) /cancel body, note the visitor's cancel (app.serving.cancels), and return a receive
-    that replays the body to Gradio; None when the body is over the limit."""
+def _noted(path: str) -> bool:
+    """A route whose body names the visitor's session: a cancel, a queue join, a REST call."""
+    path = path.rstrip("/")
+    return path.endswith("/cancel") or path.endswith("/queue/join") or "/call/" in path
+
+
+async def _note_session(scope, receive, limit: int):
+    """Read a noted route's body (within the limit), note what it says about the visitor's session,
+    and return a receive that replays the body to Gradio (None when it is over the limit):
+
+    - a cancel: the visitor's cancel (app.serving.cancels);
+    - a queue join or REST call: the session against the address it came from
+      (app.serving.address_sessions), dropping that address's sessions over its cap; a REST call
+      without a session hash is given one here, so that it too counts against its address."""
+    from app.serving.address_sessions import address_sessions, drop_sessions
     from app.serving.cancels import note_cancel
+    from app.serving.visitors import scope_address
 
     chunks, size, more = [], 0, True
     while more:
@@ -114,12 +128,23 @@ async def _note_cancel(receive, limit: int):
             return None
         more = msg.get("more_body", False)
     body = b"".join(chunks)
+    path = scope.get("path", "").rstrip("/")
     try:
-        sh = json.loads(body).get("session_hash")
-        if isinstance(sh, str) and sh:
-            note_cancel(sh)
-    except (ValueError, AttributeError):
-        pass
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        sh = data.get("session_hash")
+        if path.endswith("/cancel"):
+            if isinstance(sh, str) and sh:
+                note_cancel(sh)
+        else:
+            if sh is None and "/call/" in path:
+                sh = data["session_hash"] = uuid.uuid4().hex[:11]
+                body = json.dumps(data).encode()
+            if isinstance(sh, str) and sh:
+                drop = address_sessions().note(scope_address(scope), sh)
+                drop_sessions(getattr(scope.get("app"), "state_holder", None), drop)
     sent = False
 
     async def replay():

@@ -17,6 +17,7 @@ from scipy.stats import beta
 
 from app.serving.admission import admission
 from app.serving.slots import Turns, slots
+from app.serving.visitors import request_address
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
 from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells, verdict
@@ -163,7 +164,7 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     Updates CHECK_OUTPUTS by name (app.tabs.common.named)."""
     turns = Turns(slots())
     last = 0.0
-    owner = getattr(request, "session_hash", None)
+    owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
         # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
         with admission().enter(owner, True):

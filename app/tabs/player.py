@@ -12,6 +12,7 @@ import gradio as gr
 
 from app import inputs, share, streaming, token_views
 from app.serving import stops
+from app.serving.visitors import request_address
 
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
@@ -150,7 +151,8 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
     domain, text, sampler = values["domain"], values["text"], values["sampler"]
     try:
-        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None),
+                              address=request_address(request))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
