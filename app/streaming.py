@@ -71,17 +71,24 @@ def rounds(live: Live) -> Iterator[Live]:
     refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
     try:
-        with admission().enter(live.address or live.owner, long, lambda: cancels.cancelled_since(live.owner, live.created)):
+        with admission().enter(live.address or live.owner, long, lambda: _called_off(live)):
             yield from _admitted_rounds(live)
     except Cancelled:  # cancelled while a long run waited in line for its seat
         live.cancelled = live.done = True
+
+
+def _called_off(live: Live) -> bool:
+    """Whether the visitor cancelled this run (the page's /cancel) or pressed Stop for it: checked
+    from the moment it is accepted, while it waits for a seat or a slot and between the network
+    passes of its first round, so that Stop never lets a run go on before anything was shown."""
+    return cancels.cancelled_since(live.owner, live.created) or stop_requested(live.share_id)
 
 
 def _admitted_rounds(live: Live) -> Iterator[Live]:
     """rounds() once admitted: the run on the slots, recorded by the store. `live.run_id` is set
     whenever the store holds the run, also when it ended by an error (a budget stop)."""
     run = live.run
-    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    turns = Turns(slots(), lambda: _called_off(live))  # also checked between network passes until a round is shown
     run.pause = turns.preempt  # lighter runs take the slot between two network passes
     if live.group is not None:  # a comparison's side: stored with the others (RunGroup.commit)
         rec_cm = live.group.recorder(live.side, run.spec.name, stored_params(run), run.seed)

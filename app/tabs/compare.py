@@ -139,9 +139,9 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
         yield {"cmp_status": status_md(msg, "error"), "html_a": empty, "html_b": empty, "cnt_a": "", "cnt_b": "",
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
-    wait = streaming.slots().estimate()
-    if wait.busy:
-        yield {"cmp_status": status_md(wait.message()), "cmp_link": "", "cmp_sid": sid}
+    wait = streaming.slots().estimate()  # the share id reaches the page at once: Stop works from the start
+    yield {"cmp_status": status_md(wait.message() if wait.busy else "Comparing… computing the first rounds."),
+           "cmp_link": "", "cmp_sid": sid}
     try:
         yield from _alternate(a, b, sid)
         if a.cancelled or b.cancelled:

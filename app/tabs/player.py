@@ -168,9 +168,10 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     note = inputs.normalize(domain, text)[1] if isinstance(text, str) else ""
     note = f" {note}" if note else ""
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
-    if wait.busy:
-        yield {"status": status_md(wait.message()), "completed": "", "link": "",
-               "scrub_sl": gr.update(interactive=False), "trace_state": None, "run_sid": live.share_id}
+    # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
+    yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
+           "completed": "", "link": "", "scrub_sl": gr.update(interactive=False), "trace_state": None,
+           "run_sid": live.share_id}
     try:
         yield from _streamed(live, note)
     except Exception as e:  # noqa: BLE001

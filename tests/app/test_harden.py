@@ -281,9 +281,14 @@ def test_app_takes_the_documented_seed_range_exactly(studio):
 # ----------------------------------------------------------------------------- 6: load test
 
 
-def test_loadtest_counts_failed_runs_as_errors_and_bounds_waits(studio, capsys):
+def test_loadtest_counts_failed_runs_as_errors_and_bounds_waits(studio, capsys, monkeypatch):
+    from app.serving import admission as adm
     from tools import loadtest
     from tools.tiny_models import launch_for_tests
+
+    # every simulated visitor is on the loopback: one address (the load test's own server lifts the
+    # per-address limits the same way, tools.loadtest.ONE_ADDRESS_MANY_VISITORS)
+    monkeypatch.setattr(adm, "_admission", adm.Admission(adm.active_runs(), adm.long_run_line(), 100_000))
 
     assert loadtest.classify(["⚠️ No [MASK] in the input", "", "", "", "", ""])[0] == "error"
     assert loadtest.classify(["✅ Done: 3 tokens", "", "", "", "abc", ""])[0] == "ok"
