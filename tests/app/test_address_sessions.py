@@ -26,7 +26,7 @@ def test_an_address_over_its_cap_drops_its_own_oldest_session():
 def server(tmp_path_factory):
     from tools.tiny_models import launch_for_tests
 
-    with tiny_studio(tmp_path_factory.mktemp("owners")) as st:
+    with tiny_studio(tmp_path_factory.mktemp("owners")):
         demo, url = launch_for_tests()
         try:
             yield demo, url
