@@ -17,10 +17,12 @@ when the handler refuses them (app.serving.memory bounds how many sessions, and 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
+log = logging.getLogger("app.requests")
 
 
 def max_body_bytes() -> int:
@@ -96,7 +98,31 @@ class BodyLimit:
                 started = True
             await send(msg)
 
-        await self.app(scope, counted_receive, tracked_send)
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except Exception as e:  # noqa: BLE001 - a request Gradio's routes could not take: one line, no traceback
+            status = refused_request(scope, e)
+            if not started and not refused:
+                await self._reply(send, status, "Not found." if status == 404 else "Bad request.")
+
+
+def refused_request(scope, e: Exception) -> int:
+    """Log one line for a request that raised in Gradio's routes (an unknown API name, a bad
+    fn_index, a malformed body): its address, route, the error and where it was raised, so an
+    operator can still find a bug of ours, but no traceback (issue 36: 29 of 206 bad requests
+    each wrote one). The status to answer: the HTTP error's own, 404 for an unknown endpoint, else 400."""
+    from app.serving.visitors import scope_address
+
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else "?"
+    status = getattr(e, "status_code", None)
+    if not isinstance(status, int):
+        status = 404 if type(e).__name__ == "FnIndexInferError" else 400
+    log.info("refused %s %s from %s: %s: %s (%s)", scope.get("method"), scope.get("path", "")[:100],
+             scope_address(scope), type(e).__name__, str(e)[:160], where)
+    return status
 
 
 def _noted(path: str) -> bool:
@@ -158,10 +184,14 @@ async def _note_session(scope, receive, limit: int):
 
 
 def launch_limits() -> dict:
-    """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests)."""
+    """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests); the
+    server's own timeouts (app.serving.timeouts) are installed on the way."""
     from starlette.middleware import Middleware
 
+    from app.serving import timeouts
     from app.serving.memory import lifespan, sessions_max
+
+    timeouts.install()
 
     return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
             "max_file_size": "1kb", "state_session_capacity": sessions_max()}
