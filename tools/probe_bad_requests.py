@@ -30,8 +30,9 @@ def _raw(url: str, payload: bytes, read: bool = True) -> bytes:
         if not read:
             return b""
         chunks = []
+        deadline = time.monotonic() + 15  # an event stream never ends by itself (heartbeats)
         try:
-            while True:
+            while time.monotonic() < deadline:
                 b = s.recv(65536)
                 if not b:
                     break

@@ -21,6 +21,8 @@ import logging
 import os
 import uuid
 
+from app.serving import operator_stats
+
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 log = logging.getLogger("app.requests")
 
@@ -45,8 +47,8 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes if max_bytes is not None else max_body_bytes()
 
-    async def _reply(self, send, status: int, message: str) -> None:
-        body = json.dumps({"detail": message}).encode()
+    async def _reply(self, send, status: int, message: str | dict) -> None:
+        body = json.dumps(message if isinstance(message, dict) else {"detail": message}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
@@ -57,6 +59,10 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         if _is_upload(scope.get("path", "")):
             return await self._reply(send, 403, "Uploads are disabled on this server.")
+        if scope.get("path", "").rstrip("/") == operator_stats.PATH:
+            if scope.get("method") == "GET" and operator_stats.is_operator(scope):
+                return await self._reply(send, 200, operator_stats.stats())
+            return await self._reply(send, 404, "Not Found")
         limit = self.max_bytes
         for k, v in scope.get("headers", ()):
             if k == b"content-length":

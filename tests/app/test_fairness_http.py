@@ -34,3 +34,27 @@ def test_one_address_cycling_sessions_cannot_crowd_out_another(server, monkeypat
     assert r["crowd"].get("refused", 0) > 0  # the crowd was held to its share, not the other visitor
     assert adm_mod.admission().refusals().get("127.0.0.2", 0) == r["crowd"]["refused"]
     assert "127.0.0.3" not in adm_mod.admission().refusals()
+
+
+def test_the_operator_reads_refusals_by_address_and_visitors_cannot(server):
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    url, _ = server
+    u = urlsplit(url)
+
+    def get(source: str):
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60, source_address=(source, 0))
+        try:
+            c.request("GET", "/operator/stats")
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    status, body = get("127.0.0.1")
+    assert status == 200
+    data = json.loads(body)
+    assert set(data) == {"runs_refused_by_address", "runs_in_progress_by_address", "sessions_by_address"}
+    assert get("127.0.0.2")[0] == 404  # a visitor's address is not the operator's
