@@ -72,3 +72,18 @@ def test_a_side_that_stored_nothing_leaves_nothing(studio):
     with group.recorder(1, "sequential", {}, 1) as rec:
         rec.discard()  # cancelled before it computed anything
     assert group.commit() is None and st.get_session(sid) is None
+
+
+def test_a_half_comparison_stored_before_says_its_other_side_is_missing(studio):
+    """A comparison stored with one run (what the code before RunGroup could leave after a kill)."""
+    from app.serving.pending_sessions import pending_session
+    from app.tabs import sessions
+
+    sid, (a, _) = compare.pair(form(), form(sampler="sequential"), "v5")
+    with app_store.store().recorder(sid, "assd", {"k": 4, "model": "text-asarm"}, 3,
+                                    session=pending_session(sid)) as rec:
+        for step in a.run.stream():
+            rec.add(step)
+        rec.finish(completed_text="x")
+    v = sessions.restore_values(sid)
+    assert "only one side" in v["status"] and v["compare"] is None
