@@ -26,7 +26,10 @@ def operator_networks() -> list:
 
 
 def is_operator(scope: dict) -> bool:
-    """Whether the request's socket peer (never a forwarded header) may read the stats."""
+    """Whether the request's socket peer may read the stats; never a request that came through a
+    proxy (it carries X-Forwarded-For: a proxy on this machine is not the operator)."""
+    if any(k == b"x-forwarded-for" for k, _ in scope.get("headers", ())):
+        return False
     peer = (scope.get("client") or (None,))[0]
     try:
         ip = ipaddress.ip_address(peer or "")

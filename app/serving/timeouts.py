@@ -106,11 +106,15 @@ class TimedH11Protocol(H11Protocol):
 
 
 class _Config(uvicorn.Config):
-    """uvicorn's Config with the timed protocol and the keep-alive time (install())."""
+    """uvicorn's Config with the timed protocol, the keep-alive time and no proxy headers (install())."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("http", TimedH11Protocol)
         kwargs.setdefault("timeout_keep_alive", keepalive_timeout())
+        # the peer address stays the socket's: which proxies' X-Forwarded-For is believed is the
+        # operator's INFILL_TRUSTED_PROXIES (app.serving.visitors), not uvicorn's default of
+        # believing any request from 127.0.0.1
+        kwargs.setdefault("proxy_headers", False)
         super().__init__(*args, **kwargs)
 
 
