@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from app.serving import log_limits
+
+    log_limits.install()  # repeated lines are rate-limited: abuse must not grow the log without bound
     logging.getLogger("app").info("models run on %s", device)
     serve(a.host, a.port)
 

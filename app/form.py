@@ -13,7 +13,7 @@ import re
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED, read_knob
+from engine.params import KNOBS, SEED, SEED_RULE, read_knob
 from engine.samplers import SAMPLERS
 
 from .choices import list_models, no_model_message, sampler_kind
@@ -27,7 +27,7 @@ PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 #: refuses anything outside a served run's range with a message that names the knob and its range):
 #: the table's page range, narrower than the engine's only where the table says why
 PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
-SEED_HELP_RANGE = "a whole number from 0 to 18446744073709551615 (2^64 - 1)"
+SEED_HELP_RANGE = SEED_RULE
 
 
 def mask_hint(text: str) -> str:
@@ -108,8 +108,7 @@ def prepare(form: Form) -> InfillRun:
                 f"{', '.join(allowed)}."
             )
         raise ModelNotFoundError(f"No model named {model!r}. Available: {', '.join(allowed)}.")
-    seed_text = str(form.seed).strip() if form.seed is not None else ""
-    if not seed_text:
+    if form.seed is None or form.seed == "":
         raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
     # the knobs this sampler reads go to the engine as typed: it reads each by its type and range (the
     # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
@@ -121,6 +120,6 @@ def prepare(form: Form) -> InfillRun:
         if name not in reads:
             read_knob(name, v)
     return InfillRun(
-        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=seed_text, **knobs,
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=form.seed, **knobs,
         allow_paths=False, budget=Budget.from_env(),
     )

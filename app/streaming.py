@@ -16,6 +16,7 @@ from app.serving.slots import Cancelled, Turns, slots
 from app.serving.stops import stop_requested
 from engine.api import InfillRun
 from engine.trace import Step
+from storage.recorder import RunGroup
 
 from .form import Form, prepare
 from .render import TraceState
@@ -54,9 +55,12 @@ class Live:
     error: str = ""
     stopped: bool = False  # Stop ended it; stored as cancelled
     owner: str | None = None  # the visitor's Gradio session hash (for cancels)
+    address: str | None = None  # the visitor's key for the limits (app.serving.visitors), else owner
     created: float = field(default_factory=time.monotonic)
     cancelled: bool = False  # the visitor cancelled before the run computed anything
     note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
+    group: RunGroup | None = None  # stored with the other sides of a comparison, all at once
+    side: int = 0  # which side of its group
 
 
 def rounds(live: Live) -> Iterator[Live]:
@@ -68,20 +72,30 @@ def rounds(live: Live) -> Iterator[Live]:
     refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
     try:
-        with admission().enter(live.owner, long, lambda: cancels.cancelled_since(live.owner, live.created)):
+        with admission().enter(live.address or live.owner, long, lambda: _called_off(live)):
             yield from _admitted_rounds(live)
     except Cancelled:  # cancelled while a long run waited in line for its seat
         live.cancelled = live.done = True
+
+
+def _called_off(live: Live) -> bool:
+    """Whether the visitor cancelled this run (the page's /cancel) or pressed Stop for it: checked
+    from the moment it is accepted, while it waits for a seat or a slot and between the network
+    passes of its first round, so that Stop never lets a run go on before anything was shown."""
+    return cancels.cancelled_since(live.owner, live.created) or stop_requested(live.share_id)
 
 
 def _admitted_rounds(live: Live) -> Iterator[Live]:
     """rounds() once admitted: the run on the slots, recorded by the store. `live.run_id` is set
     whenever the store holds the run, also when it ended by an error (a budget stop)."""
     run = live.run
-    turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
+    turns = Turns(slots(), lambda: _called_off(live))  # also checked between network passes until a round is shown
     run.pause = turns.preempt  # lighter runs take the slot between two network passes
-    rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
-                              session=pending_session(live.share_id))
+    if live.group is not None:  # a comparison's side: stored with the others (RunGroup.commit)
+        rec_cm = live.group.recorder(live.side, run.spec.name, stored_params(run), run.seed)
+    else:
+        rec_cm = store().recorder(live.share_id, run.spec.name, stored_params(run), run.seed,
+                                  session=pending_session(live.share_id))
     rec = None
     try:
         with rec_cm as rec:
@@ -139,9 +153,10 @@ def throttled(it: Iterator[Live]) -> Iterator[Live]:
             yield live
 
 
-def start(form: Form, kind: str = "infill", owner: str | None = None) -> Live:
-    """A checked run with its share id and empty display state, ready for rounds() (nothing stored yet)."""
+def start(form: Form, kind: str = "infill", owner: str | None = None, address: str | None = None) -> Live:
+    """A checked run with its share id and empty display state, ready for rounds() (nothing stored
+    yet). `owner`: the visitor's session hash (cancels); `address`: its key for the limits."""
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, run_state(run, view), share_id, owner=owner, note=form.note)
+    return Live(run, view, run_state(run, view), share_id, owner=owner, address=address, note=form.note)

@@ -6,6 +6,7 @@ thin: the logic lives in app.form (checks), app.streaming (runs), app.speedup, a
 from __future__ import annotations
 
 import html
+import logging
 
 import gradio as gr
 
@@ -14,6 +15,8 @@ from app.serving.admission import run_seats
 from .render import CSS
 from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
 from .tabs.common import Page
+
+log = logging.getLogger("app.requests")
 
 EXTRA_CSS = """
 #token-toggle .wrap {gap: 2px !important;}
@@ -60,25 +63,33 @@ class StudioBlocks(gr.Blocks):
         """Gradio's count check, its refusal turned into a message naming the inputs."""
         try:
             super().validate_inputs(block_fn, inputs)
-        except gr.Error:
-            raise
+        except gr.Error as e:
+            raise _refused(block_fn, e) from None
         except Exception:  # noqa: BLE001 - Gradio's own check: too few values
             names = ", ".join(_label(b, i) for i, b in enumerate(block_fn.inputs))
-            raise gr.Error(html.escape(f"This request sent {len(inputs)} values; {_api(block_fn)} takes "
-                                       f"{len(block_fn.inputs)}: {names}.", quote=False)) from None
+            raise _refused(block_fn, gr.Error(html.escape(f"This request sent {len(inputs)} values; {_api(block_fn)} "
+                                                          f"takes {len(block_fn.inputs)}: {names}.", quote=False))) from None
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
         """Gradio's reading of the values, a refusal turned into a message naming the input."""
         try:
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
-        except gr.Error:
-            raise
+        except gr.Error as e:  # a component's own refusal ("Value ... is not in the list of choices")
+            raise _refused(block_fn, e) from None
         except Exception as e:  # noqa: BLE001 - a value a component could not read
             i = _failing_input(block_fn, inputs)
             what = f"the value for {_label(block_fn.inputs[i], i)} ({_short(inputs[i])})" if i is not None \
                 else "one of its values"
-            raise gr.Error(html.escape(f"{_api(block_fn)} could not read {what}: "
-                                       f"{type(e.__cause__ or e).__name__}.", quote=False)) from None
+            raise _refused(block_fn, gr.Error(html.escape(f"{_api(block_fn)} could not read {what}: "
+                                                          f"{type(e.__cause__ or e).__name__}.", quote=False))) from None
+
+
+def _refused(block_fn, e: gr.Error) -> gr.Error:
+    """A request refused for its input: one log line, no traceback (Gradio prints one per gr.Error
+    unless told not to; 29 of 206 bad requests did, issue 36)."""
+    e.print_exception = False
+    log.info("refused a request to %s: %s", _api(block_fn), html.unescape(str(e.message))[:200])
+    return e
 
 
 def _api(block_fn) -> str:

@@ -146,6 +146,24 @@ def read_knob(name: str, v: object) -> object:
 
 _DIGITS = frozenset("0123456789")
 
+#: the largest seed (the whole 64-bit range: engine.seeding fills mt19937's state from it)
+SEED_MAX = 2**64 - 1
+SEED_RULE = "a whole number from 0 to 18446744073709551615 (2^64 - 1), digits only"
+
+
+def seed_number(v: object) -> int:
+    """The seed, read exactly as documented, in one place for the engine, the app and the API: an
+    int, a float only where the browser's number box holds it exactly (a whole number below 2**53),
+    or a string of ASCII digits and nothing else. "1e3", "-0", " 7 ", "+7" and "7.0" are refused:
+    a seed names one random stream, and text that reads two ways would make a share link lie about
+    which run it reproduces."""
+    if isinstance(v, str) and not (v and set(v) <= _DIGITS):
+        raise BadParameterError(f"seed must be {SEED_RULE}; got {v[:40]!r}.")
+    seed = whole_number("seed", v)
+    if not 0 <= seed <= SEED_MAX:
+        raise BadParameterError(f"seed = {seed} is outside the range: it must be {SEED_RULE}.")
+    return seed
+
 
 def whole_number(name: str, v: object) -> int:
     """A whole number, exactly: ints and ASCII-digit strings as they are (a seed may need all 64

@@ -28,9 +28,8 @@ from engine.loading.registry import default_model, load
 
 from .budget import Budget
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .params import KNOBS, read_knobs, recorded, whole_number
+from .params import KNOBS, read_knobs, recorded, seed_number
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
-from .seeding import SEED_MAX
 
 
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
@@ -101,10 +100,7 @@ def resolve_request(sampler: str = DOMAIN_DEFAULT, *, domain: str | None = None,
     if sampler not in SAMPLERS:
         raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
     spec = SAMPLERS[sampler]
-    seed = whole_number("seed", seed)
-    if not 0 <= seed <= SEED_MAX:
-        raise BadParameterError(f"seed = {seed} is outside the range: a whole number from 0 to {SEED_MAX} "
-                                "(2^64 - 1).")
+    seed = seed_number(seed)  # the one seed rule (engine.params.seed_number)
     values = read_knobs(knobs, served)  # each knob read by the table's type and range, or its default
     if values["steps"] is None:
         values["steps"] = spec.default_steps

@@ -23,6 +23,10 @@ class RunSink(Protocol):
         """Store one run with its steps in one transaction; its id."""
         ...
 
+    def record_runs(self, share_id: str, runs: list[dict[str, Any]], session: NewSession | None = None) -> list[int]:
+        """Store several runs (record_run's arguments each) and their session in one transaction; their ids."""
+        ...
+
 
 class RunRecorder:
     """Collects a streamed trace in memory and stores it once, however the stream ends.
@@ -60,6 +64,7 @@ class RunRecorder:
             seed,
         )
         self.session = session
+        self.group: RunGroup | None = None  # set by RunGroup.recorder: stored with its group, not alone
         self.discarded = False
         self.steps: list[Step] = []
         self.run_id: int | None = None
@@ -119,6 +124,10 @@ class RunRecorder:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         if self.discarded:
             return
+        if self.group is not None:
+            self.group.ended(self, dict(sampler=self.sampler, params=self.params, seed=self.seed, trace=self.steps,
+                                        status=status, error=error, **res))
+            return
         self.run_id = self.store.record_run(
             self.share_id,
             self.sampler,
@@ -130,3 +139,45 @@ class RunRecorder:
             session=self.session,
             **res,
         )
+
+
+class RunGroup:
+    """Runs that are stored together or not at all: a comparison's two sides. Each side records
+    through its own recorder (group.recorder(...)); when a side's stream ends, however it ends, its
+    record is kept here; commit() stores the session and every side in one transaction, once all
+    have ended. A process killed before then leaves nothing, so a share link never opens half a
+    comparison (a failed or stopped side is stored with its status). A side that stored nothing
+    (refused at admission, cancelled before it computed) makes the whole group store nothing."""
+
+    def __init__(self, store: RunSink, share_id: str, sides: int, session: NewSession | None = None) -> None:
+        self.store, self.share_id, self.sides, self.session = store, share_id, sides, session
+        self._side: dict[RunRecorder, int] = {}
+        self._ended: dict[int, tuple[RunRecorder, dict[str, Any]]] = {}
+        self.committed = False
+
+    def recorder(self, side: int, sampler: str, params: dict[str, Any], seed: int | None) -> RunRecorder:
+        """A recorder for side `side` (0 .. sides - 1), stored when the group commits."""
+        rec = RunRecorder(self.store, self.share_id, sampler, params, seed)
+        rec.group = self
+        self._side[rec] = side
+        return rec
+
+    def ended(self, rec: RunRecorder, record: dict[str, Any]) -> None:
+        """A side's stream ended: keep its record (RunRecorder.__exit__ calls this)."""
+        self._ended[self._side[rec]] = (rec, record)
+
+    def complete(self) -> bool:
+        """Whether every side has ended with a record."""
+        return sorted(self._ended) == list(range(self.sides))
+
+    def commit(self) -> list[int] | None:
+        """Store the session and every side in one transaction, in side order (their ids, also set
+        on each recorder's run_id); None, storing nothing, unless every side ended with a record."""
+        if self.committed or not self.complete():
+            return None
+        ended = [self._ended[i] for i in range(self.sides)]
+        ids = self.store.record_runs(self.share_id, [r for _, r in ended], session=self.session)
+        for (rec, _), run_id in zip(ended, ids):
+            rec.run_id = run_id
+        self.committed = True
+        return ids

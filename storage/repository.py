@@ -231,6 +231,21 @@ class Store:
         with db.write_session(self.engine) as s:
             return _insert_run(s, _session_id(s, share_id, session), run)
 
+    def record_runs(self, share_id: str, runs: list[dict[str, Any]], session: NewSession | None = None) -> list[int]:
+        """Store several runs (each a dict of record_run's arguments: sampler, params, seed, trace,
+        and its fields) and, with `session`, their session, all in one transaction (a comparison:
+        storage.recorder.RunGroup); their ids in order. Every run is checked before anything is written."""
+        if not is_valid_share_id(share_id):
+            raise LookupError("unknown session (malformed share id)")
+        fields = {"completed_text": "", "masked_tokens": None, "wall_seconds": 0.0, "logprob": None, "status": "ok",
+                  "error": None}
+        checked = [check_run(r["sampler"], r["params"], r["seed"], r["trace"],
+                             **{**fields, **{k: v for k, v in r.items() if k in fields}})
+                   for r in runs]
+        with db.write_session(self.engine) as s:
+            session_id = _session_id(s, share_id, session)
+            return [_insert_run(s, session_id, run) for run in checked]
+
     def recorder(
         self, share_id: str, sampler: str, params: dict[str, Any], seed: int | None,
         session: NewSession | None = None,

@@ -35,6 +35,10 @@ LONG_TEXT = "It was the best of times, it was the worst of times, [MASK:120]"
 #: the costliest settings the server accepts for HEAVY_TEXT (engine.budget.Budget.check_params:
 #: steps <= 4 x masked, steps x inner <= 16 x masked); the budget stops the run.
 HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
+#: the limits per visitor key on the address (app.serving.visitors), and every simulated visitor of
+#: these tools connects from this machine's loopback: a server they start lifts those limits (one
+#: that --url names must be started with them for the figures to mean many visitors)
+ONE_ADDRESS_MANY_VISITORS = {"INFILL_RUNS_PER_VISITOR": "100000", "INFILL_SESSIONS_PER_ADDRESS": "100000"}
 
 
 @dataclass
@@ -221,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     urls = a.url
     if not urls:
-        server, url = start_server({"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/load.db"})
+        server, url = start_server({"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/load.db",
+                                    **ONE_ADDRESS_MANY_VISITORS})
         urls = [url]
     try:
         small = [form(a.text, a.sampler, i) for i in range(a.clients)]

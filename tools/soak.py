@@ -25,7 +25,7 @@ import urllib.request
 import uuid
 from collections import Counter
 
-from tools.loadtest import form, start_server, stop_server
+from tools.loadtest import ONE_ADDRESS_MANY_VISITORS, form, start_server, stop_server
 
 SMALL = "The old man walked to the [MASK:6] and looked at the sea."
 REFUSED_CHARS = 250_000  # inside the body limit (256 KiB), over inputs.MAX_INPUT_CHARS: refused with a message
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--url needs --pid (the server's process, to read its memory)")
         url, pid = a.url.rstrip("/") + "/", a.pid
     else:
-        env = {"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/soak.db", "INFILL_SPEEDUP": "0"}
+        env = {"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/soak.db", "INFILL_SPEEDUP": "0",
+               **ONE_ADDRESS_MANY_VISITORS}
         env.update(kv.split("=", 1) for kv in a.env)
         server, url = start_server(env)
         pid = server.pid

@@ -17,9 +17,14 @@ when the handler refuses them (app.serving.memory bounds how many sessions, and 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import uuid
+
+from app.serving import operator_stats
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
+log = logging.getLogger("app.requests")
 
 
 def max_body_bytes() -> int:
@@ -42,8 +47,8 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes if max_bytes is not None else max_body_bytes()
 
-    async def _reply(self, send, status: int, message: str) -> None:
-        body = json.dumps({"detail": message}).encode()
+    async def _reply(self, send, status: int, message: str | dict) -> None:
+        body = json.dumps(message if isinstance(message, dict) else {"detail": message}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
@@ -54,6 +59,10 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         if _is_upload(scope.get("path", "")):
             return await self._reply(send, 403, "Uploads are disabled on this server.")
+        if scope.get("path", "").rstrip("/") == operator_stats.PATH:
+            if scope.get("method") == "GET" and operator_stats.is_operator(scope):
+                return await self._reply(send, 200, operator_stats.stats())
+            return await self._reply(send, 404, "Not Found")
         limit = self.max_bytes
         for k, v in scope.get("headers", ()):
             if k == b"content-length":
@@ -63,8 +72,8 @@ class BodyLimit:
                     return await self._reply(send, 400, "Bad Content-Length.")
                 if declared > limit:
                     return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
-        if scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/cancel"):
-            receive = await _note_cancel(receive, limit)
+        if scope.get("method") == "POST" and _noted(scope.get("path", "")):
+            receive = await _note_session(scope, receive, limit)
             if receive is None:
                 return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
         seen = 0
@@ -95,13 +104,50 @@ class BodyLimit:
                 started = True
             await send(msg)
 
-        await self.app(scope, counted_receive, tracked_send)
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except Exception as e:  # noqa: BLE001 - a request Gradio's routes could not take: one line, no traceback
+            status = refused_request(scope, e)
+            if not started and not refused:
+                await self._reply(send, status, "Not found." if status == 404 else "Bad request.")
 
 
-async def _note_cancel(receive, limit: int):
-    """Read a (small) /cancel body, note the visitor's cancel (app.serving.cancels), and return a receive
-    that replays the body to Gradio; None when the body is over the limit."""
+def refused_request(scope, e: Exception) -> int:
+    """Log one line for a request that raised in Gradio's routes (an unknown API name, a bad
+    fn_index, a malformed body): its address, route, the error and where it was raised, so an
+    operator can still find a bug of ours, but no traceback (issue 36: 29 of 206 bad requests
+    each wrote one). The status to answer: the HTTP error's own, 404 for an unknown endpoint, else 400."""
+    from app.serving.visitors import scope_address
+
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else "?"
+    status = getattr(e, "status_code", None)
+    if not isinstance(status, int):
+        status = 404 if type(e).__name__ == "FnIndexInferError" else 400
+    log.info("refused %s %s from %s: %s: %s (%s)", scope.get("method"), scope.get("path", "")[:100],
+             scope_address(scope), type(e).__name__, str(e)[:160], where)
+    return status
+
+
+def _noted(path: str) -> bool:
+    """A route whose body names the visitor's session: a cancel, a queue join, a REST call."""
+    path = path.rstrip("/")
+    return path.endswith("/cancel") or path.endswith("/queue/join") or "/call/" in path
+
+
+async def _note_session(scope, receive, limit: int):
+    """Read a noted route's body (within the limit), note what it says about the visitor's session,
+    and return a receive that replays the body to Gradio (None when it is over the limit):
+
+    - a cancel: the visitor's cancel (app.serving.cancels);
+    - a queue join or REST call: the session against the address it came from
+      (app.serving.address_sessions), dropping that address's sessions over its cap; a REST call
+      without a session hash is given one here, so that it too counts against its address."""
+    from app.serving.address_sessions import address_sessions, drop_sessions
     from app.serving.cancels import note_cancel
+    from app.serving.visitors import scope_address
 
     chunks, size, more = [], 0, True
     while more:
@@ -114,12 +160,23 @@ async def _note_cancel(receive, limit: int):
             return None
         more = msg.get("more_body", False)
     body = b"".join(chunks)
+    path = scope.get("path", "").rstrip("/")
     try:
-        sh = json.loads(body).get("session_hash")
-        if isinstance(sh, str) and sh:
-            note_cancel(sh)
-    except (ValueError, AttributeError):
-        pass
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        sh = data.get("session_hash")
+        if path.endswith("/cancel"):
+            if isinstance(sh, str) and sh:
+                note_cancel(sh)
+        else:
+            if sh is None and "/call/" in path:
+                sh = data["session_hash"] = uuid.uuid4().hex[:11]
+                body = json.dumps(data).encode()
+            if isinstance(sh, str) and sh:
+                drop = address_sessions().note(scope_address(scope), sh)
+                drop_sessions(getattr(scope.get("app"), "state_holder", None), drop)
     sent = False
 
     async def replay():
@@ -133,10 +190,14 @@ async def _note_cancel(receive, limit: int):
 
 
 def launch_limits() -> dict:
-    """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests)."""
+    """Keyword arguments for `Blocks.launch` that install the limits (serve() and the tests); the
+    server's own timeouts (app.serving.timeouts) are installed on the way."""
     from starlette.middleware import Middleware
 
+    from app.serving import timeouts
     from app.serving.memory import lifespan, sessions_max
+
+    timeouts.install()
 
     return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
             "max_file_size": "1kb", "state_session_capacity": sessions_max()}

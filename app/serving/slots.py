@@ -49,7 +49,8 @@ T = TypeVar("T")
 
 
 class Cancelled(Exception):
-    """The visitor cancelled this job while it waited for a slot."""
+    """The visitor cancelled this job (or pressed Stop) while it waited for a slot or computed its
+    first round: nothing was shown, so nothing is stored."""
 
 
 def concurrency() -> int:
@@ -298,6 +299,8 @@ class Turns:
         queue for it again (engine.budget calls this as the run's `pause`)."""
         if self._t is None:
             return
+        if self.cancelled is not None and self.cancelled():
+            raise Cancelled  # turn() gives the slot back; the run stores nothing (nothing was shown)
         now = time.perf_counter()
         self._computed(now - self._t)
         self._t = now

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from engine.errors import InfillError
 from engine.params import KNOBS
 
 from ..errors import readable
@@ -39,7 +40,8 @@ def warn(msg: str) -> None:
 
 
 def _as_error(e: Exception) -> gr.Error:
-    return gr.Error(html.escape(readable(e), quote=False))
+    # an input error is the visitor's, not a bug: no traceback in the server's log
+    return gr.Error(html.escape(readable(e), quote=False), print_exception=not isinstance(e, InfillError))
 
 
 def guarded(fn):

@@ -9,11 +9,14 @@ import gradio as gr
 
 from app import compare_verdict, form, plots, share, streaming, token_views
 from app.serving import pending_sessions, stops
+from app.serving.visitors import request_address
 from engine.samplers import SAMPLERS
+from storage.recorder import RunGroup
 
 from ..errors import readable
 from ..render import counters_md, esc, view_html
 from ..speedup import BASELINE_SAMPLER
+from ..store import store
 from ..streaming import Live
 from .common import (
     Page,
@@ -71,20 +74,48 @@ def _prepare(values: dict, sampler_b, model_b, request) -> tuple[str, list[Live]
     """Both runs checked and announced under one share id (nothing stored until they run): B is A's
     form with B's sampler and model."""
     fa, fb = make_form(values), make_form({**values, "sampler": sampler_b, "model": model_b})
+    return pair(fa, fb, getattr(request, "session_hash", None), request_address(request))
+
+
+def pair(fa: form.Form, fb: form.Form, owner: str | None, address: str | None = None) -> tuple[str, list[Live]]:
+    """Both sides checked and announced under one share id, to be stored together (RunGroup)."""
     ra, rb = form.prepare(fa), form.prepare(fb)
-    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, values["domain"])
+    sid = pending_sessions.create_session("compare", [ra, rb], fa.text, fa.domain)
+    group = RunGroup(store(), sid, 2, session=pending_sessions.pending_session(sid))
     lives = []
-    for run in (ra, rb):
+    for side, run in enumerate((ra, rb)):
         view = token_views.token_view(run)
-        lives.append(Live(run, view, token_views.run_state(run, view), sid,
-                          owner=getattr(request, "session_hash", None)))
+        lives.append(Live(run, view, token_views.run_state(run, view), sid, owner=owner, group=group, side=side,
+                          address=address))
     return sid, lives
+
+
+def _store_both(a: Live, b: Live) -> None:
+    """Store the session and both sides in one transaction once both have ended (RunGroup): a
+    process killed before then leaves no half comparison."""
+    ids = a.group.commit() if a.group is not None else None
+    if ids is not None:
+        a.run_id, b.run_id = ids
+        pending_sessions.mark_stored(a.share_id)
 
 
 def _alternate(a: Live, b: Live, sid: str):
     """One round of each side in turn; a frame at most every min_interval(), the charts about once
     a second; then both recorders are let finish (the runs are stored)."""
     its = [streaming.rounds(a), streaming.rounds(b)]
+    try:
+        yield from _rounds_in_turn(a, b, sid, its)
+        for it in its:
+            for _ in it:
+                pass
+    finally:  # however it ends (a side failed, the visitor left): both sides end, then both are stored
+        for it in its:
+            it.close()
+        _store_both(a, b)
+
+
+def _rounds_in_turn(a: Live, b: Live, sid: str, its: list):
+    """_alternate's frames while the sides take their rounds in turn."""
     gap, last, last_fig = streaming.min_interval(), 0.0, 0.0
     figures: dict = {}  # the charts, once drawn
     while not (a.done and b.done):
@@ -104,9 +135,6 @@ def _alternate(a: Live, b: Live, sid: str):
             if now - last_fig >= 1.0:  # the charts grow while it runs (about once a second)
                 last_fig = now
                 figures = dict(zip(("fig_rev", "fig_run"), _figures(a, b)))
-    for it in its:
-        for _ in it:
-            pass
 
 
 @takes_form("sampler_b", "model_b")
@@ -120,9 +148,9 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
         yield {"cmp_status": status_md(msg, "error"), "html_a": "", "html_b": "", "cnt_a": "", "cnt_b": "",
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
-    wait = streaming.slots().estimate()
-    if wait.busy:
-        yield {"cmp_status": status_md(wait.message()), "cmp_link": "", "cmp_sid": sid}
+    wait = streaming.slots().estimate()  # the share id reaches the page at once: Stop works from the start
+    yield {"cmp_status": status_md(wait.message() if wait.busy else "Comparing… computing the first rounds."),
+           "cmp_link": "", "cmp_sid": sid}
     try:
         yield from _alternate(a, b, sid)
         if a.cancelled or b.cancelled:

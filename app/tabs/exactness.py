@@ -18,6 +18,7 @@ from scipy.stats import beta
 
 from app.serving.admission import admission
 from app.serving.slots import Turns, slots
+from app.serving.visitors import request_address
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
 from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
@@ -26,6 +27,7 @@ from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
+from engine.params import seed_number
 
 from .. import choices, share
 from ..errors import readable
@@ -156,7 +158,7 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
         raise BadParameterError("Choose at least one sampler to check.")
     count = as_int("N", n)
     return ExactnessCheck(
-        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=as_int("seed", seed),
+        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=seed_number(seed),
         temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
         budget=CheckBudget.from_env())
 
@@ -186,7 +188,7 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     Updates CHECK_OUTPUTS by name (app.tabs.common.named)."""
     turns = Turns(slots())
     last = 0.0
-    owner = getattr(request, "session_hash", None)
+    owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
         # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
         with admission().enter(owner, True):

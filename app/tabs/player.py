@@ -12,6 +12,7 @@ import gradio as gr
 
 from app import share, streaming, token_views
 from app.serving import stops
+from app.serving.visitors import request_address
 
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
@@ -120,7 +121,8 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
     sampler = values["sampler"]
     try:
-        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None),
+                              address=request_address(request))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
@@ -135,9 +137,10 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         return
     note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
-    if wait.busy:
-        yield {"status": status_md(wait.message()), "completed": "", "link": "",
-               "scrub_sl": gr.update(interactive=False), "trace_state": None, "run_sid": live.share_id}
+    # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
+    yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
+           "completed": "", "link": "", "scrub_sl": gr.update(interactive=False), "trace_state": None,
+           "run_sid": live.share_id}
     try:
         yield from _streamed(live, note)
     except Exception as e:  # noqa: BLE001

@@ -84,6 +84,9 @@ def restore_values(share_id: str, request=None) -> dict:
     st = token_views.new_state(view, main.steps)
     title = f"{main.sampler} on {prm.get('model', sess.model)}"
     note = "" if main.status == "ok" else f" (this run was {main.status}; the partial trace is shown)"
+    if rp.kind == "compare" and len(rp.runs) < 2:  # stored before comparisons were stored whole
+        note += (". This comparison holds only one side: the other was never stored (the server stopped "
+                 "before it was written), so there is no comparison to show")
     return {
         "domain": sess.domain,
         "model": prm.get("model", sess.model.split(" | ")[0]),

@@ -39,7 +39,7 @@ from engine.exactness.power import AUTO_POWER, n_for_power
 from engine.exactness.result import CheckResult
 from engine.exactness.wrong_samplers import check_samplers
 from engine.loading.registry import default_model, load
-from engine.params import KNOBS, read_knobs, recorded, whole_number, with_knobs
+from engine.params import KNOBS, read_knobs, recorded, seed_number, whole_number, with_knobs
 from engine.samplers import SAMPLERS
 from engine.seeding import SEED_MAX
 from engine.trace import decided_tokens, trace_counts
@@ -136,7 +136,7 @@ class ExactnessCheck:
             raise BadParameterError(f"Unknown sampler {unknown[0]!r}. Choose among: {', '.join(specs)}.")
         self.auto = isinstance(samples, str) and samples.strip().lower() == "auto"
         samples = AUTO_PILOT if self.auto else whole_number("N", samples)
-        seed = whole_number("seed", seed)
+        seed = seed_number(seed)
         if samples < 1:
             raise BadParameterError("The number of samples N must be a whole number of at least 1 (or auto).")
         if samples > MAX_SAMPLES:
@@ -147,8 +147,6 @@ class ExactnessCheck:
             raise BadParameterError(
                 f"N = {samples:,} for {len(names)} sampler(s) is {samples * len(names):,} runs, over this server's "
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
-        if not 0 <= seed <= SEED_MAX:
-            raise BadParameterError("seed must be a whole number between 0 and 2**64 - 1.")
         opts = read_knobs(knobs)  # the same types and ranges as every run; steps None: each sampler's own
         self.kind = kind = _kind(names)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)

@@ -35,20 +35,40 @@ def listed_folders() -> dict[str, Path]:
     return found
 
 
-_warned: set[tuple[str, str]] = set()
+#: what each folder's last warning was about: (folder, topic) -> the folder's state then
+_warned: dict[tuple[str, str], object] = {}
+_WARNED_MAX = 4096
+
+
+def _state(path: Path) -> tuple:
+    """What changes when an operator edits a folder: its files' names, sizes and times."""
+    try:
+        return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file()))
+    except OSError:
+        return ()
+
+
+def warn_on_change(folder: Path, topic: str, state: object, msg: str, *args: object) -> None:
+    """Log a warning about a model folder once per change of it: the listing runs on every page
+    event, and an unreadable metrics.json logged dozens of lines a second (issue 36). `state` is
+    what the warning depends on; the same warning comes again only after it changed."""
+    key = (str(folder), topic)
+    if _warned.get(key) == state:
+        return
+    if len(_warned) >= _WARNED_MAX:
+        _warned.clear()
+    _warned[key] = state
+    log.warning(msg, *args)
 
 
 def _usable(folder: Path) -> bool:
-    """Whether a listed folder passes the checkpoint checks; a warning (once per folder and
-    reason) names the one that does not."""
+    """Whether a listed folder passes the checkpoint checks; a warning (once per change of the
+    folder) names the one that does not."""
     try:
         check_folder(folder, KIND_BY_TYPE)
         return True
     except BadModelError as e:
-        key = (str(folder), str(e))
-        if key not in _warned:
-            _warned.add(key)
-            log.warning("skipping model folder %s: %s", folder, e)
+        warn_on_change(folder, "checks", (str(e), _state(folder)), "skipping model folder %s: %s", folder, e)
         return False
 
 
@@ -58,7 +78,8 @@ def read_card(path: Path) -> dict:
     try:
         data = json.loads(card.read_text()) if card.is_file() else {}
     except (OSError, ValueError) as e:
-        log.warning("model folder %s: metrics.json unreadable (%s); no card shown", path, e)
+        warn_on_change(path, "card", (str(e), _state(path)),
+                       "model folder %s: metrics.json unreadable (%s); no card shown", path, e)
         return {}
     return data if isinstance(data, dict) else {}
 

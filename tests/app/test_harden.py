@@ -267,9 +267,10 @@ def test_seeds_use_all_64_bits():
 def test_app_takes_the_documented_seed_range_exactly(studio):
     for seed in (2**53 + 1, 2**63 - 1, 2**64 - 1, str(2**64 - 1)):
         assert prepare(_form(seed=seed)).seed == int(seed)
-    for bad in (2**64, -1, 2.0**60, "12abc", 1.5):
+    for bad in (2**64, -1, 2.0**60, "12abc", 1.5, "1e3", "-0", " 7 ", "+7", "7.0", "", True):
         with pytest.raises(BadParameterError, match="seed"):
             prepare(_form(seed=bad))
+    assert prepare(_form(seed=7.0)).seed == 7  # the browser's number box sends a float
     live = _run_all(streaming.start(_form(seed=2**64 - 1)))
     assert app_store.store().get_run(live.run_id).seed == 2**64 - 1
     a = _run_all(streaming.start(_form(text="[MASK:40]", sampler="sequential", seed=0)))
@@ -280,9 +281,14 @@ def test_app_takes_the_documented_seed_range_exactly(studio):
 # ----------------------------------------------------------------------------- 6: load test
 
 
-def test_loadtest_counts_failed_runs_as_errors_and_bounds_waits(studio, capsys):
+def test_loadtest_counts_failed_runs_as_errors_and_bounds_waits(studio, capsys, monkeypatch):
+    from app.serving import admission as adm
     from tools import loadtest
     from tools.tiny_models import launch_for_tests
+
+    # every simulated visitor is on the loopback: one address (the load test's own server lifts the
+    # per-address limits the same way, tools.loadtest.ONE_ADDRESS_MANY_VISITORS)
+    monkeypatch.setattr(adm, "_admission", adm.Admission(adm.active_runs(), adm.long_run_line(), 100_000))
 
     assert loadtest.classify(["⚠️ No [MASK] in the input", "", "", "", "", ""])[0] == "error"
     assert loadtest.classify(["✅ Done: 3 tokens", "", "", "", "abc", ""])[0] == "ok"

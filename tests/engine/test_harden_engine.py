@@ -268,7 +268,7 @@ def test_a_broken_operator_folder_is_skipped_with_a_warning_and_the_others_stay(
     _edit_config(max_positions=1_000_000_000)(ops / "huge", tiny_models)
     monkeypatch.setenv("INFILL_MODEL_DIRS", f"{tiny_models['hybrid']}:{ops}")
     monkeypatch.setattr(model_folders, "ASSETS", tmp_path / "no-bundled-models")
-    monkeypatch.setattr(model_folders, "_warned", set())
+    monkeypatch.setattr(model_folders, "_warned", {})
     with caplog.at_level(logging.WARNING, logger="engine.loading.registry"):
         names = [r["name"] for r in registry.available()]
         registry.available()  # a second listing does not warn again
@@ -397,3 +397,21 @@ def test_everything_else_is_refused_by_name(value):
 
     with pytest.raises(BadParameterError, match="^seed"):
         whole_number("seed", value)
+
+
+def test_an_unreadable_card_is_warned_once_per_change_of_its_folder(tmp_path, monkeypatch, caplog):
+    """An unreadable metrics.json logged a warning on every page event, dozens a second (issue 36)."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "metrics.json").write_text("{not json")
+    monkeypatch.setattr(model_folders, "_warned", {})
+    with caplog.at_level(logging.WARNING, logger="engine.loading.registry"):
+        for _ in range(50):
+            assert model_folders.read_card(folder) == {}
+        assert len(caplog.records) == 1 and "metrics.json unreadable" in caplog.records[0].getMessage()
+        (folder / "metrics.json").write_text("{still not json, and longer")  # the operator edits it
+        for _ in range(50):
+            model_folders.read_card(folder)
+        assert len(caplog.records) == 2
+        (folder / "metrics.json").write_text('{"ok": 1}')
+        assert model_folders.read_card(folder) == {"ok": 1} and len(caplog.records) == 2
