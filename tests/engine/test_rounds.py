@@ -488,3 +488,39 @@ def test_pipelined_rounds_run_the_output_head_only_where_needed(symbols_case, k)
         drafted_later = [s.positions for s in steps if s.kind == StepKind.DRAFT and s.round > 0]
         assert [p for p in oracle.head_positions if p] == drafted_later
         assert all(p is not None for p in oracle.head_positions)
+
+
+# ------------------------------------------------------------ the catalogue's entries hand their knobs on
+#: each AS-ARM entry this file drives, and the algorithm run_sampler calls for it
+ENTRY_ALGORITHM = {"sequential": "sequential", "sequential-cache": "sequential", "assd": "assd",
+                   "assd-bonus": "assd-bonus", "assd-cache": "assd", "assd-pipelined": "assd-pipelined",
+                   "assd-ngram": "assd-ngram"}
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_ALGORITHM))
+def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entry):
+    """An entry's run function (engine.samplers.SAMPLERS[name].run: the context plus the knobs as
+    keyword arguments) hands the run's oracle, input, recorder, generator, k and temperature to its
+    algorithm: its trace equals the algorithm's own on the table model, with a k and a temperature
+    other than the table's defaults (so a dropped or swapped knob shows)."""
+    import types
+
+    from engine.samplers import SAMPLERS
+
+    visible, n, symbols = SIX
+    mi = make_input(n, visible)
+    k, temperature, seed = 2, 0.6, 11
+    want, _ = run_sampler(ENTRY_ALGORITHM[entry], mi, symbols, k, seed, temperature)
+    oracle = TableOracle(mi, symbols, SCALE, SALT)
+    ctx = types.SimpleNamespace(oracle=oracle, mi=mi, rec=recorder(oracle), gen=torch.Generator().manual_seed(seed),
+                                extra_calls=[0.0], drafter_passes=[0], lm=types.SimpleNamespace(codec=CODEC))
+    spec = SAMPLERS[entry]
+    knobs = {"k": k, "temperature": temperature}
+    got = list(spec.run(ctx, **{name: knobs[name] for name in spec.params}))
+
+    def shape(steps):
+        return [(s.kind, tuple(s.positions), tuple(s.tokens)) for s in steps]
+
+    assert shape(got) == shape(want)
+    defaults, _ = run_sampler(ENTRY_ALGORITHM[entry], mi, symbols, 5, seed, 1.0)
+    assert shape(defaults) != shape(want)  # the table's defaults give another trace: the knobs are seen

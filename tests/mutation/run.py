@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = ROOT / ".mutation"
 EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
 
+# a sampler module ends with its catalogue entries, run functions that take the context and the knobs
+# as keyword arguments: test_rounds.py runs the AS-ARM entries on the table model; the hybrid and PTP
+# entries are reached through the catalogue, by the contract test (it runs every entry)
+CONTRACT = "tests/engine/test_sampler_contract.py"
 SAMPLER_TESTS = ["tests/engine/test_rounds.py"]
 # module -> the fast test files that check its rules (mutmut runs, per mutant, only the tests among
 # these that reach the mutated function)
@@ -42,13 +46,13 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
-    "engine/samplers/drafters.py": SAMPLER_TESTS + ["tests/engine/test_sampler_contract.py"],
+    "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT],
     # the hand-built table model and heads (fast); tests/engine/test_ptp.py (a real random head, minutes) stays out
-    "engine/samplers/ptp.py": ["tests/engine/test_ptp_rules.py"],
+    "engine/samplers/ptp.py": ["tests/engine/test_ptp_rules.py", CONTRACT],
     # the hybrid samplers: a hand-built hybrid with known conditionals (tests/support/hybrid_model.py), in seconds
     # (tests/engine/test_selfspec.py and tests/engine/test_hybrid.py drive real tiny networks: minutes per mutant)
-    "engine/samplers/selfspec.py": ["tests/engine/test_hybrid_rounds.py"],
-    "engine/samplers/mdm.py": ["tests/engine/test_hybrid_rounds.py"],
+    "engine/samplers/selfspec.py": ["tests/engine/test_hybrid_rounds.py", CONTRACT],
+    "engine/samplers/mdm.py": ["tests/engine/test_hybrid_rounds.py", CONTRACT],
     "engine/samplers/diffusion_drafter.py": ["tests/engine/test_hybrid_rounds.py"],
     "engine/samplers/hybrid_passes.py": ["tests/engine/test_hybrid_rounds.py"],
     "engine/inputs/masking.py": ["tests/engine/test_masking_rules.py", "tests/engine/test_inputs.py"],
