@@ -36,12 +36,14 @@ class Judgement:
     detail: dict = field(default_factory=dict)  # the parts of the statistic (KS, LR p-values)
 
     def to_json(self) -> dict:
+        """The judgement as the stored check and `--json` hold it."""
         return {"p_value": self.p_value, "statistic": self.statistic, "verdict": self.verdict,
                 "power": self.power, "departure": self.departure, "worst_position": self.worst_position,
                 "position_p": self.position_p, "advice": self.advice, "detail": self.detail}
 
     @classmethod
     def from_json(cls, d: dict) -> Judgement:
+        """A stored judgement read back (a shared check replays without recomputing it)."""
         return cls(float(d["p_value"]), str(d.get("statistic", "")), str(d["verdict"]),
                    {str(k): float(v) for k, v in d.get("power", {}).items()}, str(d.get("departure", "")),
                    d.get("worst_position"), [float(x) for x in d.get("position_p", [])], str(d.get("advice", "")),

@@ -44,6 +44,7 @@ class Records:
 
     @classmethod
     def of(cls, recs: list[FillRecord], masked: int) -> Records:
+        """The fills' records as arrays (one row a fill), so resampling for power is indexing."""
         if not recs:
             z = np.zeros((0, masked))
             c = np.zeros((0, len(CONTRASTS), masked))
@@ -55,6 +56,7 @@ class Records:
         return int(self.lo.shape[0])
 
     def take(self, rows: np.ndarray) -> Records:
+        """The records of the given rows: one bootstrap resample of the fills."""
         return Records(self.lo[rows], self.hi[rows], self.ell[rows], self.mu[rows], self.var[rows])
 
 

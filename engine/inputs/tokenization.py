@@ -191,7 +191,7 @@ class Codec:
         """`encode` of each text, batched where that is exact (no whitespace mapping): the Rust
         tokenizer encodes a batch on all cores, which is what tokenizing a corpus needs. A text
         whose ids would be refused is passed to `encode`, which raises as it would alone."""
-        if self._ws_split is not None:
+        if self._ws_order:  # a whitespace mapping: encoded piece by piece, as `encode` does
             return [self.encode(t) for t in texts]
         try:
             out = [e.ids for e in self._text.encode_batch(texts, add_special_tokens=False)]
