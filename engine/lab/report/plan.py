@@ -38,7 +38,7 @@ class Plan:
     mdm_steps: list[int]
     self_spec: list[tuple[float, int]]
     scaling_mdm_steps: int
-    scaling_dtau: float
+    scaling_window_growth: float  # self-spec's window growth per outer step in the scaling section
     humaneval_limit: int | None
     mask_rate_main: float = 0.95
     samplers: list[str] = field(default_factory=lambda: list(EXACT))

@@ -259,7 +259,7 @@ class Report:
                f"Calls and wall time per input against sequence length ({', '.join(map(str, p.scaling_lengths))} "
                f"tokens at 95% masked) and masking rate ({', '.join(f'{r:g}' for r in p.scaling_rates)} at "
                f"{p.scaling_length} tokens), {p.scaling_samples} inputs per point, every sampler on the same inputs. "
-               f"MDM runs with T = {p.scaling_mdm_steps}, self-speculative with dtau = {p.scaling_dtau:g}. "
+               f"MDM runs with T = {p.scaling_mdm_steps}, self-speculative with dtau = {p.scaling_window_growth:g}. "
                "Slopes are least-squares fits of log(cost) on log(masked tokens).", ""]
         for domain in self.domains:
             out += [f"### {domain}", ""]
@@ -282,7 +282,8 @@ class Report:
                             notes)
         if hybrid is not None:
             arms.append(Arm(f"mdm (T={p.scaling_mdm_steps})", "mdm", hybrid, {"steps": p.scaling_mdm_steps}))
-            arms.append(Arm(f"self-spec (dtau={p.scaling_dtau:g})", "self-spec", hybrid, {"dtau": p.scaling_dtau}))
+            growth = p.scaling_window_growth
+            arms.append(Arm(f"self-spec (dtau={growth:g})", "self-spec", hybrid, {"dtau": growth}))
         else:
             notes.append(f"assd-diffusion, mdm and self-spec skipped: {self.models.missing.get(domain + '-hybrid')}.")
         return arms, hybrid, notes
