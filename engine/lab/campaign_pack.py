@@ -82,14 +82,50 @@ def extract_tar_xz(data: bytes, dest: Path) -> list[str]:
 
 
 def _token_shards(folder: Path) -> list[Path]:
-    """A domain's token arrays, validation first (the trainer's held-out loss), then train in order."""
-    return sorted(folder.glob("valid-*.npy")) + sorted(folder.glob("train-*.npy"))
+    """A domain's token arrays, validation first (the trainer's held-out loss), then train in order.
+    A shard's document index (<split>-NNN.docs.npy) stays behind: without it the loader reads the
+    shard whole, which is what a campaign's training wants."""
+    def arrays(pattern: str) -> list[Path]:
+        return sorted(p for p in folder.glob(pattern) if not p.name.endswith(".docs.npy"))
+
+    return arrays("valid-*.npy") + arrays("train-*.npy")
 
 
-def _npy_tokens(path: Path) -> int:
+def _prefix_that_fits(shard: Path, blob: bytes, room: int) -> bytes | None:
+    """The shard's first documents (cut at a document end, from its index) compressed within `room`
+    bytes, or None: so a domain whose first train shard is larger than the room left still trains on
+    part of it rather than on nothing."""
+    import io
+
     import numpy as np
 
-    return int(np.load(path, mmap_mode="r").size)
+    index = shard.with_name(shard.name[: -len(".npy")] + ".docs.npy")
+    if room <= 0 or not index.is_file():
+        return None
+    arr = np.load(shard)
+    ends = np.load(index)[:, 0]
+    guess = int(arr.size * room / len(blob) * 0.9)  # tokens that fit at the whole shard's ratio, less 10%
+    for _ in range(4):
+        cut = ends[ends <= guess]
+        if cut.size == 0:
+            return None
+        buf = io.BytesIO()
+        np.save(buf, arr[: int(cut[-1])])
+        small = xz_bytes(buf.getvalue())
+        if len(small) <= room:
+            return small
+        guess = int(guess * 0.8)
+    return None
+
+
+def _blob_tokens(blob: bytes) -> int:
+    """How many tokens an xz-compressed .npy holds (what actually travels, a cut prefix included)."""
+    import io
+    import lzma
+
+    import numpy as np
+
+    return int(np.load(io.BytesIO(lzma.decompress(blob))).size)
 
 
 def prune_manifest(obj, dropped: set[str]):
@@ -113,13 +149,16 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
         for shard in _token_shards(arrays):
             blob = xz_bytes(shard.read_bytes())
             if used + len(blob) > cap:
-                dropped.add(shard.name)
-                continue
+                first_train = shard.name.startswith("train") and not any(c.startswith("train") for c in carried)
+                blob = _prefix_that_fits(shard, blob, cap - used) if first_train else None
+                if blob is None:
+                    dropped.add(shard.name)
+                    continue
             dest.mkdir(parents=True, exist_ok=True)
             (dest / (shard.name + ".xz")).write_bytes(blob)
             used += len(blob)
             carried.append(shard.name)
-            tokens["valid" if shard.name.startswith("valid") else "train"] += _npy_tokens(shard)
+            tokens["valid" if shard.name.startswith("valid") else "train"] += _blob_tokens(blob)
         if not any(c.startswith("train") for c in carried):
             shutil.rmtree(dest, ignore_errors=True)
             return {"what": "tokens", "name": item.name, "bytes": 0, "skipped": "no train shard fits"}

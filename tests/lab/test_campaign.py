@@ -184,3 +184,38 @@ def test_text_size_bundled_continues_the_bundled_text_asarm():
     assert jobs["text-asarm"].size == SIZE_CHOICE["bundled"] and jobs["text-asarm"].init == "text-asarm"
     assert jobs["text-ptp1"].extra[-2:] == ("--heads", str(SIZE_CHOICE["bundled"][2]))
     assert {j.name: j for j in GPU_JOBS}["text-asarm"].size == SIZE_CHOICE["chosen"]
+
+
+def test_token_shards_travel_without_their_indexes_and_a_first_shard_too_large_is_cut_to_fit(tmp_path):
+    """What travels of a domain's arrays: the shards themselves (the loader reads a shard without its
+    index whole), and where the first train shard does not fit the room left, its first documents,
+    cut at a document end, rather than nothing (a code campaign once carried 60K 'tokens' of indexes)."""
+    import io
+    import lzma
+
+    import numpy as np
+
+    from engine.lab.campaign_pack import pack_tokens
+    from engine.lab.campaign_plan import Travel
+
+    arrays = tmp_path / "data" / "tokens" / "code"
+    arrays.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    valid = rng.integers(0, 4096, 20_000).astype(np.uint16)
+    train = rng.integers(0, 4096, 400_000).astype(np.uint16)  # random ids: about 1.5 bytes each after xz
+    ends = np.arange(1_000, 400_001, 1_000)
+    np.save(arrays / "valid-000.npy", valid)
+    np.save(arrays / "train-000.npy", train)
+    np.save(arrays / "train-000.docs.npy", np.stack([ends, ends * 3], 1).astype(np.int64))
+    (arrays / "manifest.json").write_text(json.dumps({"splits": {
+        "valid": {"shards": [{"file": "valid-000.npy"}]},
+        "train": {"shards": [{"file": "train-000.npy", "index": "train-000.docs.npy"}]}}}))
+    out = tmp_path / "travel"
+    res = pack_tokens(Travel("tokens", "code", 0.25), tmp_path / "data", out, 10 * 2**20)
+    carried = sorted(p.name for p in (out / "tokens" / "code").iterdir())
+    assert carried == ["manifest.json", "train-000.npy.xz", "valid-000.npy.xz"], carried
+    assert res["bytes"] <= 0.25 * 2**20
+    got = np.load(io.BytesIO(lzma.decompress((out / "tokens" / "code" / "train-000.npy.xz").read_bytes())))
+    assert 0 < got.size < train.size and got.size in set(ends.tolist())  # a prefix ending at a document end
+    assert np.array_equal(got, train[: got.size])
+    assert res["tokens"] == {"train": int(got.size), "valid": valid.size}
