@@ -105,14 +105,22 @@ def build_drafter(name: str, ctx, knobs: dict[str, object]) -> Drafter:
     return build(ctx, **{n: knobs[n] for n in knob_names(build)})
 
 
+def run_drafted(name: str, ctx, k: int, temperature: float, drafter_knobs: dict[str, object]) -> Iterator[Step]:
+    """What a drafted entry runs: ASSD with the drafter DRAFTERS[name] built for this run. A function of
+    its own, called when the run starts (not when the catalogue is built at import), so that what it
+    does is tested like any sampler code, mutation testing included."""
+    drafter = build_drafter(name, ctx, drafter_knobs)
+    return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, drafter, ctx.extra_calls,
+                        ctx.drafter_passes)
+
+
 def drafted(name: str) -> Callable[..., Iterator[Step]]:
     """The catalogue's run function of ASSD drafted by DRAFTERS[name], verified by the run's AS-ARM: it
-    reads k and temperature, and the knobs its drafter's builder reads (its signature says which)."""
+    reads k and temperature, and the knobs its drafter's builder reads (its signature says which).
+    Runs at import, when the catalogue is built."""
 
     def run(ctx, *, k: int, temperature: float, **drafter_knobs: object) -> Iterator[Step]:
-        drafter = build_drafter(name, ctx, drafter_knobs)
-        return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, drafter, ctx.extra_calls,
-                            ctx.drafter_passes)
+        return run_drafted(name, ctx, k, temperature, drafter_knobs)
 
     own = inspect.signature(run).parameters
     builder = [p for p in inspect.signature(DRAFTERS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
