@@ -95,8 +95,9 @@ def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
         # a caller that builds the form from the published fields only (written before the knob)
         published = dict(zip(form.PUBLISHED_FIELDS, ("text", None, "a [MASK] b", "assd", 4, 1.0, 3, 32, 0.05,
                                                      "cosine", 1)))
-        assert common.make_form(published).knobs == {**{n: published.get(n) for n in KNOBS if n != "nudge"},
-                                                     "nudge": 3}
+        got = common.make_form(published).knobs
+        assert got == {n: published[n] if n in published else k.page_default for n, k in KNOBS.items()}
+        assert got["nudge"] == 3
         params.with_knobs(api.InfillRun.__init__, after="seed")
         sig = inspect.signature(api.InfillRun.__init__).parameters
         assert sig["nudge"].default == 3
