@@ -49,11 +49,20 @@ PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", *FIRST_ROW, "seed",
                     *(name for name in list(KNOBS)[:PUBLISHED_KNOBS] if name not in FIRST_ROW))
 
 
+def added_fields() -> tuple[str, ...]:
+    """The knobs added to the table since the endpoints were published, in the table's order: the one
+    answer to "what came after publication". Each goes after everything a client already reads by
+    position (an endpoint's own inputs), /load_share leaves them out (the page's own restore sets
+    them, app.tabs.sessions), and a request that leaves them out gets their page defaults
+    (app.ui.StudioBlocks), so a newcomer's row moves nothing an HTTP client reads."""
+    return tuple(name for name in KNOBS if name not in PUBLISHED_FIELDS)
+
+
 def form_fields() -> tuple[str, ...]:
-    """FORM_FIELDS from the knob table as it stands: the published fields, then every knob of the
-    table added since, in the table's order (app.tabs.common.takes_form places those after an
-    endpoint's own inputs, so no published position moves)."""
-    return (*PUBLISHED_FIELDS, *(name for name in KNOBS if name not in PUBLISHED_FIELDS))
+    """FORM_FIELDS from the knob table as it stands: the published fields, then added_fields()
+    (app.tabs.common.takes_form places those after an endpoint's own inputs, so no published
+    position moves)."""
+    return (*PUBLISHED_FIELDS, *added_fields())
 
 
 #: the form's inputs: the domain, model, text, sampler, seed and every knob of the table

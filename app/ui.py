@@ -11,7 +11,9 @@ import logging
 import gradio as gr
 
 from app.serving.admission import run_seats
+from engine.params import KNOBS
 
+from .form import added_fields
 from .render import CSS
 from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
 from .tabs.common import Page
@@ -57,7 +59,20 @@ class StudioBlocks(gr.Blocks):
     few values, or a value its component cannot read (NaN in a whole-number box, "abc" for a
     slider), with a plain exception, which its API sends as `{"error": null}` (issue 28); here each
     becomes a gr.Error saying which input and why. Handlers that read raw values themselves (Run,
-    Compare: preprocess=False) never get here for their values."""
+    Compare: preprocess=False) never get here for their values. A request short by only knobs added
+    to the table after its endpoint was published (app.form.added_fields) is no refusal: it gets
+    those knobs' page defaults, so an HTTP client written against the published endpoint keeps working."""
+
+    #: the page's controls of the knobs added since publication, by component id -> their page defaults (build())
+    late_defaults: dict[int, object] = {}
+
+    def with_late_defaults(self, block_fn, inputs: list) -> list:
+        """`inputs`, with the page defaults of the knobs added since publication appended when those
+        are all it lacks (they are every form endpoint's last inputs: app.tabs.common.endpoint_fields)."""
+        missing = block_fn.inputs[len(inputs):]
+        if not missing or not all(getattr(b, "_id", None) in self.late_defaults for b in missing):
+            return inputs
+        return [*inputs, *(self.late_defaults[b._id] for b in missing)]
 
     def validate_inputs(self, block_fn, inputs):
         """Gradio's count check, its refusal turned into a message naming the inputs."""
@@ -72,6 +87,7 @@ class StudioBlocks(gr.Blocks):
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
         """Gradio's reading of the values, a refusal turned into a message naming the input."""
+        inputs = self.with_late_defaults(block_fn, inputs)
         try:
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
         except gr.Error as e:  # a component's own refusal ("Value ... is not in the list of choices")
@@ -133,6 +149,7 @@ def build() -> gr.Blocks:
         statistics.wire(p)
         sessions.wire(p)
         freshness.wire(p)
+        demo.late_defaults = {p.knobs[name]._id: KNOBS[name].page_default for name in added_fields()}
     return demo
 
 

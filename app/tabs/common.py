@@ -14,7 +14,7 @@ from engine.errors import InfillError
 from engine.params import KNOBS
 
 from ..errors import readable
-from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
+from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
 from ..render import DETAIL_HEADERS
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
@@ -114,19 +114,20 @@ def empty_table(headers: list[str]) -> dict:
 
 
 def make_form(values: dict) -> Form:
-    """The editor's values (by FORM_FIELDS name) as an app.form.Form (None and blanks read as the defaults)."""
+    """The editor's values (by FORM_FIELDS name) as an app.form.Form (None and blanks read as the defaults;
+    a knob the values lack, from a caller written before the knob was added, reads as its page default)."""
     v = dict(values)
-    knobs = {name: v[name] if k.range or v[name] else k.default for name, k in KNOBS.items()}  # a blank choice: its default
+    knobs = {name: v[name] if k.range or v[name] else k.default  # a blank choice: its default
+             for name, k in KNOBS.items() if name in v}
     return Form(domain=v["domain"], model=v["model"] or None, text=v["text"] if v["text"] is not None else "",
                 sampler=v["sampler"], seed=v["seed"], **knobs)
 
 
 def endpoint_fields(*inputs: str) -> tuple[str, ...]:
     """A form endpoint's inputs in order: the published form fields, the endpoint's own `inputs`
-    (Compare's sampler_b and model_b), then the knobs added to the table since (app.form.form_fields),
+    (Compare's sampler_b and model_b), then the knobs added to the table since (app.form.added_fields),
     so a new knob moves no published position."""
-    fields = form_fields()
-    return (*PUBLISHED_FIELDS, *inputs, *fields[len(PUBLISHED_FIELDS):])
+    return (*PUBLISHED_FIELDS, *inputs, *added_fields())
 
 
 def form_components(p: Page, *inputs: str) -> list:

@@ -18,7 +18,7 @@ from .. import cards, choices, form, inputs
 from ..examples import DOMAINS, EXAMPLES
 from ..textmap import bytes_fn, char_pieces
 from . import sampler_list
-from .common import FORM_FIELDS, PARAMS, Page, components, guarded, named, status_md
+from .common import PARAMS, Page, components, guarded, named, status_md
 
 MASK_SELECTION_JS = """
 (text, a, b, model, domain) => {
@@ -238,7 +238,6 @@ def layout(p: Page) -> None:
     p.sel_b = gr.Number(0, visible=False, precision=0)
     p.tok_state = gr.State(None)
     _parameters(p)
-    p.form_inputs = [p.component(name) for name in FORM_FIELDS]
 
 
 #: a value typed into a knob's number box outside its range is clamped by the browser (Gradio's

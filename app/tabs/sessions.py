@@ -14,7 +14,7 @@ from ..errors import readable
 from ..render import counters_md, esc, view_html
 from ..store import store
 from . import exactness
-from .common import Page, detail_table, guarded, status_md, warn
+from .common import PUBLISHED_FIELDS, Page, added_fields, components, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
 from .editor import models_b, models_for
 from .player import RESTORED_JS
@@ -149,6 +149,17 @@ def restorer(p: Page):
     return restore
 
 
+def only(restore, outputs: list):
+    """`restore` with its updates cut to `outputs` (Gradio refuses an update of a component that is
+    not one of the event's outputs)."""
+    keep = {c._id for c in outputs}
+
+    def restore_published(share_id, request: gr.Request = None):
+        """Restore a stored session's inputs and trace (no model runs)."""
+        return {c: v for c, v in restore(share_id, request).items() if c._id in keep}
+    return restore_published
+
+
 def loader(p: Page, restore):
     """The page-load handler: the first domain's models, or the session in the link's ?s=."""
     def on_load(request: gr.Request):
@@ -176,12 +187,18 @@ def layout(p: Page) -> None:
 def wire(p: Page) -> None:
     """Refresh list, Open, and the page load (restoring the session of a share link)."""
     p.recent_btn.click(recent, [p.history], [p.recent_html], api_name="recent")
-    restore_outputs = [*p.form_inputs, p.status, p.counters, p.player, p.detail, p.completed, p.link,
-                       p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a,
-                       p.cnt_b, p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
+    # /load_share's outputs as published (HTTP clients read them by position, from either end): the
+    # published form fields and the views. The page's own restore also sets the knobs added since
+    # (app.form.added_fields); the API's endpoint is carried by an invisible button, as /infill is
+    published = [*components(p, PUBLISHED_FIELDS), p.status, p.counters, p.player, p.detail, p.completed, p.link,
+                 p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a, p.cnt_b,
+                 p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
+    restore_outputs = [*published, *components(p, added_fields())]
     restore = restorer(p)
-    p.open_btn.click(restore, [p.open_id], restore_outputs, api_name="load_share").then(
+    p.open_btn.click(restore, [p.open_id], restore_outputs, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
+    p.api_open_btn = gr.Button(visible=False)
+    p.api_open_btn.click(only(restore, published), [p.open_id], published, api_name="load_share")
     p.demo.load(loader(p, restore), None, restore_outputs, api_visibility="private").then(
         None, [p.hide_old], None, js=RESTORED_JS, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

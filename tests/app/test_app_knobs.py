@@ -92,6 +92,12 @@ def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
         got, _ = handler(*range(11), "assd", "text-asarm")  # a caller that does not know the new knob yet
         assert got["nudge"] == 3
         assert form.Form(domain="text", model=None, text="", sampler="assd").knobs["nudge"] == 3
+        # a caller that builds the form from the published fields only (written before the knob)
+        published = dict(zip(form.PUBLISHED_FIELDS, ("text", None, "a [MASK] b", "assd", 4, 1.0, 3, 32, 0.05,
+                                                     "cosine", 1)))
+        got = common.make_form(published).knobs
+        assert got == {n: published[n] if n in published else k.page_default for n, k in KNOBS.items()}
+        assert got["nudge"] == 3
         params.with_knobs(api.InfillRun.__init__, after="seed")
         sig = inspect.signature(api.InfillRun.__init__).parameters
         assert sig["nudge"].default == 3
@@ -149,3 +155,64 @@ def test_no_fitting_model_says_so_in_the_status(monkeypatch):
     out = editor.models_for("text", "assd")
     assert out["model"]["choices"] == [] and out["model"]["value"] is None
     assert "⚠️" in out["status"] and choices.no_model_message("text", "asarm")[:20] in out["status"]
+
+
+
+#: a page built with one knob row added after the published ones (in its own process, so the row is in the
+#: table before app/ is imported, as a newcomer's row is): its raw /infill's answer to the published values,
+#: and the outputs of /load_share and of the page's own restore (type and label of each, in order)
+LATE_ROW_PAGE = """
+import json, pathlib, sys
+from engine import api, params
+params.KNOBS["nudge"] = params.Knob("nudge", int, 3, (1, 9), "A knob that exists only in this test.")
+params.with_knobs(api.InfillRun.__init__, after="seed")
+from tests.support import sweep_bad_inputs as sweep
+root = pathlib.Path(sys.argv[1])
+sweep.setup(root)
+from app import create
+from app import store as app_store
+from storage import open_store
+from tests.app.test_app_knobs import restore_outputs
+app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
+demo = create()
+infill = next(f for f in demo.fns.values() if f.api_name == "infill")
+print(json.dumps({"status": sweep.http_message(demo, "infill", sweep.form_values({})),
+                  "infill_inputs": len(infill.inputs), **restore_outputs(demo)}))
+"""
+
+
+def restore_outputs(demo) -> dict:
+    """The outputs of /load_share and of the page's Open (the handler `restore`), as (type, label) pairs."""
+    def described(fn) -> list:
+        return [[type(o).__name__, getattr(o, "label", None)] for o in fn.outputs]
+
+    fns = list(demo.fns.values())
+    return {"load_share": described(next(f for f in fns if f.api_name == "load_share")),
+            "page": described(next(f for f in fns if f.name == "restore"))}
+
+
+def test_a_knob_row_added_after_publication_keeps_the_http_api_as_published(tmp_path):
+    """A newcomer's knob is its table row plus the sampler that reads it: a raw /infill request with
+    only the published values still runs (the new knob takes its page default, no "this request sent
+    11 values" refusal), and /load_share returns exactly its published outputs, in their places (HTTP
+    clients and tests read them by index, from the front and from the end), while the page's own
+    restore sets the new knob too."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from app import create
+    from tests.support import sweep_bad_inputs as sweep
+
+    assert list(sweep.FORM) == list(form.PUBLISHED_FIELDS)  # the request below: the published values only
+    before = restore_outputs(create())
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", LATE_ROW_PAGE, str(tmp_path)], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["infill_inputs"] == len(form.FORM_FIELDS) + 1  # the page does take the new knob
+    assert "⚠️" not in got["status"] and not got["status"].startswith("error"), got["status"]
+    assert got["load_share"] == before["load_share"]
+    assert got["page"] == [*before["page"], ["Slider", "nudge"]]

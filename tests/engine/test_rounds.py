@@ -505,6 +505,7 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
     other than the table's defaults (so a dropped or swapped knob shows)."""
     import types
 
+    from engine.params import KNOBS
     from engine.samplers import SAMPLERS
 
     visible, n, symbols = SIX
@@ -515,8 +516,8 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
     ctx = types.SimpleNamespace(oracle=oracle, mi=mi, rec=recorder(oracle), gen=torch.Generator().manual_seed(seed),
                                 extra_calls=[0.0], drafter_passes=[0], lm=types.SimpleNamespace(codec=CODEC))
     spec = SAMPLERS[entry]
-    knobs = {"k": k, "temperature": temperature}
-    got = list(spec.run(ctx, **{name: knobs[name] for name in spec.params}))
+    knobs = {"k": k, "temperature": temperature}  # any other knob an entry reads: the table's default
+    got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.params}))
 
     def shape(steps):
         return [(s.kind, tuple(s.positions), tuple(s.tokens)) for s in steps]
