@@ -96,8 +96,8 @@ def quality_verdict(data: dict) -> str:
 def hub_options_line(name: str) -> str:
     """A Hub checkpoint's per-model options in words (engine/loading/hub.py: HubOptions): the ASSD
     authors' code spelling and the special-token rule; '' for anything else."""
-    if not is_hub_spec(name) or Path(name).is_dir():
-        return ""
+    if not is_hub_spec(name) or Path(name).is_dir() or name in model_folders.listed_folders():
+        return ""  # a bundled or operator folder is no Hub checkpoint (a bare name looks like one)
     try:
         o = hub_options(name)
     except ModelNotFoundError:  # a bad INFILL_HUB_OPTIONS: loading says so
