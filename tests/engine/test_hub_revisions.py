@@ -34,7 +34,13 @@ PIECES = ["▁", "a", "b", "c", "▁a", "▁b", "▁c", "▁def", "▁return", "
 
 def xlnet_style_tokenizer() -> XLNetTokenizer:
     """XLNet's special tokens and sentencepiece-style pieces (Unigram + Metaspace), tiny."""
-    vocab = [(s, 0.0) for s in SPECIALS] + [(w, -1.0 - 0.1 * i) for i, w in enumerate(PIECES)]
+    return standin_xlnet_tokenizer([(w, -1.0 - 0.1 * i) for i, w in enumerate(PIECES)])
+
+
+def standin_xlnet_tokenizer(pieces: list[tuple[str, float]]) -> XLNetTokenizer:
+    """An XLNet tokenizer without its sentencepiece model (none can be had offline): XLNet's special
+    tokens, then `pieces` (piece, log-probability) in a Unigram model with the Metaspace word marks."""
+    vocab = [(s, 0.0) for s in SPECIALS] + pieces
     tok = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import XLNetTokenizer
 
 from engine.inputs.masking import parse_masked_text
 from engine.inputs.tokenization import ASSD_CODE_MAP, Codec
-from tests.engine.test_hub_revisions import SPECIALS
+from tests.engine.test_hub_revisions import SPECIALS, standin_xlnet_tokenizer
 
 AUTHORS_ORDER = [("\n", "<cls>"), ("\t", "<sep>"), ("  ", "<unk>"), ("   ", "<pad>")]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -43,13 +42,7 @@ def code_tokenizer(texts: list[str]) -> XLNetTokenizer:
     character of `texts`: each character alone and after the word-start mark, and a few keywords."""
     chars = sorted({c for t in texts for c in t} - {" ", "\n", "\t"})
     pieces = ["▁"] + [p for c in chars for p in (c, "▁" + c)] + ["▁" + w for w in WORDS] + WORDS
-    vocab = [(s, 0.0) for s in SPECIALS] + [(p, -1.0 if len(p) > 2 else -6.0) for p in dict.fromkeys(pieces)]
-    tok = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    return XLNetTokenizer(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                          cls_token="<cls>", sep_token="<sep>", pad_token="<pad>", mask_token="<mask>",
-                          additional_special_tokens=["<eop>", "<eod>"])
+    return standin_xlnet_tokenizer([(p, -1.0 if len(p) > 2 else -6.0) for p in dict.fromkeys(pieces)])
 
 
 def authors_ids(tok: XLNetTokenizer, text: str) -> list[int]:
