@@ -175,7 +175,10 @@ def test_stop_and_replay_states(browser, app_url, request, slow_runs):  # noqa: 
     _wait_status(page, "Running")
     page.wait_for_function("!document.querySelector('#stop').disabled", timeout=10_000)
     assert not _enabled(page, "#run")
-    time.sleep(0.4)
+    # Stop once a token is decided (page state, not a guess at timing): Stop now works from the first
+    # moment, so pressed earlier on a loaded machine it leaves a trace of drafts only
+    page.wait_for_function("document.querySelector(\"#player [data-role='accepted'], #player [data-role='sampled'],"
+                           " #player [data-role='resampled']\") !== null", timeout=60_000)
     page.click("#stop")
     try:
         _wait_status(page, "Stopped after", timeout=20_000)
@@ -193,8 +196,11 @@ def test_stop_and_replay_states(browser, app_url, request, slow_runs):  # noqa: 
     page.wait_for_function("(() => { const m = /step (\\d+)\\/(\\d+)/.exec(document.querySelector('#counters')"
                            ".innerText); return m && m[1] === m[2]; })()", timeout=30_000)
     i, n = _step(page)
-    assert n > 0 and page.query_selector("#player [data-role='accepted'], #player [data-role='sampled'],"
-                                         " #player [data-role='resampled']") is not None
+    # the counters and the player are two outputs of one update: on a loaded machine the counters can
+    # read n/n a moment before the player shows that step, so wait for the player's own state
+    page.wait_for_function("document.querySelector(\"#player [data-role='accepted'], #player [data-role='sampled'],"
+                           " #player [data-role='resampled']\") !== null", timeout=30_000)
+    assert n > 0
     shot(page, request, "stopped-replayed")
     # a run that finishes leaves Stop disabled: a finished run cannot be "cancelled"
     page.click("#run")
