@@ -388,6 +388,21 @@ def test_without_a_pass_counter_the_run_is_the_same():
             [(s.kind, s.positions, s.tokens, s.p, s.note) for s in b]
 
 
+def test_a_run_replays_from_its_seed_alone_whatever_the_global_generator_holds():
+    """Every draw of a round (drafting and the acceptance test) comes from the run's generator: two
+    runs with one seed give the same trace whatever torch's global generator holds (a stored run
+    replays from its seed)."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for head in (DraftHead(window=2), OnePassHead(rank=True)):
+        traces = []
+        for global_seed in (1, 2):
+            torch.manual_seed(global_seed)
+            traces.append([(s.kind, s.positions, s.tokens, s.p) for s in run(mi, symbols, head, 3, 7)[0]])
+        assert traces[0] == traces[1]
+        assert any(s[0] == StepKind.REJECT for s in traces[0])  # the acceptance test drew and said no
+
+
 def test_row_inputs_read_only_earlier_uniforms():
     """Row j of a one-pass head gets u_{j-1} and e_{j-1} = F^-1 of the AS-ARM's parallel row j-1 at
     u_{j-1}; row 1 gets the last decided token and u = 0."""
