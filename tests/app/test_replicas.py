@@ -41,9 +41,10 @@ def replicas_db():
 
 @pytest.fixture(scope="module")
 def two_replicas(replicas_db):
-    from tools.loadtest import start_server, stop_server
+    from tools.loadtest import ONE_ADDRESS_MANY_VISITORS, start_server, stop_server
 
-    env = {"DATABASE_URL": replicas_db, "INFILL_UI_MIN_INTERVAL": "0"}
+    # the six visitors all come from the loopback: lift the per-address limits, as the load test does
+    env = {"DATABASE_URL": replicas_db, "INFILL_UI_MIN_INTERVAL": "0", **ONE_ADDRESS_MANY_VISITORS}
     procs = []
     try:
         for _ in range(2):  # started together: the schema migration is serialised by an advisory lock
