@@ -61,8 +61,9 @@ MODULES: dict[str, list[str]] = {
                       "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
     # the write path row by row against literal rows (tests/storage/test_storage.py takes 10 s a mutant: its
     # SIGKILL and 16-writer tests; it stays in `make test`)
-    "storage/recorder.py": ["tests/storage/test_storage_rules.py"],
-    "storage/repository.py": ["tests/storage/test_storage_rules.py"],
+    # a comparison's sides stored in one transaction (RunGroup, Store.record_runs): the app's atomic-compare tests
+    "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
+    "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
 }
 # the whole program is copied (tests import across packages); only the module under test is mutated
 COPY = ["engine", "app", "storage", "tools", "tests", "pyproject.toml"]
