@@ -373,3 +373,18 @@ def test_positions_without_a_ban_tensor_constrain_nothing(chars):
     assert torch.isinf(out).nonzero().tolist() == [[1, NL]]
     bare = MaskedInput([A, MASK], [1], ["a", ""], [(1, 2)], MASK, word_starts=[1], line_positions=[1])
     assert torch.equal(bare.constrain(torch.zeros(1, chars.vocab_size), [1]), torch.zeros(1, chars.vocab_size))
+
+
+def test_oracle_rows_bans_the_special_ids_and_applies_the_inputs_rules_at_the_positions_asked(chars):
+    """What every density oracle (AS-ARM and XLNet alike) hands the samplers: banned ids at -inf on
+    every row, then the input's one-line rule at the rows whose position it covers."""
+    from engine.inputs.masking import oracle_rows
+
+    mi = parse_masked_text("ab\n[MASK]\nx", chars, max_tokens=64, default_span=2, line_masks=True)
+    assert mi.line_positions == [3, 4]
+    banned = torch.zeros(chars.vocab_size, dtype=torch.bool)
+    banned[0] = True
+    positions = [4, 6]  # a line-mask position, then one outside any line mask
+    out = oracle_rows(mi, torch.zeros(2, chars.vocab_size, dtype=torch.float64), banned, positions)
+    got = sorted((int(r), int(v)) for r, v in zip(*torch.isinf(out).nonzero(as_tuple=True)))
+    assert got == sorted([(0, 0), (1, 0), (0, NL)])
