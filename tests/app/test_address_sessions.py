@@ -9,7 +9,7 @@ import pytest
 
 from app.serving import address_sessions as owners
 from app.serving.address_sessions import AddressSessions
-from tests.support.studio import tiny_studio
+from tests.support.studio import launched_studio
 
 
 def test_an_address_over_its_cap_drops_its_own_oldest_session():
@@ -24,14 +24,8 @@ def test_an_address_over_its_cap_drops_its_own_oldest_session():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tools.tiny_models import launch_for_tests
-
-    with tiny_studio(tmp_path_factory.mktemp("owners")):
-        demo, url = launch_for_tests()
-        try:
-            yield demo, url
-        finally:
-            demo.close()
+    with launched_studio(tmp_path_factory.mktemp("owners")) as (demo, url, _):
+        yield demo, url
 
 
 def test_an_active_visitor_keeps_its_session_through_200_strangers(server, monkeypatch):

@@ -7,19 +7,13 @@ from __future__ import annotations
 import pytest
 
 from app.serving import admission as adm_mod
-from tests.support.studio import tiny_studio
+from tests.support.studio import launched_studio
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tools.tiny_models import launch_for_tests
-
-    with tiny_studio(tmp_path_factory.mktemp("fair")) as st:
-        demo, url = launch_for_tests()
-        try:
-            yield url, st
-        finally:
-            demo.close()
+    with launched_studio(tmp_path_factory.mktemp("fair")) as (_, url, st):
+        yield url, st
 
 
 def test_one_address_cycling_sessions_cannot_crowd_out_another(server, monkeypatch):

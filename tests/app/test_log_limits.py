@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from app.serving.log_limits import RepeatLimit
-from tests.support.studio import tiny_studio
+from tests.support.studio import launched_studio
 
 
 def _record(msg: str, *args) -> logging.LogRecord:
@@ -29,14 +29,8 @@ def test_repeated_lines_are_limited_and_the_count_left_out_is_said():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tools.tiny_models import launch_for_tests
-
-    with tiny_studio(tmp_path_factory.mktemp("logs")):
-        demo, url = launch_for_tests()
-        try:
-            yield url
-        finally:
-            demo.close()
+    with launched_studio(tmp_path_factory.mktemp("logs")) as (_, url, _store):
+        yield url
 
 
 def test_bad_requests_log_one_line_each_and_no_traceback(server, capfd, caplog):

@@ -36,6 +36,20 @@ def tiny_studio(root: Path) -> Iterator:
         restore_env(saved)
 
 
+@contextmanager
+def launched_studio(root: Path) -> Iterator:
+    """The app launched in this process on a free port over `tiny_studio(root)`: yields
+    (demo, url, store); the server is closed and everything restored afterwards."""
+    from tools.tiny_models import launch_for_tests
+
+    with tiny_studio(root) as store:
+        demo, url = launch_for_tests()
+        try:
+            yield demo, url, store
+        finally:
+            demo.close()
+
+
 def restore_env(saved: dict[str, str | None]) -> None:
     """Put environment variables back as `saved` recorded them (None: it was unset)."""
     for k, v in saved.items():
