@@ -169,11 +169,11 @@ def test_the_gpu_plan_is_fixed_in_advance():
 
 def test_make_gpu_campaign_is_a_thin_wrapper_without_the_venv():
     """The GPU machine has no network: the target must not build the venv (pip) first."""
-    r = subprocess.run(["make", "-n", "gpu-campaign"], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign"], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "OUT": "/tmp/o"})
     assert r.returncode == 0 and r.stdout.strip().splitlines() == [
         'python3 -m engine.lab.campaign run --out "${OUT:-runs/campaign-out}"']
-    pack_cmd = subprocess.run(["make", "-n", "gpu-campaign-pack"], cwd=ROOT, capture_output=True, text=True).stdout
+    pack_cmd = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign-pack"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "engine.lab.campaign pack --out data/travel" in pack_cmd
 
 
