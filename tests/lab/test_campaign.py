@@ -173,7 +173,8 @@ def test_make_gpu_campaign_is_a_thin_wrapper_without_the_venv():
                        env={**os.environ, "OUT": "/tmp/o"})
     assert r.returncode == 0 and r.stdout.strip().splitlines() == [
         'python3 -m engine.lab.campaign run --out "${OUT:-runs/campaign-out}"']
-    pack_cmd = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign-pack"], cwd=ROOT, capture_output=True, text=True).stdout
+    pack_cmd = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign-pack"], cwd=ROOT,
+                              capture_output=True, text=True).stdout
     assert "engine.lab.campaign pack --out data/travel" in pack_cmd
 
 
