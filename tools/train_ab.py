@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MOVED = {"domains": "inputs.domains", "tokenization": "inputs.tokenization", "device": "loading.device",
+         "threads": "loading.threads"}
 
 
 def tiny_text_corpus(root: Path) -> None:
@@ -40,6 +42,8 @@ def old_trainer(ref: str):
     """The trainer module of `ref`, importable beside this checkout's (removed at exit)."""
     src = subprocess.run(["git", "show", f"{ref}:engine/lab/train.py"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
+    for before, after in MOVED.items():  # the tree was regrouped since: point old imports at the new homes
+        src = src.replace(f"from ..{before} import", f"from ..{after} import")
     path = ROOT / "engine" / "lab" / "_train_ref_ab.py"
     path.write_text(src)
     try:
