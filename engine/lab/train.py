@@ -25,6 +25,7 @@ from .progress import add_quiet_arg, bar, set_quiet
 from .token_arrays import TOKENIZERS
 from .token_windows import token_stream
 from .train_checkpoint import compact, save_checkpoint
+from .train_curve import Curve, add_curve_args, check_curve_args
 from .train_speed import DeviceWindows, TokenMeter, compile_blocks, cuda_memory_ok, device_sync, make_optimizer, probe_batch
 
 
@@ -169,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="ptp onepass: rank of the per-row low-rank logit term on the real previous draft (0: none)")
     ap.add_argument("--prev-init", choices=["zero", "bigram"], default="zero",
                     help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
+    add_curve_args(ap)
     add_quiet_arg(ap)
     return ap
 
@@ -210,6 +212,7 @@ def cli(argv: list[str]) -> int:
         ap.error("--kind, --domain and --out are required (unless --resume gives them)")
     if a.resume and a.init:
         ap.error("--resume continues a run; --init starts a new one from a checkpoint's weights: give one")
+    check_curve_args(a, ap)
     set_quiet(a.quiet)
 
     from accelerate import Accelerator
@@ -290,6 +293,12 @@ def cli(argv: list[str]) -> int:
     # given), so its time left is the schedule's; the --minutes budget left is shown beside it
     pbar = bar(total=sched.horizon or None, desc=f"train {a.kind}/{a.domain}", unit="step")
     pbar.update(step)
+    curve = a.curve = None if not a.curve_every else Curve(
+        base, valid, a.seq_len, codec.bos_id, a.curve_every, a.curve_windows, a.stop_when_flat, a.stop_min_points,
+        resumed.get("acceptance_curve"))
+    ran_s = 60 * resumed.get("minutes", 0.0)  # a --resume'd run's curve goes on from its seconds
+    if curve:  # the starting point: the initialisation's (or the resumed weights') acceptance
+        curve.measure(step, a.tokens_before, time.time() - t0, ran_s, a.lr * sched.factor(step))
     while not sched.done(step) and time.time() - t0 < budget:
         model.train()
         for g in opt.param_groups:
@@ -320,10 +329,16 @@ def cli(argv: list[str]) -> int:
         if step % 50 == 0 and pbar.disable:  # a log line when there is no bar (not a terminal, --quiet)
             acc.print(f"step {step} loss {float(ema):.4f} lr {opt.param_groups[0]['lr']:.3g} "
                       f"horizon {sched.horizon} tokens/s {meter.rate():,.0f} ({now - t0:.0f}s)")
+        if curve and curve.due(step, now - t0):
+            curve.measure(step, a.tokens_before + meter.tokens, now - t0, ran_s, opt.param_groups[0]["lr"])
+            if curve.flat_now():
+                break
         if now - last_save > a.save_minutes * 60:
             save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
             last_save = time.time()
     pbar.close()
+    if curve and curve.points[-1]["step"] != step:  # the end point (the run's last weights)
+        curve.measure(step, a.tokens_before + meter.tokens, time.time() - t0, ran_s, opt.param_groups[0]["lr"])
     acc.print(f"trained {meter.tokens:,} tokens in {time.time() - t0:.0f}s: {meter.rate():,.0f} tokens/s")
     save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
     return 0

@@ -88,6 +88,8 @@ def save_checkpoint(model, codec: Codec, out: Path, a, step: int, ema, t0: float
         "precision": getattr(a, "precision", "auto"),
         **_speed_state(a),
     }
+    if getattr(a, "curve", None) is not None:  # a PTP head's held-out acceptance curve (engine/lab/train_curve.py)
+        state.update(a.curve.state())
     if getattr(a, "init", None):
         state["init"] = str(a.init)
     (out / "train_state.json").write_text(json.dumps(state, indent=2))

@@ -75,32 +75,48 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
 
 
 @torch.no_grad()
-def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
-    """Model-card numbers on the test split: mean expected acceptance 1 - TV(p, q) of rows 2..k of a
-    round (what the speculative test accepts), for the head and for the AS-ARM's own parallel rows
-    (what pipelined ASSD drafts), at the benchmark's mask rate."""
-    from engine.loading.registry import load
+def acceptance(head: PtpHead, stream: torch.Tensor, seq_len: int, bos_id: int, windows: int = 32,
+               rate: float = 0.95, seed: int = 123) -> dict:
+    """The one home of the head's acceptance numbers: mean expected acceptance 1 - TV(p, q) of rows
+    2..k of a round (what the speculative test accepts), for the head and for the AS-ARM's own
+    parallel rows (what pipelined ASSD drafts), and the distillation KL, on `windows` held-out
+    windows of `stream` at mask rate `rate`. The windows, masks and uniforms come from `seed` alone,
+    so two calls on the same stream differ only by the weights: the model card (`evaluate`, test
+    split) and the training curve (engine/lab/train_curve.py, a fixed batch of the valid split)."""
+    from .token_windows import batches
 
-    from .token_windows import batches, token_stream
-
-    head_lm = load(folder)
-    head = head_lm.model
-    lm = load(teacher or head.config.teacher)
-    head.attach_teacher(lm.model)
-    seq = lm.model.config.max_positions - 1
-    held = token_stream(lm.domain, "test", lm.codec, 400_000)  # held out from teacher and head alike
-    gen = torch.Generator().manual_seed(123)
+    gen = torch.Generator().manual_seed(seed)
+    device = next(head.parameters()).device
+    was_training = head.training
+    head.eval()
+    n = max(1, windows // 4)
     acc_h, acc_b, kl = [], [], []
-    for _ in range(max(1, windows // 4)):
-        ids = next(batches(held, seq, 4, gen, lm.codec.bos_id))
-        loss, st = head.distill(ids, gen, rate)
+    source = batches(stream, seq_len, 4, gen, bos_id)
+    for _ in range(n):
+        loss, st = head.distill(next(source).to(device), gen, rate)
         acc_h.append(st["accept_head"])
         acc_b.append(st["accept_base"])
         kl.append(float(loss))
+    head.train(was_training)
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    return {"teacher": lm.name, "windows": max(1, windows // 4) * 4, "mask_rate": rate, "k": head.config.k,
-            "accept_rows_2_to_k_head": mean(acc_h), "accept_rows_2_to_k_asarm_parallel": mean(acc_b),
-            "distill_kl": mean(kl)}
+    return {"windows": n * 4, "mask_rate": rate, "accept_rows_2_to_k_head": mean(acc_h),
+            "accept_rows_2_to_k_asarm_parallel": mean(acc_b), "distill_kl": mean(kl)}
+
+
+@torch.no_grad()
+def evaluate(folder: str, teacher: str | None = None, windows: int = 32, rate: float = 0.95) -> dict:
+    """Model-card numbers on the test split (`acceptance`, held out from teacher and head alike)."""
+    from engine.loading.registry import load
+
+    from .token_windows import token_stream
+
+    head = load(folder).model
+    lm = load(teacher or head.config.teacher)
+    head.attach_teacher(lm.model)
+    held = token_stream(lm.domain, "test", lm.codec, 400_000)
+    res = acceptance(head, held, lm.model.config.max_positions - 1, lm.codec.bos_id, windows, rate)
+    return {"teacher": lm.name, "windows": res["windows"], "mask_rate": rate, "k": head.config.k,
+            **{k: res[k] for k in ("accept_rows_2_to_k_head", "accept_rows_2_to_k_asarm_parallel", "distill_kl")}}
 
 
 def eval_cli(argv: list[str]) -> int:
