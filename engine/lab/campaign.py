@@ -38,6 +38,8 @@ from .campaign_plan import (
     Job,
     dry_budget,
     gpu_budget,
+    ptp_curve_args,
+    share_of_pool,
     with_text_size,
 )
 
@@ -122,16 +124,26 @@ class Campaign:
         tmp.replace(self.out / "logs.tar.xz")
 
     # -- the guard -----------------------------------------------------------------------------
-    def guard(self, step: str, cmd: list[str], cap_s: float, want_json: bool = False) -> dict:
+    def guard(self, step: str, cmd: list[str], cap_s: float, want_json: bool = False, given_s: float | None = None,
+              after=None) -> dict:
         """Run one step as its own process within min(cap_s, time left): a failure, a timeout or
-        unreadable output is recorded and the campaign goes on."""
+        unreadable output is recorded and the campaign goes on. `given_s`: the seconds the step was
+        given (a training job); its record adds used_s and passed_on_s (what it left unused).
+        `after`: a callable whose fields (read once the process ended) join the record."""
         limit = min(cap_s, self.left() - self.budget.reserve_s)
         if limit < 3:
-            return self.record(step, ok=False, skipped=f"no time left ({self.left():.0f}s)")
+            return self.record(step, ok=False, skipped=f"no time left ({self.left():.0f}s)",
+                               **({} if given_s is None else _passing(given_s, 0.0)))
         if step in self.fail:  # --fail STEP: the guards' own test
             cmd = [sys.executable, "-c", f"raise SystemExit('injected failure of {step}')"]
         log = self.work / "logs" / f"{step}.log"
         t = time.monotonic()
+
+        def done(**fields) -> dict:
+            secs = round(time.monotonic() - t, 1)
+            more = {} if given_s is None else _passing(given_s, secs)
+            return self.record(step, **fields, seconds=secs, **more, **(after() if after else {}))
+
         try:
             with open(log, "w") as lf:
                 lf.write("$ " + " ".join(cmd) + "\n")
@@ -140,15 +152,14 @@ class Campaign:
                                    timeout=limit)
             with open(log, "a") as lf:
                 lf.write(r.stdout)
-            secs = round(time.monotonic() - t, 1)
             if r.returncode != 0:
-                return self.record(step, ok=False, seconds=secs, error=f"exit {r.returncode}: {_tail(log)}")
+                return done(ok=False, error=f"exit {r.returncode}: {_tail(log)}")
             result = _json_out(r.stdout) if want_json else None
-            return self.record(step, ok=True, seconds=secs, result=result)
+            return done(ok=True, result=result)
         except subprocess.TimeoutExpired:
-            return self.record(step, ok=False, seconds=round(time.monotonic() - t, 1), error=f"timeout {limit:.0f}s")
+            return done(ok=False, error=f"timeout {limit:.0f}s")
         except (OSError, ValueError, IndexError) as e:  # no output, not JSON
-            return self.record(step, ok=False, seconds=round(time.monotonic() - t, 1), error=repr(e)[:300])
+            return done(ok=False, error=repr(e)[:300])
 
     def engine(self, *args: str) -> list[str]:
         """A `python -m engine ...` command line (each step its own process)."""
@@ -226,15 +237,24 @@ class Campaign:
                        *job.extra]
 
     def train(self, jobs: tuple[Job, ...]) -> None:
-        """Each job of the plan in order, its share of the training seconds fixed in advance."""
+        """Each job of the plan in order. Its share of the training seconds is fixed in advance and
+        is the most it is first given; what a job leaves unused (a PTP head stopped by its flat
+        curve, a job that ended early or was skipped) is handed on to the jobs after it, in
+        proportion to their shares (the last job gets all of it; after it, the evaluations)."""
         train_s = min(self.budget.train_s(), self.left() - self.budget.eval_s - self.budget.reserve_s)
-        self.record("train-plan", seconds=round(train_s), jobs=[(j.name, round(j.share * train_s)) for j in jobs])
-        for job in jobs:
+        self.record("train-plan", seconds=round(train_s), jobs=[(j.name, round(j.share * train_s)) for j in jobs],
+                    unused="handed on to the following jobs in proportion to their shares")
+        pool = 0.0  # seconds handed on, not yet given
+        for i, job in enumerate(jobs):
+            extra_s = share_of_pool(pool, jobs, i)
+            pool -= extra_s
+            secs = max(0.0, min(job.share * train_s + extra_s,
+                                self.left() - self.budget.eval_s - self.budget.reserve_s))
             args = self.job_args(job)
             if isinstance(args, str):
-                self.record(f"train-{job.name}", ok=False, skipped=args)
+                self.record(f"train-{job.name}", ok=False, skipped=args, **_passing(secs, 0.0))
+                pool += secs
                 continue
-            secs = job.share * train_s
             overhead = 4.0 if self.a.dry_run else 20.0  # start-up, data, the final save and valid loss
             minutes = max(0.02, (secs - overhead) / 60)
             out = self.work / "models" / job.name
@@ -242,14 +262,19 @@ class Campaign:
                               "--save-minutes", f"{max(minutes / 2, 0.5):.2f}", "--device", self.a.device,
                               "--batch", "auto", "--probe-seconds", "10",
                               "--data-chars", "20000" if self.a.dry_run else "200000000")
+            if job.kind == "ptp":  # the held-out acceptance curve, and the stop rule that reads it
+                cmd += ptp_curve_args(job.share * train_s - overhead, self.a.dry_run)
             if self.a.dry_run:
                 cmd += ["--threads", "1", "--warmup", "2", "--probe-steps", "2", "--max-batch-tokens", "600",
                         "--steps", "3"]
-            r = self.guard(f"train-{job.name}", cmd, secs + (30 if self.a.dry_run else 60))
+            r = self.guard(f"train-{job.name}", cmd, secs + (30 if self.a.dry_run else 60), given_s=secs,
+                           after=(lambda out=out: _curve_fields(out)) if job.kind == "ptp" else None)
+            pool += r.get("passed_on_s", 0.0)
             if (out / "train_state.json").is_file():  # a job cut short still saved its last checkpoint
                 self.trained[job.name] = out
                 st = json.loads((out / "train_state.json").read_text())
                 self.return_model(job.name, out, st, r)
+        self.record("train-end", ok=True, passed_on_s=round(pool, 1), to="the evaluations")
 
     def return_model(self, name: str, folder: Path, state: dict, step: dict) -> None:
         """Pack a new model into the output folder now, if it fits what may come back."""
@@ -323,6 +348,19 @@ class Campaign:
         self.record("done", ok=True, result=self.check_out(), left_s=round(self.left(), 1))
         self.archive_logs()
         return 0
+
+
+def _passing(given_s: float, used_s: float) -> dict:
+    """A training job's seconds: given (its share plus what earlier jobs handed on), used, handed on."""
+    return {"given_s": round(given_s, 1), "used_s": round(used_s, 1), "passed_on_s": round(max(0.0, given_s - used_s), 1)}
+
+
+def _curve_fields(folder: Path) -> dict:
+    """A PTP job's held-out acceptance curve (tokens, acceptance) and why it stopped early, if it did."""
+    f = folder / "train_state.json"
+    st = json.loads(f.read_text()) if f.is_file() else {}
+    points = (st.get("acceptance_curve") or {}).get("points", [])
+    return {"curve": [[p["tokens"], p["acceptance"]] for p in points], "stopped_flat": st.get("stopped_flat")}
 
 
 def _json_out(stdout: str):

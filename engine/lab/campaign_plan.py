@@ -44,6 +44,30 @@ SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--rate-min", "0.7",
                "--layers", "3", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
+#: a PTP job's stop rule (engine/lab/train_curve.py): the held-out acceptance curve gets about
+#: PTP_CURVE_POINTS points over the job's first share; the head stops (and saves, and hands its
+#: seconds on) once the best of the last WINDOW points is less than MIN_GAIN above the point before
+#: them, never before PTP_STOP_MIN_POINTS points (the start's included)
+PTP_CURVE_POINTS = 10
+PTP_STOP_WHEN_FLAT = (3, 0.003)
+PTP_STOP_MIN_POINTS = 6
+
+
+def ptp_curve_args(train_s: float, dry_run: bool = False) -> list[str]:
+    """The curve and stop-rule flags of a PTP job that trains about `train_s` seconds (the dry run:
+    a point every step, its three steps never reach the rule)."""
+    every = "1" if dry_run else f"{max(2.0, train_s / PTP_CURVE_POINTS):.1f}s"
+    w, gain = PTP_STOP_WHEN_FLAT
+    return ["--curve-every", every, "--stop-when-flat", str(w), str(gain), "--stop-min-points", str(PTP_STOP_MIN_POINTS)]
+
+
+def share_of_pool(pool_s: float, jobs: tuple[Job, ...], i: int) -> float:
+    """The part of the seconds earlier jobs left unused (`pool_s`) that job i is given on top of its
+    share: in proportion to its share among the jobs still to run (i and after); the last job, all."""
+    later = sum(j.share for j in jobs[i:])
+    return pool_s if i == len(jobs) - 1 or later <= 0 else pool_s * jobs[i].share / later
+
+
 #: the GPU campaign's jobs, in priority order (text first: the default domain; then code, then protein)
 GPU_JOBS: tuple[Job, ...] = (
     Job("text-asarm", "asarm", "text", 0.45, size=SIZE_CHOICE["chosen"], init="text-asarm"),

@@ -128,7 +128,8 @@ class Curve:
         """train_state.json's fields: the curve with its settings, and why the run stopped early (or null)."""
         return {"acceptance_curve": {
             "what": "mean 1 - TV(p, q) of rows 2..k, fixed held-out valid batch, mask rate 0.95",
-            "every": f"{self.every:g}{'s' if self.unit == 'seconds' else ' steps'}", "windows": self.windows,
+            "every": f"{self.every:g}s" if self.unit == "seconds" else f"{self.every:g} step{'' if self.every == 1 else 's'}",
+            "windows": self.windows,
             "seq_len": self.seq_len,
             "stop_when_flat": None if self.stop is None else {"window": self.stop[0], "min_gain": self.stop[1],
                                                                "min_points": self.min_points},

@@ -100,6 +100,19 @@ def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
                  "eval-text-asarm", "eval-text-ptp1", "eval-text-ptp1-bundled", "fills-text-asarm-new",
                  "fills-text-asarm-bundled", "bench-assd-text-new", "done"):
         assert rows[step]["ok"] is True, rows[step]
+    plan, asarm_job, head_job = rows["train-plan"], rows["train-text-asarm"], rows["train-text-ptp1"]
+    first = dict(plan["jobs"])  # the shares fixed in advance: what each job is first given
+    assert asarm_job["given_s"] == pytest.approx(first["text-asarm"], abs=1)
+    assert asarm_job["used_s"] <= asarm_job["seconds"] + 0.1 and asarm_job["passed_on_s"] > 0  # 3 steps: seconds left
+    assert asarm_job["given_s"] == pytest.approx(asarm_job["used_s"] + asarm_job["passed_on_s"], abs=0.2)
+    assert head_job["given_s"] == pytest.approx(first["text-ptp1"] + asarm_job["passed_on_s"], abs=1)  # handed on
+    assert head_job["passed_on_s"] > 0 and rows["train-end"]["passed_on_s"] == pytest.approx(head_job["passed_on_s"], abs=0.1)
+    curve = head_job["curve"]  # the PTP job's held-out acceptance curve: a point a step, the start's first
+    assert [tok for tok, _ in curve][0] == 0 and len(curve) == 4 and all(0 < acc <= 1 for _, acc in curve)
+    assert head_job["stopped_flat"] is None  # three steps never reach the rule's minimum of points
+    head_state = rows["return-text-ptp1"]["train_state"]
+    assert [p["acceptance"] for p in head_state["acceptance_curve"]["points"]] == [acc for _, acc in curve]
+    assert head_state["acceptance_curve"]["stop_when_flat"]["window"] == 3
     samplers = {x["sampler"] for x in rows["bench-assd-text"]["result"]["rows"]}
     assert {"sequential-cache", "assd-pipelined", "assd-ptp"} <= samplers
     asarm = rows["return-text-asarm"]["train_state"]
@@ -165,6 +178,22 @@ def test_the_gpu_plan_is_fixed_in_advance():
     assert GPU_JOBS[0].name == "text-asarm" and TRAVEL[0].name == "text-asarm"
     b = gpu_budget()
     assert b.total_s <= 480 and b.train_s() > 0.6 * b.total_s
+
+
+def test_unused_seconds_are_handed_on_in_proportion_to_the_shares_left():
+    from engine.lab.campaign_plan import Job, share_of_pool
+
+    jobs = (Job("a", "asarm", "text", 0.5), Job("b", "ptp", "text", 0.3), Job("c", "hybrid", "text", 0.2))
+    assert share_of_pool(10.0, jobs, 1) == pytest.approx(6.0)  # b's 0.3 of the 0.5 still to run
+    assert share_of_pool(4.0, jobs, 2) == 4.0 and share_of_pool(0.0, jobs, 0) == 0.0  # the last job: all
+
+
+def test_a_gpu_ptp_job_measures_about_ten_points_and_stops_when_flat():
+    from engine.lab.campaign_plan import ptp_curve_args
+
+    assert ptp_curve_args(100.0) == ["--curve-every", "10.0s", "--stop-when-flat", "3", "0.003", "--stop-min-points", "6"]
+    assert ptp_curve_args(12.0)[:2] == ["--curve-every", "2.0s"]  # never more often than every 2 s
+    assert ptp_curve_args(12.0, dry_run=True)[:2] == ["--curve-every", "1"]
 
 
 def test_make_gpu_campaign_is_a_thin_wrapper_without_the_venv():
