@@ -15,7 +15,8 @@ P_w(x_j | x_<j) = sum_s alpha_j(s) [min(p_j^s, q_j) + (1 - sum min(p_j^s, q_j)) 
 = P(round start s | x_<j) (`wrong_predictive`). Every start's draft row comes out of the same call
 as the target rows: the fill placed in lattice order, each position j queried given the tokens
 before it (q) and given the tokens before each start s in (j - k, j) (p^s): m + sum min(j, k - 1)
-query rows.
+query rows (beyond MAX_ROWS draft rows, a long span at a large k, in further calls of the same fill:
+DraftRows).
 
 The directed test is the likelihood ratio: L = sum over the N x masked observations of
 log P_w(x_j | x_<j) / q(x_j | x_<j). Under an exact sampler each term, given the tokens before it,
@@ -73,7 +74,7 @@ def window(j: int, k: int) -> range:
     return range(max(0, j - max(1, int(k)) + 1), j)
 
 
-def wrong_predictive(q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor], fill: tuple[int, ...],
+def wrong_predictive(q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor] | DraftRows, fill: tuple[int, ...],
                      k: int) -> tuple[torch.Tensor, list[dict[int, float]]]:
     """The residual rule's exact predictive rows P_w(. | x_<j) along `fill` (shape of q), by the
     forward pass over the round start s, and alpha_j (start -> probability given x_<j) per position.
@@ -134,7 +135,7 @@ def fill_record(lm: LoadedModel, mi, fill: tuple[int, ...], temperature: float, 
     return record_from_oracle(make_oracle(lm, mi, use_cache=False), mi, fill, temperature, k, contrasts)
 
 
-def contrast_law(name: str, q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor], fill: tuple[int, ...],
+def contrast_law(name: str, q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor] | DraftRows, fill: tuple[int, ...],
                  k: int) -> torch.Tensor:
     """The contrast's predictive rows P_w(. | x_<j) along the fill: the forward pass for the
     residual rule, the blocks' draft rows for accept-all."""
@@ -146,6 +147,48 @@ def contrast_law(name: str, q: torch.Tensor, draft: dict[tuple[int, int], torch.
     raise KeyError(name)
 
 
+MAX_ROWS = 512  # draft rows held at once (each a vocabulary-long float64 row): long spans at large k go in parts
+
+
+class DraftRows:
+    """Every position's target row q_j and draft rows p_j^s (s in window(j, k)) along a fill, from
+    the fill placed once in lattice order on a fresh oracle. Up to MAX_ROWS draft rows come out of
+    one call with the target rows; more (a long span at a large k) are asked in calls of consecutive
+    positions as the forward pass reaches them, only one part held at a time, so memory stays
+    bounded whatever the span."""
+
+    def __init__(self, oracle: DensityOracle, drafts: list[tuple[int, int]], k: int, temperature: float,
+                 max_rows: int | None = None):
+        self.oracle, self.drafts, self.temperature = oracle, drafts, temperature
+        max_rows = max_rows or MAX_ROWS
+        m = len(drafts)
+        self.parts: list[list[tuple[int, int]]] = [[]]  # consecutive positions' (j, s) pairs, at most max_rows each
+        for j in range(m):
+            mine = [(j, s) for s in window(j, k)]
+            if self.parts[-1] and len(self.parts[-1]) + len(mine) > max_rows:
+                self.parts.append([])
+            self.parts[-1] += mine
+        self.part_of = {js: i for i, part in enumerate(self.parts) for js in part}
+        targets = [(pos, i) for i, (pos, _) in enumerate(drafts)]
+        first = self.parts[0] if len(self.parts) == 1 else []
+        rows = self._ask(targets + [(drafts[j][0], s) for j, s in first])
+        self.targets = rows[:m]
+        self.held, self.rows = (0, dict(zip(first, rows[m:]))) if first else (-1, {})
+        self.calls = 1
+
+    def _ask(self, queries: list[tuple[int, int]]) -> torch.Tensor:
+        return tempered_probs(self.oracle.call(self.drafts, queries), self.temperature)
+
+    def __getitem__(self, js: tuple[int, int]) -> torch.Tensor:
+        part = self.part_of[js]
+        if part != self.held:
+            pairs = self.parts[part]
+            self.rows = dict(zip(pairs, self._ask([(self.drafts[j][0], s) for j, s in pairs])))
+            self.held = part
+            self.calls += 1
+        return self.rows[js]
+
+
 def record_from_oracle(oracle: DensityOracle, mi, fill: tuple[int, ...], temperature: float, k: int,
                        contrasts: tuple[str, ...] = CONTRASTS) -> FillRecord:
     """One density call over `fill` on a fresh oracle (nothing committed): the target rows (every
@@ -153,12 +196,8 @@ def record_from_oracle(oracle: DensityOracle, mi, fill: tuple[int, ...], tempera
     start it may have), tempered and under the input's rules as every sampler reads them (the oracle
     applies them); the transform intervals and each contrast's log-ratio terms."""
     drafts = list(zip(mi.masked, fill))
-    m = len(drafts)
-    pairs = [(j, s) for j in range(m) for s in window(j, k)]
-    queries = [(pos, i) for i, (pos, _) in enumerate(drafts)] + [(drafts[j][0], s) for j, s in pairs]
-    rows = tempered_probs(oracle.call(drafts, queries), temperature)
-    q = rows[:m]
-    draft = {js: rows[m + i] for i, js in enumerate(pairs)}
+    draft = DraftRows(oracle, drafts, k, temperature)
+    q = draft.targets
     lo, hi = rank_intervals(q, list(fill))
     tok = torch.tensor(fill, dtype=torch.long)[:, None]
     rec = FillRecord(lo, hi, float(torch.log(q.gather(1, tok)).sum()))

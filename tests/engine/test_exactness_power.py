@@ -13,6 +13,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
+from engine.exactness import contrast
 from engine.exactness.contrast import (
     CONTRASTS,
     contrast_rows,
@@ -110,6 +111,23 @@ def test_forward_pass_by_hand():
     assert alphas[2][0] == pytest.approx(kept / (kept + rej)) and alphas[2][2] == pytest.approx(rej / (kept + rej))
     assert w[2].tolist() == pytest.approx((alphas[2][0] * contrast_rows("wrong-assd-residual-from-q", p2, q[2])
                                            + alphas[2][2] * q[2]).tolist())
+
+
+def test_draft_rows_in_parts_give_the_same_record(monkeypatch):
+    """A long span at a large k asks its draft rows in parts (at most MAX_ROWS held at once): the
+    record is the one a single call gives, over more calls of the same fill."""
+    mi = make_input(9, {4: "a"})  # 8 masked positions
+    fill = tuple(SYMS[(3 * i) % 3 - 1] for i in range(8))
+    one = TableOracle(mi, SYMS, SCALE, SALT)
+    whole = record_from_oracle(one, mi, fill, 1.0, 4)
+    monkeypatch.setattr(contrast, "MAX_ROWS", 4)
+    split = TableOracle(mi, SYMS, SCALE, SALT)
+    parts = record_from_oracle(split, mi, fill, 1.0, 4)
+    assert one.calls == 1 and split.calls > 2 and max(len(q) for q in split.queries[1:]) <= 4 + 3
+    for c in CONTRASTS:
+        for key in ("ell", "mu", "var", "drift", "cov"):
+            assert np.allclose(getattr(parts, key)[c], getattr(whole, key)[c]), (c, key)
+    assert parts.log_prob_w == pytest.approx(whole.log_prob_w)
 
 
 def pooled_chi2(counts: collections.Counter, law: dict, n: int) -> float:
