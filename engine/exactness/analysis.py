@@ -65,8 +65,9 @@ def chain_reports(chk: ExactnessCheck, enumerate_max: int) -> CheckResult:
     crecs = contrast_records(chk)
     drawn = sum(chk.done.values()) + sum(sum(c.values()) for c in chk.pilot_counts.values())
     per_draw = (chk.compute_seconds + time.perf_counter() - t0) / max(1, drawn)
-    pw = {c: power(r, n, ALPHA) for c, r in crecs.items()}
-    need = {c: n_for_power(crecs[c], TARGET_POWER, ALPHA, 2 * n, 20_000) for c in CONTRASTS if pw[c] < TARGET_POWER}
+    pw = {c: power(r, n, ALPHA, own=c) for c, r in crecs.items()}
+    need = {c: n_for_power(crecs[c], TARGET_POWER, ALPHA, 2 * n, 20_000, own=c) for c in CONTRASTS
+            if pw[c] < TARGET_POWER}
     help_ = advice(pw, need, per_draw, len(chk.names), m)
     cache: dict[Fill, FillRecord] = chk.__dict__["_fill_records"]
     exact = {f: math.exp(r.log_prob) for f, r in cache.items()}

@@ -248,7 +248,7 @@ class ExactnessCheck:
             left = self.budget.max_seconds - self.compute_seconds
             cap = min(cap, int(left / (per_draw * 1.5 * len(self.names))))  # 1.5: the draws' own density calls
         cap = max(cap, AUTO_PILOT)
-        need = {c: n_for_power(r, AUTO_POWER, ALPHA, 25, cap) for c, r in recs.items()}
+        need = {c: n_for_power(r, AUTO_POWER, ALPHA, 25, cap, own=c) for c, r in recs.items()}
         if all(v is not None for v in need.values()):
             n = max(AUTO_PILOT, *[v for v in need.values() if v is not None])
             self.chosen = (f"auto: N = {n:,}, the smallest that reaches power {AUTO_POWER:g} against "

@@ -7,8 +7,16 @@ smallest of the 1 + contrasts p-values, times their number.
 
 Power is estimated by simulating the contrast: a contrast's own draws (the wrong sampler's draws
 in this check, or a pilot of them) are resampled N at a time, each resample tested like a real
-check; the share flagged at the level is the power. A "consistent" is only worth its power, so
-every verdict carries it, and `n_for_power` says which N would reach a target.
+check; the share flagged at the level is the power. The likelihood ratios are not resampled as
+drawn: given the tokens before it, each term's conditional mean and the covariance of the
+contrasts' terms under the rule whose draws these are are known (FillRecord.drift, cov), so a
+resample's centred sums are their summed drifts plus one joint normal draw of their summed
+covariance (the martingale CLT under the rule; Rao-Blackwell). Reusing the drawn terms' own noise
+in every resample states, from a pilot whose noise happened to push the statistic up (or down), a
+power and an N for a target that fresh checks do not reach; and simulating one ratio apart from
+the other loses their correlation (0.8 on the table model), which overstates the Bonferroni
+combination. Only the KS part is resampled as drawn. A "consistent" is only worth its power, so every verdict carries it,
+and `n_for_power` says which N would reach a target.
 
 Its own module because these are plain numbers (arrays in, probabilities out), read by the check,
 the CLI, the app and their tests alike."""
@@ -34,13 +42,17 @@ AUTO_POWER = 0.9  # what --samples auto aims for
 @dataclass
 class Records:
     """A sampler's draws as arrays: transform intervals [draws, masked], and the log-ratio terms,
-    their exact-sampling means and variances [draws, contrasts, masked]."""
+    their exact-sampling means and variances [draws, contrasts, masked]; under each contrast's law,
+    every contrast's drift [draws, law, contrasts, masked] and covariance [draws, law, contrasts,
+    contrasts, masked]."""
 
     lo: np.ndarray
     hi: np.ndarray
     ell: np.ndarray
     mu: np.ndarray
     var: np.ndarray
+    drift: np.ndarray
+    cov: np.ndarray
 
     @classmethod
     def of(cls, recs: list[FillRecord], masked: int) -> Records:
@@ -48,16 +60,19 @@ class Records:
         if not recs:
             z = np.zeros((0, masked))
             c = np.zeros((0, len(CONTRASTS), masked))
-            return cls(z, z.copy(), c, c.copy(), c.copy())
+            n = len(CONTRASTS)
+            return cls(z, z.copy(), c, c.copy(), c.copy(), np.zeros((0, n, n, masked)), np.zeros((0, n, n, n, masked)))
         arr = lambda key: np.array([[getattr(r, key)[c] for c in CONTRASTS] for r in recs])  # noqa: E731
-        return cls(np.array([r.lo for r in recs]), np.array([r.hi for r in recs]), arr("ell"), arr("mu"), arr("var"))
+        return cls(np.array([r.lo for r in recs]), np.array([r.hi for r in recs]), arr("ell"), arr("mu"), arr("var"),
+                   arr("drift"), arr("cov"))
 
     def __len__(self) -> int:
         return int(self.lo.shape[0])
 
     def take(self, rows: np.ndarray) -> Records:
         """The records of the given rows: one bootstrap resample of the fills."""
-        return Records(self.lo[rows], self.hi[rows], self.ell[rows], self.mu[rows], self.var[rows])
+        return Records(self.lo[rows], self.hi[rows], self.ell[rows], self.mu[rows], self.var[rows],
+                       self.drift[rows], self.cov[rows])
 
 
 @dataclass
@@ -71,12 +86,14 @@ class ChainFit:
     observations: int
 
 
-def chain_fit(rec: Records, seed: int = 0) -> ChainFit:
-    """The combined p-value: Bonferroni over the KS test and each contrast's likelihood ratio."""
+def chain_fit(rec: Records, seed: int = 0, centred: dict[str, float] | None = None) -> ChainFit:
+    """The combined p-value: Bonferroni over the KS test and each contrast's likelihood ratio.
+    `centred` (power's simulation only): a contrast's centred sum given, in place of the drawn one."""
     u = transforms(Intervals(rec.lo, rec.hi), np.random.default_rng(seed))
     d = ks_distance(u)
     pk = ks_p(d, u.size)
-    lr = {c: lr_p(float(rec.ell[:, j].sum()), float(rec.mu[:, j].sum()), float(rec.var[:, j].sum()))
+    centred = centred or {}
+    lr = {c: lr_p(centred.get(c, float(rec.ell[:, j].sum() - rec.mu[:, j].sum())), 0.0, float(rec.var[:, j].sum()))
           for j, c in enumerate(CONTRASTS)}
     tests = 1 + len(lr)
     return ChainFit(min(1.0, tests * min([pk, *lr.values()])), pk, d, lr, int(u.size))
@@ -95,30 +112,41 @@ def position_p(rec: Records, seed: int = 0) -> list[float]:
     return out
 
 
-def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int = 0) -> float:
-    """The share of `reps` simulated checks of n draws (resampled from `rec`, a contrast's draws)
-    whose combined p-value is below alpha."""
+def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int = 0, own: str | None = None) -> float:
+    """The share of `reps` simulated checks of n draws (resampled from `rec`, draws of the contrast
+    `own`) whose combined p-value is below alpha. The likelihood ratio against `own` is simulated
+    (and every other) is simulated from the terms' drifts and covariances under `own` (see the
+    module's note); None resamples every part as drawn."""
     if len(rec) == 0 or n < 1:
         return 0.0
     rng = np.random.default_rng(seed)
+    j = CONTRASTS.index(own) if own is not None else None
     hits = 0
     for i in range(reps):
-        hits += chain_fit(rec.take(rng.integers(0, len(rec), n)), seed=seed + 1 + i).p_value < alpha
+        part = rec.take(rng.integers(0, len(rec), n))
+        centred = None
+        if j is not None:
+            shift = part.drift[:, j].sum(axis=(0, 2))
+            cov = part.cov[:, j].sum(axis=(0, 3))
+            noise = rng.multivariate_normal(np.zeros(len(shift)), cov, method="eigh")
+            centred = {c: float(x) for c, x in zip(CONTRASTS, shift + noise)}
+        hits += chain_fit(part, seed=seed + 1 + i, centred=centred).p_value < alpha
     return hits / reps
 
 
-def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int, reps: int = 60) -> int | None:
+def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int, reps: int = 60,
+                own: str | None = None) -> int | None:
     """The smallest N above start // 2 on a doubling grid from `start` (at most `cap`) whose power
     reaches `target`, refined by bisection to about 10%; None if even `cap` does not. `reps` simulated checks per
     point: enough to place N, not to state a power (power() states it)."""
     lo, n = max(0, start // 2), max(1, start)  # below start // 2 is not asked: the caller knows it falls short
-    while power(rec, n, alpha, reps=reps) < target:
+    while power(rec, n, alpha, reps=reps, own=own) < target:
         if n >= cap:
             return None
         lo, n = n, min(cap, 2 * n)
     while n - lo > max(10, n // 10):
         mid = (lo + n) // 2
-        lo, n = (lo, mid) if power(rec, mid, alpha, reps=reps) >= target else (mid, n)
+        lo, n = (lo, mid) if power(rec, mid, alpha, reps=reps, own=own) >= target else (mid, n)
     return n
 
 
