@@ -147,6 +147,12 @@ def n_for_power(rec: Records, target: float, alpha: float, start: int, cap: int,
     while n - lo > max(10, n // 10):
         mid = (lo + n) // 2
         lo, n = (lo, mid) if power(rec, mid, alpha, reps=reps, own=own) >= target else (mid, n)
+    # the bisection's few simulated checks place N within their noise, which lands on either side of
+    # the target: confirm with five times as many, and step up by a tenth until it holds
+    while power(rec, n, alpha, reps=5 * reps, own=own) < target:
+        if n >= cap:
+            return None
+        n = min(cap, n + max(10, n // 10))
     return n
 
 
