@@ -18,7 +18,8 @@ def studio(tmp_path_factory):
 
 def test_nothing_is_stored_until_both_sides_have_ended(studio):
     text = "The cat [MASK:12] mat."
-    sid, (a, b) = compare.pair(form(text=text, sampler="assd", k=6), form(text=text, sampler="sequential"), "v1")
+    sid, (a, b) = compare.pair(form(text=text, sampler="assd", k=6, seed=11),
+                               form(text=text, sampler="sequential", seed=12), "v1")
     frames = compare._alternate(a, b, sid)
     while not a.done:  # assd (6 tokens a round) ends well before sequential (one a round)
         next(frames)
@@ -29,6 +30,11 @@ def test_nothing_is_stored_until_both_sides_have_ended(studio):
     runs = app_store.store().get_session(sid).runs
     assert [r.sampler for r in runs] == ["assd", "sequential"] and [r.status for r in runs] == ["ok", "ok"]
     assert (a.run_id, b.run_id) == (runs[0].id, runs[1].id)
+    # each side with its own seed and its own result, as it ended
+    assert [r.seed for r in runs] == [a.run.seed, b.run.seed] == [11, 12]
+    assert [(r.completed_text, r.masked_tokens, r.logprob, r.wall_seconds) for r in runs] == [
+        (lv.result.text, lv.result.masked_tokens, lv.result.log_prob, lv.result.seconds) for lv in (a, b)]
+    assert runs[0].completed_text.startswith("The cat ") and runs[0].masked_tokens == 12
 
 
 def test_a_failed_side_is_stored_with_its_status_beside_the_other(studio, monkeypatch):

@@ -65,6 +65,11 @@ MODULES: dict[str, list[str]] = {
     "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
     "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
 }
+# seconds added to a mutant's tests' measured time before the timeout multiplier (mutmut's timeout_constant,
+# default 1): mutmut measures only the tests' call phase, so a module-scoped fixture's set-up and the imports are
+# not in its estimate; test_compare_atomic's tiny studio takes about 5 s to set up (about 15 s for the file on the
+# 2-core CPU), and at 1 s its sound and equivalent mutants were "killed by timeout" at an 8.5 s limit
+TIMEOUT_CONSTANT: dict[str, float] = {"storage/recorder.py": 5.0, "storage/repository.py": 5.0}
 # the whole program is copied (tests import across packages); only the module under test is mutated
 COPY = ["engine", "app", "storage", "tools", "tests", "pyproject.toml"]
 LINKS = ["assets"]  # large and read-only: linked, not copied
@@ -114,10 +119,11 @@ def prepare(module: str, tests: list[str], resume: bool = False) -> Path:
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "--timeout=300"]\n'
         'process_isolation = "forkserver"\n'
-        # a mutant's wall-clock limit is timeout_multiplier x (its tests' clean time + 1 s) (the fork
+        # a mutant's wall-clock limit is timeout_multiplier x (its tests' clean time + timeout_constant s) (the fork
         # server's limit; CPU: twice that). mutmut's default 15 lets one hanging mutant take minutes;
         # too low and a loaded machine "kills" sound mutants by timeout (see docs/TESTING.md)
         f"timeout_multiplier = {float(os.environ.get('MUTATION_TIMEOUT_MULTIPLIER', '6'))}\n"
+        f"timeout_constant = {float(os.environ.get('MUTATION_TIMEOUT_CONSTANT', TIMEOUT_CONSTANT.get(module, 1.0)))}\n"
         "use_git_change_detection = false\n"
     )
     (work / "pyproject.toml").write_text((work / "pyproject.toml").read_text() + conf)

@@ -26,6 +26,7 @@ from engine.budget import BudgetExceededError
 from engine.trace import Step, StepKind
 from storage import NewSession, RunRecorder, StorageInputError, Store, new_share_id, open_store
 from storage import db as sdb
+from storage.recorder import RunGroup
 
 K = StepKind
 NASTY = "x'); DROP TABLE runs; --\"<b>"
@@ -251,6 +252,60 @@ def test_bad_runs_are_refused_before_any_write(store: Store):
     assert (count(store, "runs"), count(store, "steps")) == (0, 0)
 
 
+def test_record_runs_stores_a_session_and_its_runs_in_order_row_by_row(store: Store):
+    """A comparison's runs (Store.record_runs, what RunGroup.commit calls): the session and every run
+    in one transaction, in the order given, each run's fields as record_run stores them, the ones a
+    run leaves out at record_run's defaults."""
+    sid = new_share_id()
+    new = NewSession("compare", "m4", "a [MASK:2]", [{"start": 2, "end": 10}])
+    ids = store.record_runs(sid, [
+        dict(sampler="assd", params={"k": 2}, seed=7, trace=TRACE, completed_text="a b", masked_tokens=9,
+             wall_seconds=1.5, logprob=-2.0, status="stopped", error="over budget"),
+        dict(sampler="sequential", params={}, seed=None, trace=[]),  # every field left at its default
+        dict(sampler="mdm", params={"steps": 3}, seed=0, trace=TRACE[:6], status="failed", error="E: x"),
+    ], session=new)
+    assert rows(store, "SELECT share_id, domain, model, text FROM sessions") == [(sid, "compare", "m4", "a [MASK:2]")]
+    assert store.get_session(sid).spans == [{"start": 2, "end": 10}]
+    assert ids[0] < ids[1] < ids[2]
+    assert rows(store, "SELECT id, sampler, params_key, seed, status, error, completed_text, masked_tokens,"
+                       " wall_seconds, logprob, calls, rounds, accepted, rejected, resampled FROM runs ORDER BY id") == [
+        (ids[0], "assd", '{"k":2}', "7", "stopped", "over budget", "a b", 9, 1.5, -2.0, 4.0, 2, 3, 1, 1),
+        (ids[1], "sequential", "{}", None, "ok", None, "", 0, 0.0, None, 0.0, 0, 0, 0, 0),
+        (ids[2], "mdm", '{"steps":3}', "0", "failed", "E: x", "", 2, 0.0, None, 2.0, 1, 1, 1, 1)]
+    assert rows(store, "SELECT run_id, COUNT(*) FROM steps GROUP BY run_id ORDER BY run_id") == [
+        (ids[0], len(TRACE)), (ids[2], 6)]
+    assert rows(store, "SELECT run_id, rank, accepted, rejected FROM rank_stats ORDER BY run_id, rank") == [
+        (ids[0], 0, 1, 0), (ids[0], 1, 1, 1), (ids[2], 1, 0, 1)]  # an untested draft is not counted
+    assert rows(store, "SELECT run_id, round, tokens, calls FROM round_stats ORDER BY run_id, round") == [
+        (ids[0], 0, 2, 2.0), (ids[0], 1, 3, 2.0), (ids[2], 0, 2, 2.0)]
+    assert [r.id for r in store.get_session(sid).runs] == ids
+    assert store.get_run(ids[0]).steps == TRACE
+    # a stored session is joined, untouched by another NewSession; no session given: the same
+    more = store.record_runs(sid, [dict(sampler="x", params={}, seed=1, trace=[])],
+                             session=NewSession("text", "other", "y", []))
+    again = store.record_runs(sid, [dict(sampler="y", params={}, seed=2, trace=[])])
+    assert [r.id for r in store.get_session(sid).runs] == ids + more + again and more[0] < again[0]
+    assert count(store, "sessions") == 1 and store.get_session(sid).model == "m4"
+
+
+def test_record_runs_writes_nothing_unless_every_run_and_the_session_are_good(store: Store):
+    """One bad run refuses them all, before anything is written, session included; an unknown or
+    malformed share id is refused with record_run's messages."""
+    good = dict(sampler="assd", params={}, seed=1, trace=TRACE)
+    new = NewSession("compare", "m", "x", [])
+    sid = new_share_id()
+    for bad, message in [(dict(sampler=""), "sampler must not be empty"),
+                         (dict(status="done"), "status must be one of"),
+                         (dict(completed_text=None), "completed_text must be a string")]:
+        with pytest.raises(StorageInputError, match=message):
+            store.record_runs(sid, [good, {**good, **bad}], session=new)
+    with pytest.raises(LookupError, match=r"^unknown session \(malformed share id\)$"):
+        store.record_runs("short", [good], session=new)
+    with pytest.raises(LookupError, match=rf"^unknown session '{sid}'$"):
+        store.record_runs(sid, [good])  # no session given, none stored
+    assert [count(store, t) for t in ("sessions", "runs", "steps", "rank_stats", "round_stats")] == [0, 0, 0, 0, 0]
+
+
 def test_user_text_is_bound_not_spliced(store: Store):
     sid = store.create_session("text", "m", "x", [])
     evil = "1' OR '1'='1"
@@ -275,6 +330,10 @@ class Sink:
     def record_run(self, *args: Any, **kw: Any) -> int:
         self.calls.append((args, kw))
         return 41
+
+    def record_runs(self, share_id: str, runs: list[dict[str, Any]], session: Any = None) -> list[int]:
+        self.calls.append(((share_id, runs), {"session": session}))
+        return [41 + i for i in range(len(runs))]
 
 
 @pytest.fixture
@@ -348,6 +407,33 @@ def test_a_discarded_recorder_stores_nothing(clock):
     assert sink.calls == [] and rec2.run_id is None
     fresh = RunRecorder(sink, "SID", "assd", {}, 1)
     assert (fresh.discarded, fresh.steps, fresh.run_id) == (False, [], None)
+
+
+def test_a_group_stores_every_side_once_in_side_order_with_its_seed_and_result(clock):
+    """A comparison's sides (RunGroup): nothing reaches the sink until every side has ended and
+    commit() is called; then one record_runs call, in side order whatever order they ended in, each
+    side with its own seed, status and result fields; each recorder learns its run id; a second
+    commit() stores nothing more."""
+    sink, new = Sink(), NewSession("compare", "m", "x", [])
+    group = RunGroup(sink, "SID", 2, session=new)
+    b = group.recorder(1, "sequential", {}, 5)
+    a = group.recorder(0, "assd", {"k": 2}, 7)
+    with b:  # side B ends first, without finish(): cancelled, its wall time measured
+        b.add(TRACE[0])
+    assert group.commit() is None and sink.calls == [] and b.run_id is None  # side A has not ended
+    with a:
+        assert list(a.wrap(iter(TRACE[:3]))) == TRACE[:3]
+        a.finish(completed_text="abc", masked_tokens=3, logprob=-1.5, wall_seconds=0.0)
+    assert sink.calls == []  # both ended: still nothing stored before commit()
+    assert group.commit() == [41, 42]
+    assert sink.calls == [(("SID", [
+        {"sampler": "assd", "params": {"k": 2}, "seed": 7, "trace": TRACE[:3], "status": "ok", "error": None,
+         "completed_text": "abc", "masked_tokens": 3, "logprob": -1.5, "wall_seconds": 0.0},
+        {"sampler": "sequential", "params": {}, "seed": 5, "trace": TRACE[:1], "status": "cancelled",
+         "error": None, "wall_seconds": 2.5}]), {"session": new})]
+    assert sink.calls[0][1]["session"] is new
+    assert (a.run_id, b.run_id) == (41, 42)
+    assert group.commit() is None and len(sink.calls) == 1  # stored once: a second commit writes nothing
 
 
 def test_store_recorder_writes_one_run_and_creates_its_session(store: Store):
