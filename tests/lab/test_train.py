@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from engine.lab import train
+from tests.support.tiny import write_protein_corpus
 
 TINY = ["--kind", "asarm", "--domain", "protein", "--hidden", "16", "--layers", "2", "--heads", "2", "--ffn", "32",
         "--seq-len", "16", "--batch", "2", "--threads", "1", "--save-minutes", "100"]
@@ -18,13 +18,7 @@ TINY = ["--kind", "asarm", "--domain", "protein", "--hidden", "16", "--layers", 
 
 @pytest.fixture
 def corpus(tmp_path, monkeypatch):
-    root = tmp_path / "data" / "corpora" / "protein"
-    root.mkdir(parents=True)
-    rng = random.Random(0)
-    for split in ("train", "valid"):
-        rows = ["".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(80)) for _ in range(30)]
-        (root / f"{split}.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n"
-                                                     for i, t in enumerate(rows)))
+    write_protein_corpus(tmp_path / "data")
     monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("INFILL_DEVICE", "cpu")
     return tmp_path

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 
 import pytest
 
 from engine.lab import train
 from engine.lab.train_curve import every_arg, flat
+from tests.support.tiny import write_protein_corpus
 
 RISING = [0.30, 0.32, 0.34, 0.36, 0.38, 0.40, 0.42, 0.44]
 FLAT = [0.30, 0.35, 0.38, 0.40, 0.401, 0.400, 0.402, 0.401]
@@ -50,13 +50,7 @@ def test_curve_every_reads_steps_or_seconds():
 def teacher(tmp_path_factory):
     """A tiny protein AS-ARM (2 steps) on a tiny corpus; INFILL_* set for the module's runs."""
     tmp = tmp_path_factory.mktemp("curve")
-    root = tmp / "data" / "corpora" / "protein"
-    root.mkdir(parents=True)
-    rng = random.Random(0)
-    for split in ("train", "valid"):
-        rows = ["".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(80)) for _ in range(30)]
-        (root / f"{split}.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n"
-                                                     for i, t in enumerate(rows)))
+    write_protein_corpus(tmp / "data")
     old = {k: os.environ.get(k) for k in ("INFILL_DATA_DIR", "INFILL_DEVICE")}
     os.environ.update(INFILL_DATA_DIR=str(tmp / "data"), INFILL_DEVICE="cpu")
     try:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import random
 from pathlib import Path
 
 import torch
@@ -14,6 +16,18 @@ from engine.inputs.tokenization import Codec, char_tokenizer
 from engine.models.asarm import AsArmConfig, AsArmModel
 
 ALPHABET = "abc"
+
+
+def write_protein_corpus(data_dir: Path, docs: int = 30, length: int = 80) -> None:
+    """data_dir/corpora/protein/{train,valid}.jsonl of random sequences: enough for a training run of a
+    few steps on the CPU (the trainer tests point INFILL_DATA_DIR at data_dir)."""
+    root = data_dir / "corpora" / "protein"
+    root.mkdir(parents=True)
+    rng = random.Random(0)
+    for split in ("train", "valid"):
+        rows = ["".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(length)) for _ in range(docs)]
+        (root / f"{split}.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n"
+                                                     for i, t in enumerate(rows)))
 
 
 def tiny_codec() -> Codec:
