@@ -17,6 +17,7 @@ import pytest
 
 from engine.lab import campaign_pack as pack
 from engine.lab.campaign_plan import GPU_JOBS, TRAVEL, Travel, gpu_budget
+from tests.support.tiny import cpu_data_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("app", "storage", "gradio", "sqlalchemy", "plotly")
@@ -52,9 +53,7 @@ def bundled(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("campaign")
     text_corpus(tmp / "data")
-    old = {k: os.environ.get(k) for k in ("INFILL_DATA_DIR", "INFILL_DEVICE")}
-    os.environ.update(INFILL_DATA_DIR=str(tmp / "data"), INFILL_DEVICE="cpu")
-    try:
+    with cpu_data_env(tmp / "data"):
         small = ["--hidden", "16", "--layers", "2", "--heads", "2", "--ffn", "32", "--seq-len", "32", "--batch", "2",
                  "--threads", "1", "--steps", "2", "--minutes", "5", "--quiet"]
         assert train.cli(["--kind", "asarm", "--domain", "text", "--out", str(tmp / "models" / "text-asarm"),
@@ -62,9 +61,6 @@ def bundled(tmp_path_factory):
         assert train.cli(["--kind", "ptp", "--domain", "text", "--teacher", str(tmp / "models" / "text-asarm"),
                           "--out", str(tmp / "models" / "text-ptp1"), "--ptp-mode", "onepass", "--k", "3",
                           *small[2:]]) == 0
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     return tmp
 
 

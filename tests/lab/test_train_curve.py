@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 import pytest
 
 from engine.lab import train
 from engine.lab.train_curve import every_arg, flat
-from tests.support.tiny import write_protein_corpus
+from tests.support.tiny import cpu_data_env, write_protein_corpus
 
 RISING = [0.30, 0.32, 0.34, 0.36, 0.38, 0.40, 0.42, 0.44]
 FLAT = [0.30, 0.35, 0.38, 0.40, 0.401, 0.400, 0.402, 0.401]
@@ -51,16 +50,11 @@ def teacher(tmp_path_factory):
     """A tiny protein AS-ARM (2 steps) on a tiny corpus; INFILL_* set for the module's runs."""
     tmp = tmp_path_factory.mktemp("curve")
     write_protein_corpus(tmp / "data")
-    old = {k: os.environ.get(k) for k in ("INFILL_DATA_DIR", "INFILL_DEVICE")}
-    os.environ.update(INFILL_DATA_DIR=str(tmp / "data"), INFILL_DEVICE="cpu")
-    try:
+    with cpu_data_env(tmp / "data"):
         assert train.cli(["--kind", "asarm", "--domain", "protein", "--hidden", "16", "--layers", "2", "--heads", "2",
                           "--ffn", "32", "--seq-len", "16", "--batch", "2", "--threads", "1", "--steps", "2",
                           "--out", str(tmp / "teacher"), "--quiet"]) == 0
         yield tmp
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 def head_args(tmp, out: str) -> list[str]:

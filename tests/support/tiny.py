@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -28,6 +30,19 @@ def write_protein_corpus(data_dir: Path, docs: int = 30, length: int = 80) -> No
         rows = ["".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(length)) for _ in range(docs)]
         (root / f"{split}.jsonl").write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n"
                                                      for i, t in enumerate(rows)))
+
+
+@contextmanager
+def cpu_data_env(data_dir: Path):
+    """INFILL_DATA_DIR at data_dir and INFILL_DEVICE=cpu while inside (module-scoped fixtures, where
+    pytest's monkeypatch is not at hand); the old values come back after."""
+    old = {k: os.environ.get(k) for k in ("INFILL_DATA_DIR", "INFILL_DEVICE")}
+    os.environ.update(INFILL_DATA_DIR=str(data_dir), INFILL_DEVICE="cpu")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 def tiny_codec() -> Codec:
