@@ -293,7 +293,7 @@ def cli(argv: list[str]) -> int:
     # given), so its time left is the schedule's; the --minutes budget left is shown beside it
     pbar = bar(total=sched.horizon or None, desc=f"train {a.kind}/{a.domain}", unit="step")
     pbar.update(step)
-    curve = a.curve = None if not a.curve_every else Curve(
+    curve = None if not a.curve_every else Curve(
         base, valid, a.seq_len, codec.bos_id, a.curve_every, a.curve_windows, a.stop_when_flat, a.stop_min_points,
         resumed.get("acceptance_curve"))
     ran_s = 60 * resumed.get("minutes", 0.0)  # a --resume'd run's curve goes on from its seconds
@@ -334,13 +334,15 @@ def cli(argv: list[str]) -> int:
             if curve.flat_now():
                 break
         if now - last_save > a.save_minutes * 60:
-            save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+            save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed,
+                            curve)
             last_save = time.time()
     pbar.close()
     if curve and curve.points[-1]["step"] != step:  # the end point (the run's last weights)
         curve.measure(step, a.tokens_before + meter.tokens, time.time() - t0, ran_s, opt.param_groups[0]["lr"])
     acc.print(f"trained {meter.tokens:,} tokens in {time.time() - t0:.0f}s: {meter.rate():,.0f} tokens/s")
-    save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed)
+    save_checkpoint(base, codec, out, a, step, ema, t0, n_params, valid, sched, opt, gen, mask_gen, resumed,
+                    curve)
     return 0
 
 

@@ -53,7 +53,7 @@ def compact(folder: Path) -> None:
 
 
 def save_checkpoint(model, codec: Codec, out: Path, a, step: int, ema, t0: float, n_params: int, valid,
-                    sched=None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None) -> None:
+                    sched=None, opt=None, gen=None, mask_gen=None, resumed: dict | None = None, curve=None) -> None:
     """Write the complete checkpoint folder (what a run cut short still leaves usable) and its
     train_state.json: the run's settings, losses, schedule, hardware and throughput."""
     out.mkdir(parents=True, exist_ok=True)
@@ -88,8 +88,8 @@ def save_checkpoint(model, codec: Codec, out: Path, a, step: int, ema, t0: float
         "precision": getattr(a, "precision", "auto"),
         **_speed_state(a),
     }
-    if getattr(a, "curve", None) is not None:  # a PTP head's held-out acceptance curve (engine/lab/train_curve.py)
-        state.update(a.curve.state())
+    if curve is not None:  # a PTP head's held-out acceptance curve (engine/lab/train_curve.py)
+        state.update(curve.state())
     if getattr(a, "init", None):
         state["init"] = str(a.init)
     (out / "train_state.json").write_text(json.dumps(state, indent=2))

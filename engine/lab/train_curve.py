@@ -66,7 +66,12 @@ def flat(curve: list[float], window: int, min_gain: float, min_points: int) -> b
     best of the window, not its last point, keeps a run that still rises through the jitter of SGD."""
     if len(curve) < max(min_points, window + 1):
         return False
-    return max(curve[-window:]) - curve[-window - 1] < min_gain
+    return window_gain(curve, window) < min_gain
+
+
+def window_gain(curve: list[float], window: int) -> float:
+    """How far the best of the last `window` points rose above the point just before them."""
+    return max(curve[-window:]) - curve[-window - 1]
 
 
 class Curve:
@@ -117,7 +122,7 @@ class Curve:
         values = [p["acceptance"] for p in self.points]
         if not flat(values, window, min_gain, self.min_points):
             return False
-        gain = max(values[-window:]) - values[-window - 1]
+        gain = window_gain(values, window)
         last = self.points[-1]
         self.stopped = {"step": last["step"], "tokens": last["tokens"], "seconds": last["seconds"],
                         "reason": f"gained {gain:+.4f} < {min_gain} over the last {window} points"}
