@@ -57,9 +57,16 @@ def contrast_rows(name: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     if name == "wrong-assd-accept-all":
         return p
     if name == "wrong-assd-residual-from-q":
-        both = torch.minimum(p, q)
-        return both + (1.0 - both.sum(dim=-1, keepdim=True)) * q
+        both, rejected = kept_and_rejected(p, q)
+        return both + rejected * q
     raise KeyError(name)
+
+
+def kept_and_rejected(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A drafted position's two parts: min(p, q), the law of a kept draft, and the mass of a
+    rejection, 1 - sum min(p, q) (what the residual rule then draws from q)."""
+    both = torch.minimum(p, q)
+    return both, (1.0 - both.sum(dim=-1, keepdim=True)).clamp_min(0.0)
 
 
 def round_starts(m: int, k: int) -> list[int]:
@@ -93,8 +100,8 @@ def wrong_predictive(q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor]
                 parts[s] = (q[j], 0.0)
                 row += a * q[j]
                 continue
-            both = torch.minimum(draft[(j, s)], q[j])
-            rej = max(0.0, 1.0 - float(both.sum()))
+            both, rejected = kept_and_rejected(draft[(j, s)], q[j])
+            rej = float(rejected)
             parts[s] = (both, rej)
             row += a * (both + rej * q[j])
         out[j] = row
