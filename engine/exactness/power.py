@@ -114,9 +114,9 @@ def position_p(rec: Records, seed: int = 0) -> list[float]:
 
 def power(rec: Records, n: int, alpha: float, reps: int = POWER_REPS, seed: int = 0, own: str | None = None) -> float:
     """The share of `reps` simulated checks of n draws (resampled from `rec`, draws of the contrast
-    `own`) whose combined p-value is below alpha. The likelihood ratio against `own` is simulated
-    (and every other) is simulated from the terms' drifts and covariances under `own` (see the
-    module's note); None resamples every part as drawn."""
+    `own`) whose combined p-value is below alpha. Every contrast's likelihood ratio is simulated
+    from the terms' drifts and covariances under `own`'s law (see the module's note); with `own`
+    None every part is resampled as drawn."""
     if len(rec) == 0 or n < 1:
         return 0.0
     rng = np.random.default_rng(seed)
