@@ -147,7 +147,8 @@ def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) 
 
 def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: int, samples: int,
                    samplers: list[str], seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
-                   cost_model: bool = True, draft_model: str | None = None, windows: list | None = None) -> dict:
+                   cost_model: bool = True, draft_model: str | None = None, windows: list | None = None,
+                   partial: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
@@ -158,8 +159,15 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
     lm = model if isinstance(model, LoadedModel) else load(model)
     inputs, src = (windows, None) if windows is not None else bench_inputs(lm, inputs_file, length, mask_rate,
                                                                           samples, seed)
-    measured = shard_map(lambda i, mi: _measure_one(lm, mi, samplers, k, seed + i, temperature, draft_model),
-                         inputs,
+
+    def measure(i: int, mi) -> dict:
+        one = _measure_one(lm, mi, samplers, k, seed + i, temperature, draft_model)
+        if partial:  # each input's measurement the moment it exists: a run cut short keeps what it measured
+            with open(partial, "a") as f:
+                f.write(json.dumps({"input": i, "k": k, "seed": seed + i, "measured": one}) + "\n")
+        return one
+
+    measured = shard_map(measure, inputs,
                          desc=f"bench assd {lm.name}: {len(samplers)} samplers per input")
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
@@ -251,6 +259,8 @@ def cli(argv: list[str]) -> int:
                          "over --samples random windows of --length tokens (keep it short: e.g. 64)")
     ap.add_argument("--draft-model", default=None,
                     help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
+    ap.add_argument("--partial", default=None, metavar="FILE.jsonl",
+                    help="append each input's raw measurement to this file as it is measured")
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
@@ -273,7 +283,7 @@ def cli(argv: list[str]) -> int:
         windows = random_windows(model, a.length, a.mask_rate, a.samples, a.seed)
     results = [run_assd_bench(model, a.length, a.mask_rate, k, a.samples, a.samplers.split(","), a.seed,
                               inputs_file=a.inputs, draft_model=a.draft_model, windows=windows,
-                              cost_model=not a.xlnet_base_random) for k in ks]
+                              cost_model=not a.xlnet_base_random, partial=a.partial) for k in ks]
     if not is_main():
         return 0  # the main process prints what every process measured
     res = results[0] if len(results) == 1 else {"sweep": results, "best_k": best_k(results)}

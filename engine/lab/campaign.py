@@ -25,17 +25,28 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from . import campaign_pack as pack
 from .campaign_plan import (
+    CAMPAIGN_S,
+    CHECKPOINT_EVERY_S,
     DRY_JOBS,
+    DRY_SIZES,
     GPU_JOBS,
+    JOB_OVERHEAD_S,
+    PROBE_S,
     RETURN_FILE_MIB,
     RETURN_FILES,
     RETURN_TOTAL_MIB,
+    TEXT_JOBS,
+    TEXT_SIZES,
+    TEXT_TRAVEL,
+    TRAVEL,
     Budget,
     Job,
+    choose_text_size,
     dry_budget,
     gpu_budget,
     ptp_curve_args,
@@ -79,7 +90,7 @@ class Campaign:
         self.work = Path(a.work)
         self.models_dir = Path(a.models_dir)
         self.data_dir = Path(a.data_dir)
-        self.budget: Budget = dry_budget(a.seconds) if a.dry_run else gpu_budget(a.seconds)
+        self.budget: Budget = dry_budget(a.seconds) if a.dry_run else gpu_budget(a.seconds, a.plan)
         self.t0 = time.monotonic()
         self.fail = set(a.fail or [])
         self.returned: list[Path] = []
@@ -125,11 +136,12 @@ class Campaign:
 
     # -- the guard -----------------------------------------------------------------------------
     def guard(self, step: str, cmd: list[str], cap_s: float, want_json: bool = False, given_s: float | None = None,
-              after=None) -> dict:
+              after=None, tick=None) -> dict:
         """Run one step as its own process within min(cap_s, time left): a failure, a timeout or
         unreadable output is recorded and the campaign goes on. `given_s`: the seconds the step was
         given (a training job); its record adds used_s and passed_on_s (what it left unused).
-        `after`: a callable whose fields (read once the process ended) join the record."""
+        `after`: a callable whose fields (read once the process ended) join the record. `tick`: called
+        about every second while the process runs (a training job's checkpoints go out with it)."""
         limit = min(cap_s, self.left() - self.budget.reserve_s)
         if limit < 3:
             return self.record(step, ok=False, skipped=f"no time left ({self.left():.0f}s)",
@@ -148,16 +160,15 @@ class Campaign:
             with open(log, "w") as lf:
                 lf.write("$ " + " ".join(cmd) + "\n")
                 lf.flush()
-                r = subprocess.run(cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=lf, text=True,
-                                   timeout=limit)
+                stdout, code = _run_polled(cmd, self.env, lf, limit, tick)
             with open(log, "a") as lf:
-                lf.write(r.stdout)
-            if r.returncode != 0:
-                return done(ok=False, error=f"exit {r.returncode}: {_tail(log)}")
-            result = _json_out(r.stdout) if want_json else None
+                lf.write(stdout)
+            if code is None:
+                return done(ok=False, error=f"timeout {limit:.0f}s")
+            if code != 0:
+                return done(ok=False, error=f"exit {code}: {_tail(log)}")
+            result = _json_out(stdout) if want_json else None
             return done(ok=True, result=result)
-        except subprocess.TimeoutExpired:
-            return done(ok=False, error=f"timeout {limit:.0f}s")
         except (OSError, ValueError, IndexError) as e:  # no output, not JSON
             return done(ok=False, error=repr(e)[:300])
 
@@ -194,8 +205,9 @@ class Campaign:
                             if (self.work / "models" / n / "config.json").is_file()), ptp)
             samplers = ASSD_EXACT + (",assd-ptp" if ptp else "")
             cmd = self.engine("bench", "assd", "--model", str(m), "--domain", d, "--k", "5", "--json", "--quiet",
-                              "--samplers", samplers, "--samples", "1" if dry else "6",
-                              "--length", "24" if dry else "256")
+                              "--samplers", samplers, "--samples", "1" if dry else ("4" if self.a.plan == "text" else "6"),
+                              "--length", "24" if dry else "256",
+                              "--partial", str(self.work / "logs" / f"bench-assd-{d}{tag}.partial.jsonl"))
             if ptp:
                 cmd += ["--draft-model", str(ptp)]
             self.guard(f"bench-assd-{d}{tag}", cmd, caps["bench-assd"], want_json=True)
@@ -250,25 +262,33 @@ class Campaign:
             pool -= extra_s
             secs = max(0.0, min(job.share * train_s + extra_s,
                                 self.left() - self.budget.eval_s - self.budget.reserve_s))
+            overhead = 4.0 if self.a.dry_run else JOB_OVERHEAD_S  # start-up, data, the final save and valid loss
+            batch = ["--batch", "auto", "--probe-seconds", "10"]
+            if job.auto_size and self.has_data(job.domain):  # measure tokens/s, then pick the size
+                t = time.monotonic()
+                job, probed_batch = self.choose_size(job, secs)
+                secs = max(0.0, secs - (time.monotonic() - t))
+                if probed_batch:
+                    batch = ["--batch", str(probed_batch)]
             args = self.job_args(job)
             if isinstance(args, str):
                 self.record(f"train-{job.name}", ok=False, skipped=args, **_passing(secs, 0.0))
                 pool += secs
                 continue
-            overhead = 4.0 if self.a.dry_run else 20.0  # start-up, data, the final save and valid loss
             minutes = max(0.02, (secs - overhead) / 60)
             out = self.work / "models" / job.name
+            save_minutes = CHECKPOINT_EVERY_S / 60 if not self.a.dry_run else max(minutes / 2, 0.5)
             cmd = self.engine("train", *args, "--out", str(out), "--minutes", f"{minutes:.3f}", "--quiet",
-                              "--save-minutes", f"{max(minutes / 2, 0.5):.2f}", "--device", self.a.device,
-                              "--batch", "auto", "--probe-seconds", "10",
-                              "--data-chars", "20000" if self.a.dry_run else "200000000")
+                              "--save-minutes", f"{save_minutes:.2f}", "--device", self.a.device, *batch,
+                              "--data-chars", "20000" if self.a.dry_run else "2000000000")
             if job.kind == "ptp":  # the held-out acceptance curve, and the stop rule that reads it
                 cmd += ptp_curve_args(job.share * train_s - overhead, self.a.dry_run)
             if self.a.dry_run:
                 cmd += ["--threads", "1", "--warmup", "2", "--probe-steps", "2", "--max-batch-tokens", "600",
                         "--steps", "3"]
             r = self.guard(f"train-{job.name}", cmd, secs + (30 if self.a.dry_run else 60), given_s=secs,
-                           after=(lambda out=out: _curve_fields(out)) if job.kind == "ptp" else None)
+                           after=(lambda out=out: _curve_fields(out)) if job.kind == "ptp" else None,
+                           tick=self.checkpoint_exporter(job.name, out))
             pool += r.get("passed_on_s", 0.0)
             if (out / "train_state.json").is_file():  # a job cut short still saved its last checkpoint
                 self.trained[job.name] = out
@@ -276,25 +296,74 @@ class Campaign:
                 self.return_model(job.name, out, st, r)
         self.record("train-end", ok=True, passed_on_s=round(pool, 1), to="the evaluations")
 
-    def return_model(self, name: str, folder: Path, state: dict, step: dict) -> None:
-        """Pack a new model into the output folder now, if it fits what may come back."""
+    def choose_size(self, job: Job, secs: float) -> tuple[Job, int | None]:
+        """The text plan's size: a short `engine train` of the largest size with --batch auto
+        measures tokens/s on this GPU (forward + backward, synchronised), and choose_text_size picks
+        the largest size that sees about 20 tokens a parameter in the job's seconds; the run then
+        trains at the batch the probe chose. Where the probe fails, the bundled size (continued)."""
+        sizes = DRY_SIZES if self.a.dry_run else TEXT_SIZES
+        h, layers, heads, ffn = sizes[-1]
+        out = self.work / "probe" / job.name
+        dry = self.a.dry_run
+        cmd = self.engine("train", "--kind", job.kind, "--domain", job.domain, "--seq-len", str(job.seq_len),
+                          "--hidden", str(h), "--layers", str(layers), "--heads", str(heads), "--ffn", str(ffn),
+                          "--out", str(out), "--steps", "3" if dry else "8", "--minutes", "2", "--quiet",
+                          "--save-minutes", "99", "--device", self.a.device, "--batch", "auto",
+                          "--probe-seconds", "2" if dry else "12", "--data-chars", "20000" if dry else "2000000000",
+                          *(["--threads", "1", "--probe-steps", "2", "--max-batch-tokens", "600"] if dry else []))
+        self.guard(f"probe-{job.name}", cmd, PROBE_S * (3 if dry else 1))
+        probe = _probe_fields(out)
+        if not probe:
+            self.record(f"size-{job.name}", ok=False, size=list(sizes[0]), why="the probe failed: bundled size")
+            return replace(job, size=sizes[0]), None
+        train_s = max(0.0, secs - PROBE_S - JOB_OVERHEAD_S)
+        # the probe times forward + backward; the optimizer step and the loop cost about a tenth more
+        choice = choose_text_size(0.9 * probe["tokens_per_s"], sizes[-1], train_s, job.seq_len, sizes)
+        self.record(f"size-{job.name}", ok=True, probe=probe, train_s=round(train_s), **choice)
+        return replace(job, size=choice["size"]), probe["batch"]
+
+    def checkpoint_exporter(self, name: str, folder: Path):
+        """A tick that sends each new checkpoint of a running job to the output folder (train_state.json
+        is written last, so a new one means a complete folder): a kill keeps the last one."""
+        seen: dict[str, float] = {}
+
+        def tick() -> None:
+            st = folder / "train_state.json"
+            if not st.is_file() or seen.get("mtime") == st.stat().st_mtime:
+                return
+            seen["mtime"] = st.stat().st_mtime
+            self.return_model(name, folder, json.loads(st.read_text()), {"ok": None}, checkpoint=True)
+
+        return tick
+
+    def return_model(self, name: str, folder: Path, state: dict, step: dict, checkpoint: bool = False) -> None:
+        """Pack a new model into the output folder now, if it fits what may come back (its earlier
+        checkpoint there is replaced)."""
         blob = pack.tar_xz(folder, preset=1)
         parts = -(-len(blob) // int(RETURN_FILE_MIB * MIB))
-        used = sum(p.stat().st_size for p in self.out.iterdir() if p.is_file())
-        n_files = len([p for p in self.out.iterdir() if p.is_file()])
+        old = [p for p in self.out.iterdir() if p.is_file() and p.name.startswith(f"{name}.tar.xz")]
+        others = [p for p in self.out.iterdir() if p.is_file() and p not in old]
+        used = sum(p.stat().st_size for p in others)
+        n_files = len(others)
         reserve_files = 0 if (self.out / "logs.tar.xz").exists() else 1
+        what = f"checkpoint-{name}" if checkpoint else f"return-{name}"
         if n_files + reserve_files + parts > RETURN_FILES or used + len(blob) + MIB > RETURN_TOTAL_MIB * MIB:
-            self.record(f"return-{name}", ok=False, skipped=f"{len(blob) / MIB:.1f} MiB in {parts} files does "
+            self.record(what, ok=False, skipped=f"{len(blob) / MIB:.1f} MiB in {parts} files does "
                         f"not fit ({n_files} files, {used / MIB:.1f} MiB already)", train_state=state)
             return
+        for p in old:
+            p.unlink()
         files = pack.write_parts(blob, self.out, f"{name}.tar.xz")
-        self.returned += files
-        self.record(f"return-{name}", ok=True, files=[f.name for f in files], mib=round(len(blob) / MIB, 2),
+        self.returned = [p for p in self.returned if p not in old] + files
+        self.record(what, ok=True, files=[f.name for f in files], mib=round(len(blob) / MIB, 2),
                     train_state=state, train_ok=step.get("ok"))
 
     def evaluate(self) -> None:
         """engine eval and bench fills of each new model beside its bundled one (AS-ARMs for fills)."""
         caps, dry = self.budget.step_cap_s, self.a.dry_run
+        if self.budget.eval_s <= 0:  # the text plan: every second trains; eval and fills run on the CPU after
+            self.record("eval", ok=True, skipped="the plan evaluates on the CPU after the loan (docs/TRAINING.md)")
+            return
         for name, folder in self.trained.items():
             old = self.bundled(name)
             if _config(folder).get("model_type") == "ptp":  # a head: its acceptance against its own teacher
@@ -341,7 +410,8 @@ class Campaign:
             done = pack.unpack_travel(travel, self.models_dir, self.data_dir)
             self.record("unpack", ok=True, result=done)
         self.speed_table()
-        self.train(DRY_JOBS if self.a.dry_run else with_text_size(GPU_JOBS, self.a.text_size))
+        jobs = TEXT_JOBS if self.a.plan == "text" else with_text_size(GPU_JOBS, self.a.text_size)
+        self.train(DRY_JOBS if self.a.dry_run else jobs)
         self.evaluate()
         if self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s and self.trained:
             self.speed_table(tag="-new")  # the speed table again, on the new weights
@@ -350,9 +420,43 @@ class Campaign:
         return 0
 
 
+def _run_polled(cmd: list[str], env: dict, log, limit: float, tick=None) -> tuple[str, int | None]:
+    """Run cmd (stderr to the open log, stdout kept) until it ends or `limit` seconds pass (then it
+    is killed: exit code None), calling tick() about every second meanwhile."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=log, text=True)
+        end = time.monotonic() + limit
+        while proc.poll() is None and time.monotonic() < end:
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            if tick is not None and proc.poll() is None:
+                tick()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            code = None
+        else:
+            code = proc.returncode
+        out.seek(0)
+        return out.read(), code
+
+
 def _passing(given_s: float, used_s: float) -> dict:
     """A training job's seconds: given (its share plus what earlier jobs handed on), used, handed on."""
     return {"given_s": round(given_s, 1), "used_s": round(used_s, 1), "passed_on_s": round(max(0.0, given_s - used_s), 1)}
+
+
+def _probe_fields(folder: Path) -> dict | None:
+    """The size probe's measurement: the batch it chose and that batch's tokens/s (None if it failed)."""
+    f = folder / "train_state.json"
+    probe = (json.loads(f.read_text()).get("batch_probe") or {}) if f.is_file() else {}
+    row = next((r for r in probe.get("rows", []) if r["batch"] == probe.get("chosen")), None)
+    return None if row is None else {"batch": row["batch"], "tokens_per_s": round(row["tokens_per_s"]),
+                                     "rows": probe["rows"], "reason": probe.get("reason")}
 
 
 def _curve_fields(folder: Path) -> dict:
@@ -391,32 +495,50 @@ def cli(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="the campaign (on the GPU machine; --dry-run: seconds, tiny models, the CPU)")
     r.add_argument("--out", default=os.environ.get("OUT", "runs/campaign-out"))
     r.add_argument("--work", default="runs/campaign-work", help="logs and full checkpoints (not brought back)")
-    r.add_argument("--seconds", type=float, default=None, help="the whole campaign (default 480; dry run 120)")
+    r.add_argument("--seconds", type=float, default=None,
+                   help=f"the whole campaign (default {CAMPAIGN_S:.0f}; dry run 120)")
     r.add_argument("--device", default=None, help="default cuda (dry run: cpu)")
     r.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     r.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     r.add_argument("--travel", default="data/travel", help="the packed travel folder (unpacked first if there)")
-    r.add_argument("--domains", default=",".join(DOMAINS))
+    r.add_argument("--plan", choices=["text", "full"], default="text",
+                   help="text: the speed table, then ONE text AS-ARM for every training second (sized on the "
+                        "GPU); full: every domain, heads and hybrids with the evaluations (the older plan)")
+    r.add_argument("--domains", default=None, help="the speed table's domains (default: text; full plan: all)")
     r.add_argument("--text-size", choices=["chosen", "bundled"], default="chosen",
                    help="the text AS-ARM: the plan's new size (trained from scratch) or the bundled one (continued)")
     r.add_argument("--dry-run", action="store_true")
     r.add_argument("--fail", action="append", metavar="STEP", help="make this step fail (tests the guards)")
     p = sub.add_parser("pack", help="write the travel folder (here, before the loan)")
     p.add_argument("--out", default="data/travel")
+    p.add_argument("--plan", choices=["text", "full"], default="text",
+                   help="text: the bundled text AS-ARM and every text training token that fits; full: TRAVEL")
     p.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     p.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     u = sub.add_parser("unpack-returned", help="unpack the model files that came back into a folder")
     u.add_argument("files", nargs="+")
     u.add_argument("--dest", default="runs/campaign-returned")
+    c = sub.add_parser("check", help="whether the tree and the travel folder go as they stand (sparse checkout set, "
+                                     "within 63 MiB); one line, exit 2 if not")
+    c.add_argument("--travel", default="data/travel")
     a = ap.parse_args(argv)
+    if a.cmd == "check":
+        why = pack.check_travel(ROOT, Path(a.travel))
+        print(f"check refused: {why}" if why else "check: the tree and the travel folder go as they stand")
+        return 2 if why else 0
     if a.cmd == "pack":
-        m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out))
+        plan = TEXT_TRAVEL if a.plan == "text" else TRAVEL
+        m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out), plan)
         for it in m["items"]:
             print(f"{it['what']:<7} {it['name']:<15} {it['bytes'] / MIB:7.2f} MiB  " +
                   (f"skipped: {it['skipped']}" if "skipped" in it else
                    json.dumps({k: v for k, v in it.items() if k in ("tokens", "train_chars", "shards", "form")})))
-        print(f"tree {m['tree_bytes'] / MIB:.2f} MiB + travel {m['travel_bytes'] / MIB:.2f} MiB "
-              f"(limit {m['limit_mib']:.0f} MiB); carry {a.out}")
+        total = (m["tree_bytes"] + m["travel_bytes"]) / MIB
+        print(f"tree {m['tree_bytes'] / MIB:.2f} MiB + travel {m['travel_bytes'] / MIB:.2f} MiB = {total:.2f} MiB "
+              f"(limit {m['limit_mib'] - 1:.0f} MiB); carry {a.out}")
+        if total > m["limit_mib"] - 1:
+            print(f"pack refused: tree + travel {total:.2f} MiB exceeds {m['limit_mib'] - 1:.0f} MiB")
+            return 2
         return 0
     if a.cmd == "unpack-returned":
         for f in a.files:
@@ -425,9 +547,9 @@ def cli(argv: list[str] | None = None) -> int:
                 continue  # later parts are joined with the first
             print(pack.extract_tar_xz(pack.join_parts(p), Path(a.dest)))
         return 0
-    a.seconds = a.seconds or (120.0 if a.dry_run else 480.0)
+    a.seconds = a.seconds or (120.0 if a.dry_run else CAMPAIGN_S)
     a.device = a.device or ("cpu" if a.dry_run else "cuda")
-    a.domains = [d for d in a.domains.split(",") if d]
+    a.domains = [d for d in (a.domains or ("text" if a.plan == "text" else ",".join(DOMAINS))).split(",") if d]
     return Campaign(a).run()
 
 

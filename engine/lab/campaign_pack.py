@@ -24,14 +24,46 @@ MIB = 1 << 20
 LEFT_BEHIND = ("assets/models/", "docs/img/", "docs/figures/")
 
 
-def tree_bytes(root: Path) -> int:
-    """Bytes of the tracked files that travel (the sparse checkout's: LEFT_BEHIND excluded)."""
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+def tree_bytes(root: Path, as_is: bool = False) -> int:
+    """Bytes of the working tree that travels: tracked files and untracked files git does not ignore.
+    By default as the sparse checkout will leave it (LEFT_BEHIND excluded: what `pack` plans for);
+    `as_is`: the files on disk now (what `check` measures once the sparse checkout is set)."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture_output=True, check=True).stdout
     total = 0
-    for n in names.decode().split("\0"):
-        if n and not n.startswith(LEFT_BEHIND) and (root / n).is_file():
+    for n in set(names.decode().split("\0")):
+        if n and (as_is or not n.startswith(LEFT_BEHIND)) and (root / n).is_file():
             total += (root / n).stat().st_size
     return total
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under a folder (a carried one)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+
+
+def sparse_patterns(root: Path) -> list[str]:
+    """The sparse checkout's patterns ([] when it is off)."""
+    on = subprocess.run(["git", "config", "--get", "core.sparseCheckout"], cwd=root, capture_output=True, text=True)
+    if on.stdout.strip() != "true":
+        return []
+    out = subprocess.run(["git", "sparse-checkout", "list"], cwd=root, capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def check_travel(root: Path, travel: Path, limit_mib: float = TREE_LIMIT_MIB - 1.0) -> str | None:
+    """Why the tree and the travel folder would not go to the GPU machine as they stand, or None:
+    the sparse checkout must leave LEFT_BEHIND out, and tree + travel must stay within limit_mib."""
+    pats = sparse_patterns(root)
+    missing = [d for d in LEFT_BEHIND if f"!/{d}" not in pats]
+    if missing:
+        return ("the sparse checkout is not set (run: git sparse-checkout set --no-cone '/*' "
+                + " ".join(f"'!/{d}'" for d in LEFT_BEHIND) + ")")
+    tree, carried = tree_bytes(root, as_is=True), folder_bytes(travel)
+    if tree + carried > limit_mib * MIB:
+        return (f"tree {tree / MIB:.2f} MiB + travel {carried / MIB:.2f} MiB = {(tree + carried) / MIB:.2f} MiB "
+                f"exceeds {limit_mib:.0f} MiB")
+    return None
 
 
 def xz_bytes(data: bytes, preset: int = 6) -> bytes:
@@ -145,7 +177,9 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
     arrays = data_dir / "tokens" / item.name
     dest = out / "tokens" / item.name
     if (arrays / "manifest.json").is_file():
-        used, tokens, carried, dropped = 0, {"train": 0, "valid": 0}, [], set()
+        # the evaluation texts first, inside the cap (engine eval reads them; they never train)
+        used = _carry_eval_text(data_dir / "corpora" / item.name, out / "corpora" / item.name)
+        tokens, carried, dropped = {"train": 0, "valid": 0}, [], set()
         for shard in _token_shards(arrays):
             blob = xz_bytes(shard.read_bytes())
             if used + len(blob) > cap:
@@ -161,10 +195,10 @@ def pack_tokens(item: Travel, data_dir: Path, out: Path, room: int) -> dict:
             tokens["valid" if shard.name.startswith("valid") else "train"] += _blob_tokens(blob)
         if not any(c.startswith("train") for c in carried):
             shutil.rmtree(dest, ignore_errors=True)
+            shutil.rmtree(out / "corpora" / item.name, ignore_errors=True)
             return {"what": "tokens", "name": item.name, "bytes": 0, "skipped": "no train shard fits"}
         manifest = prune_manifest(json.loads((arrays / "manifest.json").read_text()), dropped)
         (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        used += _carry_eval_text(data_dir / "corpora" / item.name, out / "corpora" / item.name)
         return {"what": "tokens", "name": item.name, "bytes": used, "form": "uint16 arrays",
                 "shards": carried, "tokens": tokens}
     corpus = data_dir / "corpora" / item.name

@@ -32,6 +32,7 @@ class Job:
     teacher: str | None = None
     extra: tuple[str, ...] = ()
     seq_len: int = 256
+    auto_size: bool = False  # the size is picked on the GPU from TEXT_SIZES by measured tokens/s
 
 
 #: hidden, layers, heads, ffn. `bench calls` (one thread, CPU ms of the cached one-token call, median
@@ -68,7 +69,53 @@ def share_of_pool(pool_s: float, jobs: tuple[Job, ...], i: int) -> float:
     return pool_s if i == len(jobs) - 1 or later <= 0 else pool_s * jobs[i].share / later
 
 
-#: the GPU campaign's jobs, in priority order (text first: the default domain; then code, then protein)
+#: the text AS-ARM sizes the loan picks from, smallest first (hidden, layers, heads, ffn): every one
+#: decodes at >= 100 tokens/s on one CPU thread (SIZE_CHOICE's measurements) and fits the 48 MB folder
+TEXT_SIZES: tuple[tuple[int, int, int, int], ...] = ((320, 6, 5, 1280), (384, 6, 6, 1536), (384, 8, 6, 1536))
+#: compute-optimal training: about this many tokens per parameter (Hoffmann et al. 2022)
+TOKENS_PER_PARAM = 20.0
+VOCAB = 4096  # the text tokenizer's (assets/tokenizers/text)
+
+
+def asarm_params(size: tuple[int, int, int, int], vocab: int = VOCAB) -> int:
+    """Trainable parameters of an AS-ARM of this size (engine/models/asarm_core.py: embedding, query
+    embedding, blocks with biased MLP and two LayerNorms, final norm, untied head)."""
+    d, layers, _, ffn = size
+    block = 4 * d * d + d * ffn + ffn + ffn * d + d + 4 * d
+    return vocab * d + d + layers * block + 2 * d + d * vocab
+
+
+def train_flops_per_token(size: tuple[int, int, int, int], seq_len: int = 256, vocab: int = VOCAB) -> float:
+    """Training FLOPs per token (forward + backward = 3x forward): both streams run every block (2x
+    the block matmuls), the head runs on the query stream, attention reads seq_len keys per row."""
+    d, layers, _, ffn = size
+    block = 4 * d * d + 2 * d * ffn
+    return 6.0 * (2 * layers * block + d * vocab) + 3.0 * layers * 2 * 4 * seq_len * d
+
+
+def choose_text_size(tokens_per_s: float, probed: tuple[int, int, int, int], train_s: float,
+                     seq_len: int = 256, sizes: tuple[tuple[int, int, int, int], ...] = TEXT_SIZES) -> dict:
+    """The largest of TEXT_SIZES that sees about TOKENS_PER_PARAM tokens per parameter in train_s at
+    the measured rate (scaled from the probed size by FLOPs per token); else the smallest. Why: a
+    model too large for its tokens stops short of its loss, one too small wastes the loan."""
+    rows = []
+    for size in sizes:
+        rate = tokens_per_s * train_flops_per_token(probed, seq_len) / train_flops_per_token(size, seq_len)
+        tokens = rate * train_s
+        rows.append({"size": list(size), "params": asarm_params(size), "tokens_per_s": round(rate),
+                     "tokens": round(tokens), "tokens_per_param": round(tokens / asarm_params(size), 1)})
+    fit = [r for r in rows if r["tokens_per_param"] >= TOKENS_PER_PARAM]
+    pick = fit[-1] if fit else rows[0]
+    return {"size": tuple(pick["size"]), "rows": rows, "rule": f">= {TOKENS_PER_PARAM:g} tokens/parameter"}
+
+
+#: the default plan: ONE text AS-ARM, every training second of the loan (the studio's first model;
+#: its PTP head is trained afterwards on the CPU, engine/lab/train_ptp.py). Other jobs: `--plan full`.
+TEXT_JOBS: tuple[Job, ...] = (
+    Job("text-asarm", "asarm", "text", 1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
+)
+
+#: the older plan of every domain and head, in priority order (text first; then code, then protein)
 GPU_JOBS: tuple[Job, ...] = (
     Job("text-asarm", "asarm", "text", 0.45, size=SIZE_CHOICE["chosen"], init="text-asarm"),
     Job("text-ptp1", "ptp", "text", 0.12, teacher="text-asarm", init="text-ptp1",
@@ -81,9 +128,11 @@ GPU_JOBS: tuple[Job, ...] = (
     Job("protein-hybrid", "hybrid", "protein", 0.04, size=(320, 4, 5, 1280), init="protein-hybrid"),
 )
 
-#: the dry run's jobs: the same kinds and wiring at a toy size
+#: the dry run's jobs: the same kinds and wiring at a toy size (the AS-ARM's size probed and picked
+#: from DRY_SIZES, as the text plan does from TEXT_SIZES)
+DRY_SIZES: tuple[tuple[int, int, int, int], ...] = ((16, 2, 2, 32), (24, 2, 2, 48))
 DRY_JOBS: tuple[Job, ...] = (
-    Job("text-asarm", "asarm", "text", 0.6, size=(16, 2, 2, 32), init="text-asarm", seq_len=32),
+    Job("text-asarm", "asarm", "text", 0.6, size=DRY_SIZES[0], init="text-asarm", seq_len=32, auto_size=True),
     Job("text-ptp1", "ptp", "text", 0.4, teacher="text-asarm", init="text-ptp1",
         extra=("--ptp-mode", "onepass", "--k", "3", "--layers", "1", "--heads", "2", "--ffn", "32"), seq_len=32),
 )
@@ -99,7 +148,15 @@ class Travel:
     cap_mib: float = 0.0  # tokens: at most this much compressed
 
 
-#: what travels, best first: the speed table's AS-ARMs and the text AS-ARM's data come first
+#: what travels by default: the bundled text AS-ARM (speed table, comparisons, a continued start),
+#: every text training token that fits beside it, then the text PTP head (assd-ptp in the speed table)
+TEXT_TRAVEL: tuple[Travel, ...] = (
+    Travel("model", "text-asarm"),
+    Travel("tokens", "text", cap_mib=60.0),
+    Travel("model", "text-ptp1"),
+)
+
+#: what travels with `--plan full`, best first: the speed table's AS-ARMs and the text data first
 TRAVEL: tuple[Travel, ...] = (
     Travel("model", "text-asarm"),
     Travel("tokens", "text", cap_mib=11.0),
@@ -130,8 +187,25 @@ class Budget:
         return max(0.0, self.total_s - self.speed_s - self.eval_s - self.reserve_s)
 
 
-def gpu_budget(total_s: float = 480.0) -> Budget:
-    """8 minutes: 100 s of speed table, 45 s of evaluations, 20 s to pack; training gets the rest."""
+#: the device command: `run` with timeout_s COMMAND_S; the campaign's own clock is CAMPAIGN_S, the
+#: rest is python's start and the last archive. Device time outside the command (docs/TRAINING.md):
+#: the machine's start and the transfers, about START_RESERVE_S + TRANSFER_S of the loan's 900 s.
+COMMAND_S, CAMPAIGN_S, START_RESERVE_S, TRANSFER_S = 570.0, 560.0, 150.0, 60.0
+#: the text plan's size probe (one short `engine train` of the largest size, --batch auto) and each
+#: training job's fixed costs inside its seconds (start, data to the device, the final save)
+PROBE_S, JOB_OVERHEAD_S = 30.0, 20.0
+#: seconds between the checkpoints a training job leaves in the output folder (a kill keeps the last)
+CHECKPOINT_EVERY_S = 120.0
+
+
+def gpu_budget(total_s: float = CAMPAIGN_S, plan: str = "text") -> Budget:
+    """The text plan: the speed table on the bundled text AS-ARM (60 s, text first: bench assd 40 s,
+    bench calls 2 x 10 s), no evaluations on the GPU (they run on the CPU after the loan), 10 s to
+    pack what comes back; training gets the rest. Budgets equal the sum of their steps' caps. The
+    full plan (`--plan full`, every domain): the older 100 s table and 45 s of evaluations."""
+    if plan == "text":
+        return Budget(total_s, speed_s=60.0, eval_s=0.0, reserve_s=10.0,
+                      step_cap_s={"bench-assd": 40.0, "bench-calls": 10.0, "eval": 0.0, "fills": 0.0})
     return Budget(total_s, speed_s=100.0, eval_s=45.0, reserve_s=20.0,
                   step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 30.0, "fills": 30.0})
 
@@ -163,3 +237,23 @@ def return_rank(jobs: tuple[Job, ...]) -> list[str]:
     """What comes back, best first: the campaign's record (one JSON-lines file), the archive of
     logs and JSON, then each trained model in job order (text AS-ARM first)."""
     return ["campaign.jsonl", "logs.tar.xz", *[j.name for j in jobs]]
+
+
+def text_timeline(budget: Budget, unpack_s: float, job_start_s: float, save_s: float, pack_s: float,
+                  probe_s: float = PROBE_S) -> dict:
+    """The text plan's predicted seconds, from costs measured on the CPU at the loan's real shapes
+    (`campaign rehearse`): the device time outside the command (machine start, transfers), then the
+    command's parts in order. Gradient steps are what the job's seconds leave after its start, its
+    checkpoints (one every CHECKPOINT_EVERY_S and the last) and the size probe."""
+    train_s = budget.train_s() - unpack_s
+    job_s = train_s - probe_s
+    n_saves = int(max(0.0, job_s - job_start_s) // CHECKPOINT_EVERY_S) + 1
+    gradient_s = job_s - job_start_s - n_saves * save_s
+    parts = {"unpack_s": unpack_s, "speed_table_s": budget.speed_s, "size_probe_s": probe_s,
+             "job_start_s": job_start_s, "gradient_steps_s": gradient_s, "checkpoints_s": n_saves * save_s,
+             "evaluation_s": budget.eval_s, "packing_s": budget.reserve_s}
+    command = sum(parts.values()) + (COMMAND_S - CAMPAIGN_S)
+    return {"start_reserve_s": START_RESERVE_S, "transfer_s": TRANSFER_S, **{k: round(v, 1) for k, v in parts.items()},
+            "python_and_last_archive_s": COMMAND_S - CAMPAIGN_S, "checkpoint_files_s": round(n_saves * pack_s, 1),
+            "command_s": round(command, 1), "command_limit_s": COMMAND_S,
+            "device_total_s": round(command + START_RESERVE_S + TRANSFER_S, 1), "device_budget_s": 900.0}

@@ -25,6 +25,7 @@ from torch import nn
 
 from .layers import Block, rope, special_token_mask
 
+IGNORE = -100  # cross_entropy's ignore_index: a target that counts for nothing
 DEFAULTS = dict(vocab_size=260, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, max_positions=513,
                 rope_theta=10000.0, dropout=0.0, pad_token_id=0, bos_token_id=1, mask_token_id=2,
                 special_token_ids=[0, 1, 2, 3], domain="text", model_type="asarm")
@@ -161,7 +162,10 @@ class AsArmMixin:
         limit = torch.where(masked, rank, torch.ones_like(rank))  # visible rows: unused, non-empty
         logits = self(ids, pos, rank, pos, limit)
         logits = logits.masked_fill(self.special_mask(), float("-inf"))
-        nll = nn.functional.cross_entropy(logits[masked].float(), ids[masked], reduction="sum")
+        # every row's NLL with the visible rows' targets ignored: no boolean indexing, so no host sync
+        targets = ids.masked_fill(~masked, IGNORE)
+        nll = nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
+                                          reduction="sum")
         return nll / masked.sum().clamp(min=1)
 
     def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:

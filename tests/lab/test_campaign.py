@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.lab import campaign_pack as pack
-from engine.lab.campaign_plan import GPU_JOBS, TRAVEL, Travel, gpu_budget
+from engine.lab.campaign_plan import DRY_SIZES, GPU_JOBS, TRAVEL, Travel, gpu_budget
 from tests.support.tiny import cpu_data_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,10 @@ def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
         assert rows[step]["ok"] is True, rows[step]
     plan, asarm_job, head_job = rows["train-plan"], rows["train-text-asarm"], rows["train-text-ptp1"]
     first = dict(plan["jobs"])  # the shares fixed in advance: what each job is first given
-    assert asarm_job["given_s"] == pytest.approx(first["text-asarm"], abs=1)
+    probe, size = rows["probe-text-asarm"], rows["size-text-asarm"]  # tokens/s measured, then the size picked
+    assert probe["ok"] and size["ok"] and tuple(size["size"]) in DRY_SIZES and size["probe"]["tokens_per_s"] > 0
+    assert [r["size"] for r in size["rows"]] == [list(s) for s in DRY_SIZES]
+    assert asarm_job["given_s"] == pytest.approx(first["text-asarm"] - probe["seconds"], abs=2)  # the probe's time
     assert asarm_job["used_s"] <= asarm_job["seconds"] + 0.1 and asarm_job["passed_on_s"] > 0  # 3 steps: seconds left
     assert asarm_job["given_s"] == pytest.approx(asarm_job["used_s"] + asarm_job["passed_on_s"], abs=0.2)
     assert head_job["given_s"] == pytest.approx(first["text-ptp1"] + asarm_job["passed_on_s"], abs=1)  # handed on
@@ -112,7 +115,8 @@ def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
     samplers = {x["sampler"] for x in rows["bench-assd-text"]["result"]["rows"]}
     assert {"sequential-cache", "assd-pipelined", "assd-ptp"} <= samplers
     asarm = rows["return-text-asarm"]["train_state"]
-    assert asarm["init"].endswith("text-asarm") and asarm["tokens_per_second"] > 0 and asarm["batch_probe"]
+    assert asarm["tokens_per_second"] > 0 and asarm["batch"] == size["probe"]["batch"]  # the probe's batch
+    assert asarm.get("init", "").endswith("text-asarm") == (tuple(size["size"]) == DRY_SIZES[0])  # same size: continued
     back = rows["done"]["result"]
     files = sorted(p for p in out.iterdir())
     assert back["ok"] and len(files) <= 8 and all(p.is_file() and p.stat().st_size <= 16 << 20 for p in files)
@@ -172,8 +176,33 @@ def test_pack_carries_ranked_items_within_the_limit_and_unpacks(tmp_path, bundle
 def test_the_gpu_plan_is_fixed_in_advance():
     assert abs(sum(j.share for j in GPU_JOBS) - 1.0) < 1e-9
     assert GPU_JOBS[0].name == "text-asarm" and TRAVEL[0].name == "text-asarm"
+    b = gpu_budget(plan="full")
+    assert b.total_s <= 570 and b.train_s() > 0.6 * b.total_s
+
+
+def test_the_text_plan_trains_at_least_390_s_of_a_command_within_its_limit():
+    """The default plan's seconds add up: caps equal budgets, the command within its limit, gradient
+    steps >= 390 s at the costs a rehearsal measured (generous ones here: 12 s unpack, 25 s job start,
+    8 s a save); fails when a cap or the plan grows past the limit."""
+    from engine.lab.campaign_plan import CAMPAIGN_S, COMMAND_S, TEXT_JOBS, text_timeline
+
     b = gpu_budget()
-    assert b.total_s <= 480 and b.train_s() > 0.6 * b.total_s
+    assert b.total_s == CAMPAIGN_S <= COMMAND_S <= 570
+    assert b.speed_s == b.step_cap_s["bench-assd"] + 2 * b.step_cap_s["bench-calls"] <= 90  # budget = caps
+    assert b.eval_s == 0 and [j.name for j in TEXT_JOBS] == ["text-asarm"] and TEXT_JOBS[0].auto_size
+    t = text_timeline(b, unpack_s=12, job_start_s=25, save_s=8, pack_s=6)
+    assert t["gradient_steps_s"] >= 390 and t["command_s"] <= t["command_limit_s"]
+    assert t["device_total_s"] <= t["device_budget_s"]
+
+
+def test_the_size_is_the_largest_that_sees_20_tokens_a_parameter():
+    from engine.lab.campaign_plan import TEXT_SIZES, asarm_params, choose_text_size
+
+    assert asarm_params(TEXT_SIZES[0]) == 10_012_480  # the bundled text AS-ARM's count (train_state.json)
+    big = TEXT_SIZES[-1]
+    assert choose_text_size(1.0e6, big, 400)["size"] == big  # 400M tokens >= 20 x 17.3M
+    assert choose_text_size(0.7e6, big, 400)["size"] == TEXT_SIZES[1]  # 280M: 13.8M is the largest that fits
+    assert choose_text_size(0.1e6, big, 400)["size"] == TEXT_SIZES[0]  # nothing fits: the smallest
 
 
 def test_unused_seconds_are_handed_on_in_proportion_to_the_shares_left():
