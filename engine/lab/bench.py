@@ -261,10 +261,16 @@ def cli(argv: list[str]) -> int:
                     help="assd-ptp's PTP head (folder or bundled name; default: the domain's bundled one)")
     ap.add_argument("--partial", default=None, metavar="FILE.jsonl",
                     help="append each input's raw measurement to this file as it is measured")
+    ap.add_argument("--from-partial", default=None, metavar="FILE.jsonl",
+                    help="no run: the table of the inputs a --partial file holds (a run cut short keeps its table)")
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
     set_quiet(a.quiet)
+    if a.from_partial:
+        res = table_from_partial(a.from_partial)
+        print(json.dumps(res)) if a.json else print_table(res)
+        return 0
     is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
     apply_device_flag(a.device)
     if a.threads:
@@ -296,6 +302,19 @@ def cli(argv: list[str]) -> int:
         print("best k (highest wall ratio vs cached sequential): " +
               ", ".join(f"{s} k={k} ({r:.2f}x)" for s, (k, r) in res["best_k"].items()))
     return 0
+
+
+def table_from_partial(path: str) -> dict:
+    """The `bench assd` summary of the inputs a --partial file holds (one k; no call-cost curve)."""
+    lines = [json.loads(x) for x in open(path) if x.strip()]
+    if not lines:
+        raise SystemExit(f"bench assd --from-partial {path}: no measured input in the file")
+    measured = [x["measured"] for x in lines]
+    samplers = [s for s in measured[0] if all(s in m for m in measured)]
+    return {"model": None, "length": None, "mask_rate": None, "k": lines[0]["k"], "samples": len(measured),
+            "masked_tokens_mean": statistics.fmean(m[samplers[0]]["tokens"] for m in measured),
+            "torch_threads": None, "device": None, "baseline": BASELINE, "from_partial": str(path),
+            "inputs_measured": [x["input"] for x in lines], "rows": assd_rows(measured, samplers)}
 
 
 def best_k(results: list[dict]) -> dict[str, tuple[int, float]]:

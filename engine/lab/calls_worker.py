@@ -53,10 +53,11 @@ def setup(model: str, context: int):
     m = load(model).model
     g = torch.Generator().manual_seed(0)
     cache = KVCache()
-    pos = torch.arange(context)[None]
+    dev = next(m.parameters()).device  # ids are drawn on the host (the same on every device), then moved
+    pos = torch.arange(context, device=dev)[None]
     with torch.inference_mode():
-        m(torch.randint(4, m.config.vocab_size, (1, context), generator=g), pos, torch.zeros_like(pos), pos[:, :1],
-          torch.ones(1, 1, dtype=torch.long), cache=cache)
+        m(torch.randint(4, m.config.vocab_size, (1, context), generator=g).to(dev), pos, torch.zeros_like(pos),
+          pos[:, :1], torch.ones(1, 1, dtype=torch.long, device=dev), cache=cache)
     return m, cache, g
 
 
@@ -68,7 +69,8 @@ def call_args(m, context: int, nc: int, nq: int, g: torch.Generator):
     crank = torch.arange(1, nc + 1)[None]
     qpos = (torch.arange(context, context + nq) % top)[None]
     qlim = torch.full((1, nq), 1 + nc)
-    return ids, cpos, crank, qpos, qlim
+    dev = next(m.parameters()).device
+    return tuple(t.to(dev) for t in (ids, cpos, crank, qpos, qlim))
 
 
 def serve(model: str, context: int, shapes: list[tuple[int, int]], threads: int) -> None:
@@ -77,6 +79,7 @@ def serve(model: str, context: int, shapes: list[tuple[int, int]], threads: int)
     m, cache, g = setup(model, context)
     layers, head = floor_mats(m)
     d = m.config.hidden_size
+    sync = torch.cuda.synchronize if head.device.type == "cuda" else (lambda: None)  # kernels run async there
     print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)
     for _ in sys.stdin:
         out = []
@@ -86,10 +89,12 @@ def serve(model: str, context: int, shapes: list[tuple[int, int]], threads: int)
                 args = call_args(m, context, nc, nq, g)
                 w0, c0 = time.perf_counter(), time.process_time()
                 m(*args, cache=cache)
+                sync()
                 c1, w1 = time.process_time(), time.perf_counter()
-                x = torch.randn(nc + nq, d, generator=g)
+                x = torch.randn(nc + nq, d, generator=g).to(head.device)
                 w2, c2 = time.perf_counter(), time.process_time()
                 floor(layers, head, x, nq)
+                sync()
                 c3, w3 = time.process_time(), time.perf_counter()
                 out.append([1000 * (c1 - c0), 1000 * (w1 - w0), 1000 * (c3 - c2), 1000 * (w3 - w2)])
         print(json.dumps(out), flush=True)

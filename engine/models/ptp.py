@@ -227,12 +227,14 @@ class PtpHead(PreTrainedModel):
 
     def training_loss(self, ids: torch.Tensor, progress: float, gen: torch.Generator) -> torch.Tensor:
         """Forward KL from the frozen teacher's rows to the drafter's rows (see module docstring)."""
-        loss, _ = self.distill(ids, gen)
+        loss, _ = self.distill(ids, gen, stats=False)
         return loss
 
-    def distill(self, ids: torch.Tensor, gen: torch.Generator, rate: float | None = None) -> tuple[torch.Tensor, dict]:
+    def distill(self, ids: torch.Tensor, gen: torch.Generator, rate: float | None = None,
+                stats: bool = True) -> tuple[torch.Tensor, dict]:
         """Returns the loss and monitoring numbers: the expected speculative acceptance
-        1 - TV(p, q) of rows 2.. of a round, for the head and for the AS-ARM's parallel rows."""
+        1 - TV(p, q) of rows 2.. of a round, for the head and for the AS-ARM's parallel rows.
+        `stats=False` (every training step) leaves them out: reading them waits for the device."""
         if not self._teacher:
             raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
         teacher = self._teacher[0]
@@ -253,6 +255,8 @@ class PtpHead(PreTrainedModel):
         w = batch["train"]
         kl = torch.where(q > 0, q * (torch.log(q.clamp_min(1e-30)) - logp), 0.0).sum(-1)
         loss = (kl * w).sum() / w.sum().clamp(min=1)
+        if not stats:
+            return loss, {}
         with torch.no_grad():
             pb = torch.softmax(base, -1)
             later = batch["valid"] & (batch["j"] > 0)
@@ -309,6 +313,7 @@ def build_rounds(ids: torch.Tensor, k: int, gen: torch.Generator, rate: float | 
     ("gap 0", after a round accepted everything) or all but the last one ("gap 1", after a
     rejection, whose resampled token is unknown to the call but known to the head)."""
     b, l = ids.shape
+    ids = ids.cpu()  # one transfer a batch: the rounds are cut on the host, row by row
     rate = rate_min + (1 - rate_min) * torch.rand(b, generator=gen) if rate is None else torch.full((b,), rate)
     rows: dict[str, list] = {n: [] for n in ("seq", "pos", "rank", "limit", "prev", "j", "valid", "train")}
     for s in range(b):
@@ -373,23 +378,27 @@ def teacher_rows(teacher, ids: torch.Tensor, rounds: dict) -> tuple[torch.Tensor
     width = max(len(x) for x in per) * k
     qpos = torch.zeros(b, 2 * width, dtype=torch.long)
     qlim = torch.ones(b, 2 * width, dtype=torch.long)
+    dest, src = [], []  # round index <- row of the flattened [b * 2 * width] query rows (parallel rows)
     for s, idx in enumerate(per):
         n = len(idx) * k
         qpos[s, :n] = rounds["pos"][idx].flatten()
         qlim[s, :n] = rounds["limit"][idx].flatten()
         qpos[s, width : width + n] = rounds["pos"][idx].flatten()
         qlim[s, width : width + n] = rounds["rank"][idx].flatten()
-    logits, normed = teacher(ids, pos, rank, qpos.to(ids.device), qlim.to(ids.device), states=True)
+        dest.append(idx)
+        src.append(s * 2 * width + torch.arange(0, n, k))
+    # everything the device needs, in one host-to-device copy
+    moved = torch.stack([qpos, qlim]).to(ids.device)
+    gather = torch.stack([torch.cat(dest), torch.cat(src)]).to(ids.device)
+    logits, normed = teacher(ids, pos, rank, moved[0], moved[1], states=True)
     d, v = normed.shape[-1], logits.shape[-1]
+    rows = gather[1][:, None] + torch.arange(k, device=ids.device)  # [g, k] parallel rows; exact rows at +width
     hid = torch.zeros(g, k, d, device=ids.device)
     base = torch.zeros(g, k, v, device=ids.device)
     target = torch.zeros(g, k, v, device=ids.device)
-    for s, idx in enumerate(per):
-        n = len(idx) * k
-        idx = idx.to(ids.device)
-        hid[idx] = normed[s, :n].view(len(idx), k, d).float()
-        base[idx] = logits[s, :n].view(len(idx), k, v).float()
-        target[idx] = logits[s, width : width + n].view(len(idx), k, v).float()
+    hid[gather[0]] = normed.reshape(-1, d)[rows].float()
+    base[gather[0]] = logits.reshape(-1, v)[rows].float()
+    target[gather[0]] = logits.reshape(-1, v)[rows + width].float()
     special = teacher.special_mask()
     return hid, base.masked_fill(special, float("-inf")), target.masked_fill(special, float("-inf"))
 

@@ -129,7 +129,7 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
                 r = resid[0, j]
                 if gate is not None:
                     r = r + head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
-                p = tempered_probs((base[j] + r.to(torch.float64)).masked_fill(special, float("-inf")), temperature)
+                p = tempered_probs((base[j] + r.to(base.device, torch.float64)).masked_fill(special, float("-inf")), temperature)
             drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
             rows.append(p)
         return drafts, rows
