@@ -51,6 +51,7 @@ from .campaign_plan import (
     gpu_budget,
     ptp_curve_args,
     share_of_pool,
+    text_timeline,
     with_text_size,
 )
 
@@ -488,6 +489,61 @@ def _size(cfg: dict) -> tuple[int, int, int, int]:
     return (cfg.get("hidden_size"), cfg.get("num_layers"), cfg.get("num_heads"), cfg.get("intermediate_size"))
 
 
+def rehearse(travel: Path, work: Path, threads: int = 2) -> dict:
+    """The text plan's timeline from costs measured here at the loan's real shapes (the largest
+    size, 256-token windows, the real travel folder): unpacking it, starting a training job and
+    running one step of it, saving a checkpoint, packing it for the output folder. This CPU is slower
+    than the GPU machine's 16 cores, so each cost is an upper bound there."""
+    import shutil
+    import tempfile
+
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=work))
+    try:
+        t = time.monotonic()
+        pack.unpack_travel(travel, tmp / "models", tmp / "data")
+        unpack_s = time.monotonic() - t
+        h, layers, heads, ffn = TEXT_SIZES[-1]
+        out = tmp / "job"
+        env = {**os.environ, "INFILL_DATA_DIR": str(tmp / "data"), "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "-m", "engine", "train", "--kind", "asarm", "--domain", "text", "--seq-len", "256",
+               "--hidden", str(h), "--layers", str(layers), "--heads", str(heads), "--ffn", str(ffn), "--out", str(out),
+               "--steps", "1", "--batch", "8", "--minutes", "5", "--save-minutes", "99", "--quiet",
+               "--threads", str(threads), "--device", "cpu", "--data-chars", "2000000000"]
+        t = time.monotonic()
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+        job_s = time.monotonic() - t  # start, data, one step, one save
+        t = time.monotonic()
+        blob = pack.tar_xz(out, preset=1)
+        pack_s = time.monotonic() - t
+        save_s = _save_seconds(out, threads)
+        timeline = text_timeline(gpu_budget(), unpack_s, max(0.0, job_s - save_s), save_s, pack_s)
+        return {"measured_on": "this CPU (upper bounds for the GPU machine)", "size": [h, layers, heads, ffn],
+                "checkpoint_mib": round(len(blob) / MIB, 2), **timeline}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _save_seconds(folder: Path, threads: int) -> float:
+    """Seconds to save a checkpoint of the model in `folder` as a training job does (save_pretrained,
+    bf16 compaction, tokenizer), timed in this process."""
+    import torch
+    from transformers import AutoModel
+
+    from engine.inputs.tokenization import Codec
+
+    from .train_checkpoint import compact
+
+    torch.set_num_threads(threads)
+    model, codec = AutoModel.from_pretrained(str(folder), dtype=torch.float32), Codec.load(folder)
+    dest = folder.parent / "save"
+    t = time.monotonic()
+    model.save_pretrained(dest)
+    compact(dest)
+    codec.hf.save_pretrained(dest)
+    return time.monotonic() - t
+
+
 def cli(argv: list[str] | None = None) -> int:
     """`python -m engine.lab.campaign run|pack|unpack-returned`."""
     ap = argparse.ArgumentParser(prog="python -m engine.lab.campaign")
@@ -521,7 +577,17 @@ def cli(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="whether the tree and the travel folder go as they stand (sparse checkout set, "
                                      "within 63 MiB); one line, exit 2 if not")
     c.add_argument("--travel", default="data/travel")
+    h = sub.add_parser("rehearse", help="the text plan's predicted timeline from costs measured here (one JSON line)")
+    h.add_argument("--travel", default="data/travel")
+    h.add_argument("--work", default="runs/rehearse")
+    h.add_argument("--threads", type=int, default=2)
     a = ap.parse_args(argv)
+    if a.cmd == "rehearse":
+        if not (Path(a.travel) / "travel.json").is_file():
+            print(f"rehearse: no packed travel folder at {a.travel} (run `make gpu-campaign-pack` first)")
+            return 2
+        print(json.dumps(rehearse(Path(a.travel), Path(a.work), a.threads)))
+        return 0
     if a.cmd == "check":
         why = pack.check_travel(ROOT, Path(a.travel))
         print(f"check refused: {why}" if why else "check: the tree and the travel folder go as they stand")

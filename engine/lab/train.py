@@ -26,7 +26,7 @@ from .token_arrays import TOKENIZERS
 from .token_windows import token_stream
 from .train_checkpoint import compact, save_checkpoint
 from .train_curve import Curve, add_curve_args, check_curve_args
-from .train_speed import DeviceWindows, TokenMeter, compile_blocks, cuda_memory_ok, device_sync, make_optimizer, probe_batch
+from .train_speed import DeviceWindows, TokenMeter, cuda_memory_ok, device_sync, make_optimizer, probe_batch
 
 
 def domain_tokenizer(domain: str) -> Codec:
@@ -132,8 +132,6 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-batch-tokens", type=int, default=131_072, help="--batch auto: tokens-per-step cap")
     ap.add_argument("--probe-seconds", type=float, default=30.0,
                     help="--batch auto: the probe's time budget (at most a tenth of --minutes)")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile the transformer blocks (a GPU option: it costs minutes on a CPU)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--min-lr", type=float, default=0.0, help="the cosine's floor, as a fraction of --lr")
     ap.add_argument("--warmup", type=int, default=200, help="linear warm-up steps (at most a tenth of the schedule)")
@@ -256,8 +254,6 @@ def cli(argv: list[str]) -> int:
     acc.print(f"{a.kind}/{a.domain}: {n_params / 1e6:.2f}M trainable params, {len(train):,} train tokens, "
               f"{acc.device}, autocast {autocast_dtype or 'off'}, TF32 {'on' if tf32 else 'off'}")
     model.to(acc.device)  # before the optimizer: fused AdamW needs the parameters on their device
-    if a.compile:
-        acc.print(f"torch.compile: {compile_blocks(model)} blocks")
     opt, opt_kind = make_optimizer([p for p in model.parameters() if p.requires_grad], a.lr)
     step = int(resumed.get("steps", 0))
     horizon = a.steps if a.steps is not None else resumed.get("horizon")

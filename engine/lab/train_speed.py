@@ -171,17 +171,3 @@ class TokenMeter:
         if self.since is None or self.timed_tokens == 0:
             return 0.0
         return self.timed_tokens / max(self.now - self.since, 1e-9)
-
-
-def compile_blocks(model: torch.nn.Module) -> int:
-    """`--compile`: torch.compile each transformer block in place (the loss's mask sampling stays
-    eager). Returns how many modules were compiled. Never used by the default tests: compiling
-    costs minutes on a CPU."""
-    from engine.models.layers import Block
-
-    n = 0
-    for m in model.modules():
-        if isinstance(m, Block):
-            m.compile()
-            n += 1
-    return n
