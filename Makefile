@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation domains gpu-campaign gpu-campaign-pack
+.PHONY: run test test-slow e2e lint bench data demo clean models models-gpu mutation domains gpu-campaign gpu-campaign-pack gpu-loan gpu-loan-back gpu-campaign-rehearse ptp-head
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -80,13 +80,39 @@ GPU_MINUTES ?= 15
 models-gpu: $(STAMP)
 	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python engine/lab/train_all_gpu.sh
 
-# The lent-GPU campaign (docs/TRAINING.md): speed table, the plan's training jobs, evaluations, in one
-# command of at most 8 minutes, every result written to $OUT at once. No venv and no pip (the GPU
+# The lent-GPU campaign (docs/TRAINING.md): the speed table, then ONE text AS-ARM sized on the GPU, in one
+# command of at most 9.5 minutes, every result written to $OUT at once (CAMPAIGN_ARGS="--plan full": all domains). No venv and no pip (the GPU
 # machine has no network): that machine's own python3 holds torch, transformers and accelerate.
 CAMPAIGN_PY ?= python3
 CAMPAIGN_ARGS ?=
 gpu-campaign:
 	$(CAMPAIGN_PY) -m engine.lab.campaign run --out "$${OUT:-runs/campaign-out}" $(CAMPAIGN_ARGS)
+
+# The moment a GPU is lent, on a clean clone (docs/TRAINING.md, "A loan in three commands"): fetch and
+# tokenize the text corpus only, pack it beside the bundled text AS-ARM and PTP head, leave the bundled
+# models out of the tree that travels (sparse checkout), check it all fits, print the device call.
+gpu-loan: $(STAMP)
+	$(BIN)/python -m engine data fetch text
+	$(BIN)/python -m engine data tokenize text
+	$(BIN)/python -m engine.lab.campaign pack --out data/travel
+	git sparse-checkout set --no-cone '/*' '!/assets/models/' '!/docs/img/' '!/docs/figures/'
+	$(BIN)/python -m engine.lab.campaign check --travel data/travel
+	$(BIN)/python -m engine.lab.campaign loan-command
+
+# After the loan: FILES=<the call's files_at>. The whole tree back, the returned models unpacked.
+FILES ?=
+gpu-loan-back: $(STAMP)
+	git sparse-checkout disable
+	$(BIN)/python -m engine.lab.campaign unpack-returned $(FILES)/*.tar.xz* --dest runs/campaign-returned
+
+# The loan's predicted timeline from costs measured here at its real shapes (one JSON line).
+gpu-campaign-rehearse: $(STAMP)
+	$(BIN)/python -m engine.lab.campaign rehearse --travel data/travel
+
+# After a loan, on the CPU: a one-pass PTP head for the returned text AS-ARM (40 minutes on 2 cores).
+TEACHER ?= runs/campaign-returned/text-asarm
+ptp-head: $(STAMP)
+	$(BIN)/python -m engine.lab.campaign ptp-head --teacher $(TEACHER)
 
 # Before the loan, here: pack what travels (bundled models and token shards, ranked, within 64 MiB
 # with the code tree) into data/travel/, the folder the `run` call carries.

@@ -32,17 +32,21 @@ from . import campaign_pack as pack
 from .campaign_plan import (
     CAMPAIGN_S,
     CHECKPOINT_EVERY_S,
+    COMMAND_S,
     DRY_JOBS,
     DRY_SIZES,
     GPU_JOBS,
     JOB_OVERHEAD_S,
     PROBE_S,
+    PTP_ONEPASS,
     RETURN_FILE_MIB,
     RETURN_FILES,
     RETURN_TOTAL_MIB,
+    START_RESERVE_S,
     TEXT_JOBS,
     TEXT_SIZES,
     TEXT_TRAVEL,
+    TRANSFER_S,
     TRAVEL,
     Budget,
     Job,
@@ -524,6 +528,16 @@ def rehearse(travel: Path, work: Path, threads: int = 2) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def ptp_head_command(teacher: Path, out: Path, minutes: float, threads: int) -> list[str]:
+    """`engine train --kind ptp` for a one-pass head of the bundled heads' settings (PTP_ONEPASS),
+    its attention heads those of the teacher, its held-out acceptance curve every tenth of the run."""
+    heads = _config(teacher)["num_heads"]
+    return [sys.executable, "-m", "engine", "train", "--kind", "ptp", "--domain", "text", "--teacher", str(teacher),
+            "--out", str(out), *PTP_ONEPASS, "--heads", str(heads), "--seq-len", "256", "--batch", "4",
+            "--threads", str(threads), "--minutes", f"{minutes:g}", "--save-minutes", "10",
+            "--curve-every", f"{max(30.0, minutes * 6):.0f}s", "--quiet"]
+
+
 def _save_seconds(folder: Path, threads: int) -> float:
     """Seconds to save a checkpoint of the model in `folder` as a training job does (save_pretrained,
     bf16 compaction, tokenizer), timed in this process."""
@@ -577,11 +591,27 @@ def cli(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="whether the tree and the travel folder go as they stand (sparse checkout set, "
                                      "within 63 MiB); one line, exit 2 if not")
     c.add_argument("--travel", default="data/travel")
+    sub.add_parser("loan-command", help="the device call to make now: its command, what it carries, its limit")
+    hd = sub.add_parser("ptp-head", help="after a loan, on the CPU: a one-pass PTP head for a returned text AS-ARM")
+    hd.add_argument("--teacher", default="runs/campaign-returned/text-asarm")
+    hd.add_argument("--out", default="runs/ptp-head/text-ptp1")
+    hd.add_argument("--minutes", type=float, default=40.0)
+    hd.add_argument("--threads", type=int, default=2)
     h = sub.add_parser("rehearse", help="the text plan's predicted timeline from costs measured here (one JSON line)")
     h.add_argument("--travel", default="data/travel")
     h.add_argument("--work", default="runs/rehearse")
     h.add_argument("--threads", type=int, default=2)
     a = ap.parse_args(argv)
+    if a.cmd == "loan-command":
+        print(json.dumps({"kind": "nvidia-h100-x1 (or nvidia-h200)", "timeout_s": int(COMMAND_S),
+                          "carry": ["data/travel"], "command": 'python3 -m engine.lab.campaign run --out "$OUT"'}))
+        print(f"after it: make gpu-loan-back FILES=<files_at>  (the campaign's own clock is {CAMPAIGN_S:.0f} s; "
+              f"reserve about {START_RESERVE_S + TRANSFER_S:.0f} s of the 900 s loan for the start and transfers)")
+        return 0
+    if a.cmd == "ptp-head":
+        cmd = ptp_head_command(Path(a.teacher), Path(a.out), a.minutes, a.threads)
+        print("$ " + " ".join(cmd), flush=True)
+        return subprocess.run(cmd, cwd=ROOT).returncode
     if a.cmd == "rehearse":
         if not (Path(a.travel) / "travel.json").is_file():
             print(f"rehearse: no packed travel folder at {a.travel} (run `make gpu-campaign-pack` first)")
