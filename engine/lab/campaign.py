@@ -222,6 +222,8 @@ class Campaign:
         if text:
             self.guard("bench-calls-text", self.engine("bench", "calls", "--model", str(text), "--json",
                                                        "--reps", "2" if dry else "15"), caps["bench-calls"], True)
+        if self.a.plan == "text" and not dry:  # the text plan's 60 s: bench calls for the text AS-ARM only
+            return
         self.guard("bench-calls-xlnet", self.engine("bench", "calls", "--xlnet-base-random", "--json",
                                                     "--context", "16" if dry else "200", "--reps", "1" if dry else "15"),
                    caps["bench-calls"], True)

@@ -200,12 +200,12 @@ CHECKPOINT_EVERY_S = 120.0
 
 def gpu_budget(total_s: float = CAMPAIGN_S, plan: str = "text") -> Budget:
     """The text plan: the speed table on the bundled text AS-ARM (60 s, text first: bench assd 40 s,
-    bench calls 2 x 10 s), no evaluations on the GPU (they run on the CPU after the loan), 10 s to
+    bench calls 20 s), no evaluations on the GPU (they run on the CPU after the loan), 10 s to
     pack what comes back; training gets the rest. Budgets equal the sum of their steps' caps. The
     full plan (`--plan full`, every domain): the older 100 s table and 45 s of evaluations."""
     if plan == "text":
         return Budget(total_s, speed_s=60.0, eval_s=0.0, reserve_s=10.0,
-                      step_cap_s={"bench-assd": 40.0, "bench-calls": 10.0, "eval": 0.0, "fills": 0.0})
+                      step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 0.0, "fills": 0.0})
     return Budget(total_s, speed_s=100.0, eval_s=45.0, reserve_s=20.0,
                   step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 30.0, "fills": 30.0})
 
