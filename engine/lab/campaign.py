@@ -48,6 +48,7 @@ from .campaign_plan import (
     TEXT_TRAVEL,
     TRANSFER_S,
     TRAVEL,
+    TREE_LIMIT_MIB,
     Budget,
     Job,
     choose_text_size,
@@ -61,6 +62,8 @@ from .campaign_plan import (
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
+#: versions + unpacking the text plan's travel folder on the H200 machine, 2026-11-27 (campaign.jsonl)
+FIRST_LOAN_UNPACK_S = 4.9
 VERSIONS = ("torch", "transformers", "accelerate", "numpy", "scipy", "safetensors", "tokenizers")
 ASSD_EXACT = "sequential-cache,sequential,assd,assd-cache,assd-pipelined,assd-ngram"  # bench.ASSD_SAMPLERS
 DOMAINS = ("text", "code", "protein")
@@ -523,9 +526,13 @@ def rehearse(travel: Path, work: Path, threads: int = 2) -> dict:
         blob = pack.tar_xz(out, preset=1)
         pack_s = time.monotonic() - t
         save_s = _save_seconds(out, threads)
-        timeline = text_timeline(gpu_budget(), unpack_s, max(0.0, job_s - save_s), save_s, pack_s)
-        return {"measured_on": "this CPU (upper bounds for the GPU machine)", "size": [h, layers, heads, ffn],
-                "checkpoint_mib": round(len(blob) / MIB, 2), **timeline}
+        # seconds scaled to the GPU machine's host by the one cost both machines measured: unpacking
+        # this travel folder (the first loan's campaign.jsonl: FIRST_LOAN_UNPACK_S there)
+        scale = max(1.0, unpack_s / FIRST_LOAN_UNPACK_S)
+        here = {"unpack_s": unpack_s, "job_start_s": max(0.0, job_s - save_s), "save_s": save_s, "pack_s": pack_s}
+        timeline = text_timeline(gpu_budget(), *(v / scale for v in here.values()))
+        return {"measured_here_s": {k: round(v, 1) for k, v in here.items()}, "scale_to_gpu_host": round(scale, 2),
+                "size": [h, layers, heads, ffn], "checkpoint_mib": round(len(blob) / MIB, 2), **timeline}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -547,9 +554,11 @@ def _save_seconds(folder: Path, threads: int) -> float:
     from transformers import AutoModel
 
     from engine.inputs.tokenization import Codec
+    from engine.models import register_all
 
     from .train_checkpoint import compact
 
+    register_all()  # the Auto classes learn the project's model types
     torch.set_num_threads(threads)
     model, codec = AutoModel.from_pretrained(str(folder), dtype=torch.float32), Codec.load(folder)
     dest = folder.parent / "save"
@@ -587,6 +596,7 @@ def cli(argv: list[str] | None = None) -> int:
                    help="text: the bundled text AS-ARM and every text training token that fits; full: TRAVEL")
     p.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     p.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
+    p.add_argument("--limit-mib", type=float, default=TREE_LIMIT_MIB, help="what may travel (tree + travel + 1 MiB)")
     u = sub.add_parser("unpack-returned", help="unpack the model files that came back into a folder")
     u.add_argument("files", nargs="+")
     u.add_argument("--dest", default="runs/campaign-returned")
@@ -626,7 +636,7 @@ def cli(argv: list[str] | None = None) -> int:
         return 2 if why else 0
     if a.cmd == "pack":
         plan = TEXT_TRAVEL if a.plan == "text" else TRAVEL
-        m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out), plan)
+        m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out), plan, limit_mib=a.limit_mib)
         for it in m["items"]:
             print(f"{it['what']:<7} {it['name']:<15} {it['bytes'] / MIB:7.2f} MiB  " +
                   (f"skipped: {it['skipped']}" if "skipped" in it else

@@ -274,3 +274,37 @@ def test_token_shards_travel_without_their_indexes_and_a_first_shard_too_large_i
     assert 0 < got.size < train.size and got.size in set(ends.tolist())  # a prefix ending at a document end
     assert np.array_equal(got, train[: got.size])
     assert res["tokens"] == {"train": int(got.size), "valid": valid.size}
+
+
+def test_a_pack_too_big_is_refused_in_one_line(tmp_path, bundled, capsys):
+    """The tree alone over the limit: nothing fits, and the pack says so in one line, exit 2."""
+    from engine.lab import campaign
+
+    code = campaign.cli(["pack", "--out", str(tmp_path / "travel"), "--models-dir", str(bundled / "models"),
+                         "--data-dir", str(bundled / "data"), "--limit-mib", "1"])
+    refused = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pack refused")]
+    assert code == 2 and len(refused) == 1 and "exceeds 0 MiB" in refused[0]
+    assert campaign.cli(["pack", "--out", str(tmp_path / "ok"), "--models-dir", str(bundled / "models"),
+                         "--data-dir", str(bundled / "data")]) == 0  # the real limit: the tiny pack goes
+
+
+def test_check_refuses_without_the_sparse_checkout_and_over_the_limit(tmp_path):
+    """`campaign check` measures the tree as it stands: the sparse checkout must leave the models out,
+    and tree + travel must fit 63 MiB."""
+    repo = tmp_path / "repo"
+    (repo / "assets" / "models" / "m").mkdir(parents=True)
+    (repo / "assets" / "models" / "m" / "w.bin").write_bytes(b"w" * 1000)
+    (repo / "code.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run([*git, *cmd], cwd=repo, check=True)
+    travel = repo / "data" / "travel"
+    travel.mkdir(parents=True)
+    (repo / ".git" / "info" / "exclude").write_text("/data/\n")
+    assert "sparse checkout is not set" in pack.check_travel(repo, travel)
+    subprocess.run(["git", "sparse-checkout", "set", "--no-cone", "/*", *[f"!/{d}" for d in pack.LEFT_BEHIND]],
+                   cwd=repo, check=True)
+    assert not (repo / "assets" / "models").exists() and pack.check_travel(repo, travel) is None
+    (travel / "tokens.xz").write_bytes(os.urandom(2 << 20))
+    assert pack.check_travel(repo, travel, limit_mib=1.5).startswith("tree ")  # 2 MiB of travel: too much
+    assert pack.check_travel(repo, travel, limit_mib=3) is None
