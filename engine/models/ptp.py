@@ -32,15 +32,10 @@ Two modes (config.mode; old checkpoints have no field and load as "draft"):
   prev_gate(h_j))): a table lookup and a [V, r] matvec per row, not a pass of the head, and d_{j-1}
   is itself a function of u_<j, so p_j is still fixed before u_j.
 
-Why categorical and not one-hot: the part of the u -> token map that is hard to learn, the
-inverse CDF over a 4096-token vocabulary, is computed exactly instead of being learned; the head
-only learns the conditional distribution, by distillation against the teacher's full rows (a
-dense, low-variance signal, which matters for a head trained for minutes on a CPU); and the
-speculative test accepts row j with probability 1 - TV(p_j, q_j), the best any coupling of the
-drafter and the teacher can do, whereas common random numbers under a fixed token order agree
-less often for the same p_j. Exactness does not depend on the head at all (see
-engine/samplers/ptp.py). The head's output projection starts at zero, so an untrained head
-drafts exactly what pipelined ASSD drafts.
+Why categorical and not one-hot: the inverse CDF over the vocabulary is computed exactly rather than
+learned; the head learns only the conditional distribution, by distillation against the teacher's
+full rows; and row j is kept with probability 1 - TV(p_j, q_j), the best any coupling can do.
+Exactness does not depend on the head (engine/samplers/ptp.py); its output projection starts at zero.
 
 Training (`python -m engine train --kind ptp --teacher DIR`) distils from the frozen AS-ARM on
 the training corpus: the data tokens play the drafts d_<j (the paper's teacher-forced
@@ -232,9 +227,8 @@ class PtpHead(PreTrainedModel):
 
     def distill(self, ids: torch.Tensor, gen: torch.Generator, rate: float | None = None,
                 stats: bool = True) -> tuple[torch.Tensor, dict]:
-        """Returns the loss and monitoring numbers: the expected speculative acceptance
-        1 - TV(p, q) of rows 2.. of a round, for the head and for the AS-ARM's parallel rows.
-        `stats=False` (every training step) leaves them out: reading them waits for the device."""
+        """The loss and (with `stats`: reading them waits for the device, so not every step) the
+        expected acceptance 1 - TV(p, q) of rows 2.. of a round, for the head and the parallel rows."""
         if not self._teacher:
             raise RuntimeError("attach_teacher(asarm) first: the PTP head distils from a frozen AS-ARM")
         teacher = self._teacher[0]
@@ -387,8 +381,7 @@ def teacher_rows(teacher, ids: torch.Tensor, rounds: dict) -> tuple[torch.Tensor
         qlim[s, width : width + n] = rounds["rank"][idx].flatten()
         dest.append(idx)
         src.append(s * 2 * width + torch.arange(0, n, k))
-    # everything the device needs, in one host-to-device copy
-    moved = torch.stack([qpos, qlim]).to(ids.device)
+    moved = torch.stack([qpos, qlim]).to(ids.device)  # what the device needs: one copy, one of indices
     gather = torch.stack([torch.cat(dest), torch.cat(src)]).to(ids.device)
     logits, normed = teacher(ids, pos, rank, moved[0], moved[1], states=True)
     d, v = normed.shape[-1], logits.shape[-1]

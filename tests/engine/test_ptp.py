@@ -363,9 +363,6 @@ def test_bundled_text_ptp_fills_a_span_with_text_asarm():
     assert r.model == "text-asarm" and r.masked_tokens == 6 and r.calls <= 6
     assert r.text.startswith("The ship sailed into the") and r.text.endswith(" at dawn.")
     assert any("PTP head text-ptp1" in s.note for s in r.trace)  # the domain's chosen drafter (domains.py)
-    old = engine.infill("The ship sailed into the [MASK:6] at dawn.", sampler="assd-ptp", seed=0, k=5,
-                        draft_model="text-ptp")  # the draft-mode head still loads and runs
-    assert old.calls <= 6 and any("PTP head text-ptp " in s.note for s in old.trace)
 
 
 def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
