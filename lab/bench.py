@@ -13,12 +13,12 @@ import time
 
 import torch
 
+from engine.cli import add_device_arg
 from engine.loading.device import apply_device_flag
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
 
-from ..cli import add_device_arg
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
 from .shard import is_main, shard_map, world
@@ -151,7 +151,7 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
                    partial: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
-    ratios within the run. Input i runs with seed + i, in whichever process (engine.lab.shard)
+    ratios within the run. Input i runs with seed + i, in whichever process (lab.shard)
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
     span texts it wrote) and the lines left out. With `cost_model`, the call-cost curve of this
     machine is measured after the samplers and each row gets its `limit` (add_limits). A model already

@@ -11,7 +11,7 @@ Each row also carries its floor (issue 24): the same rows through a plain stack 
 weight matrices, no norms, masks, attention or cache, so the table says how far a call is above
 what the hardware needs for its matmuls. `--baseline-tree PATH` measures an older checkout (a
 `git worktree add --detach PATH COMMIT`) beside this one in the same run: the calls are timed in
-worker processes (engine/lab/calls_worker.py), one per source tree, taking turns.
+worker processes (lab/calls_worker.py), one per source tree, taking turns.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SHAPES = [(1, 1), (1, 5), (4, 4), (5, 5), (5, 10), (5, 35), (10, 10), (16, 16), 
 
 
 WORKER = Path(__file__).with_name("calls_worker.py")
-HERE = Path(__file__).resolve().parents[2]  # the source tree this file belongs to
+HERE = Path(__file__).resolve().parents[1]  # the source tree this file belongs to
 
 
 def _start(tree: Path, model: str, context: int, shapes: list[tuple[int, int]], threads: int) -> subprocess.Popen:
@@ -80,7 +80,7 @@ def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, in
             baseline_tree: Path | None = None) -> dict:
     """CPU and wall seconds of single AS-ARM calls of each (content rows, query rows) shape after
     `context` cached rows, and of each shape's floor: the same rows through a plain stack of the
-    model's own weight matrices (engine/lab/calls_worker.py `floor`), i.e. what the arithmetic
+    model's own weight matrices (lab/calls_worker.py `floor`), i.e. what the arithmetic
     alone costs on this machine. With `baseline_tree` (e.g. a `git worktree` of an older commit),
     the same is measured for that checkout's model code in a second process, the two processes
     taking turns one repetition at a time, so both see the same machine load."""
@@ -130,7 +130,7 @@ def cli(argv: list[str]) -> int:
                     help="time one call of an XLNet-base sized model with random weights over a window of "
                          "--context tokens (the ASSD paper's checkpoint size; no download), uncached and "
                          "cached side by side, a one-token call and a k = 5 verify, at 1 and 2 threads "
-                         "(engine/lab/bench_xlnet.py)")
+                         "(lab/bench_xlnet.py)")
     ap.add_argument("--baseline-tree", default=None, metavar="PATH",
                     help="also time the model code of another checkout (e.g. `git worktree add --detach PATH "
                          "COMMIT`), interleaved with this one, for a before/after table from one run")

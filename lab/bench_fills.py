@@ -1,6 +1,6 @@
 """`python -m engine bench fills`: do the fills read right? (issue 11, section 2)
 
-Three small sets written for this benchmark (engine/lab/benchdata, none from the corpora):
+Three small sets written for this benchmark (lab/benchdata, none from the corpora):
 - text: 60 sentences with one masked word and the words a reader would accept there. Measured:
   the share of sampled fills a reader accepts, and the share that are whole words (one word after
   the space, found in the text training split's vocabulary, or of word shape when no corpus).
@@ -31,12 +31,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from engine.api import joint_log_prob
 from engine.inputs.domains import default_span, studio_domains
 from engine.inputs.masking import MaskedInput, from_char_ranges, parse_masked_text
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
 
-from ..api import joint_log_prob
 from .runs import drain
 
 DATA = Path(__file__).resolve().parent / "benchdata"
@@ -223,7 +223,7 @@ def bench_protein(model: str, seeds: int, temperatures: list[float], sampler: st
             "recovery_unigram_expected": expected_uni / n_tot, "seeds": seeds, "rows": rows}
 
 
-#: the domains this benchmark has a hand-made fill set for (engine/lab/benchdata/fills_*.json)
+#: the domains this benchmark has a hand-made fill set for (lab/benchdata/fills_*.json)
 FILL_SETS = ("text", "code", "protein")
 
 

@@ -6,7 +6,7 @@ Calls are in units of one full pass of the hybrid (docs/DESIGN.md §4): an MDM s
 costs nc_blocks / all_blocks, a causal pass causal_blocks / all_blocks. `calls_best_mean` is the
 best case (an MDM step that revealed nothing is free); for self-spec it equals `calls_mean`.
 Quality: spelling accuracy for text (share of generated words found in the training split's
-vocabulary), judge NLL where a judge model and `engine.lab.evaluate.judge_nll` exist, unigram entropy
+vocabulary), judge NLL where a judge model and `lab.evaluate.judge_nll` exist, unigram entropy
 (bits) of the generated tokens always (a collapse to repeated tokens shows up as low entropy).
 """
 
@@ -19,12 +19,12 @@ import random
 import statistics
 from pathlib import Path
 
+from engine.cli import add_device_arg
 from engine.inputs.domains import DOMAINS
 from engine.loading.device import apply_device_flag
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import available, default_model, load
 
-from ..cli import add_device_arg
 from .metrics import WORD, judge_nll_tokens, spelling_accuracy, train_words, unigram_entropy
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
@@ -165,7 +165,7 @@ def run_bench(model: str, samples: int, length: int, mask_rate: float = 0.95, se
     """MDM at several step counts against self-spec at several (dtau, inner) settings on the same
     masked windows (or the inputs of `inputs_file`) and seeds: calls (raw and best case) and
     quality per setting. Input i runs every setting with seed + i, in whichever process
-    (engine.lab.shard) takes it. From a file: also every row per input and the lines left out."""
+    (lab.shard) takes it. From a file: also every row per input and the lines left out."""
     lm = load(model)
     inputs, src = bench_inputs(lm, inputs_file, length, mask_rate, samples, seed)
     settings = [("mdm", f"T={t}", {"steps": t}) for t in (mdm_steps or MDM_STEPS)]

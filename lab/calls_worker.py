@@ -2,7 +2,7 @@
 tree is first on PYTHONPATH: the checkout being measured, or an old one (`--baseline-tree`).
 
 Why a separate process and a standalone file: two versions of `engine` cannot live in one Python
-process, and an old checkout does not have this file. The parent (engine/lab/bench_calls.py) runs
+process, and an old checkout does not have this file. The parent (lab/bench_calls.py) runs
 this file by path with PYTHONPATH set to a tree, once per tree, and drives the processes in turn
 (one repetition each, interleaved), so machine load drifts over both alike. It only uses what
 every checkout has: engine.loading.registry.load and engine.models.asarm_core.KVCache.

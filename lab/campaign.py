@@ -1,10 +1,10 @@
-"""`python -m engine.lab.campaign run|pack|unpack-returned`: the lent-GPU campaign in one command.
+"""`python -m lab.campaign run|pack|unpack-returned`: the lent-GPU campaign in one command.
 
 Why: a loan is rare and short (15 minutes of device time, one command of at most 10, 64 MiB each
 way, no network, no gradio/sqlalchemy/plotly there), so the whole loan is one prepared command:
   1. the speed table on the bundled weights first (`bench assd`, every exact sampler, three domains,
      k = 5; `bench calls` for the bundled AS-ARM and a random XLNet-base sized model);
-  2. the plan's training jobs (engine/lab/campaign_plan.py), one at a time with the whole GPU,
+  2. the plan's training jobs (lab/campaign_plan.py), one at a time with the whole GPU,
      each for its share of the minutes left, `--init` from the bundled weights where the
      architecture is unchanged;
   3. `engine eval` and `bench fills` of each new model beside the bundled one, while minutes remain;
@@ -60,7 +60,7 @@ from .campaign_plan import (
     with_text_size,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 #: versions + unpacking the text plan's travel folder on the H200 machine, 2026-11-27 (campaign.jsonl)
 FIRST_LOAN_UNPACK_S = 4.9
@@ -570,8 +570,8 @@ def _save_seconds(folder: Path, threads: int) -> float:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """`python -m engine.lab.campaign run|pack|unpack-returned`."""
-    ap = argparse.ArgumentParser(prog="python -m engine.lab.campaign")
+    """`python -m lab.campaign run|pack|unpack-returned`."""
+    ap = argparse.ArgumentParser(prog="python -m lab.campaign")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="the campaign (on the GPU machine; --dry-run: seconds, tiny models, the CPU)")
     r.add_argument("--out", default=os.environ.get("OUT", "runs/campaign-out"))
@@ -616,7 +616,7 @@ def cli(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "loan-command":
         print(json.dumps({"kind": "nvidia-h100-x1 (or nvidia-h200)", "timeout_s": int(COMMAND_S),
-                          "carry": ["data/travel"], "command": 'python3 -m engine.lab.campaign run --out "$OUT"'}))
+                          "carry": ["data/travel"], "command": 'python3 -m lab.campaign run --out "$OUT"'}))
         print(f"after it: make gpu-loan-back FILES=<files_at>  (the campaign's own clock is {CAMPAIGN_S:.0f} s; "
               f"reserve about {START_RESERVE_S + TRANSFER_S:.0f} s of the 900 s loan for the start and transfers)")
         return 0

@@ -45,7 +45,7 @@ SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--rate-min", "0.7",
                "--layers", "3", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
-#: a PTP job's stop rule (engine/lab/train_curve.py): the held-out acceptance curve gets about
+#: a PTP job's stop rule (lab/train_curve.py): the held-out acceptance curve gets about
 #: PTP_CURVE_POINTS points over the job's first share; the head stops (and saves, and hands its
 #: seconds on) once the best of the last WINDOW points is less than MIN_GAIN above the point before
 #: them, never before PTP_STOP_MIN_POINTS points (the start's included)
@@ -110,7 +110,7 @@ def choose_text_size(tokens_per_s: float, probed: tuple[int, int, int, int], tra
 
 
 #: the default plan: ONE text AS-ARM, every training second of the loan (the studio's first model;
-#: its PTP head is trained afterwards on the CPU, engine/lab/train_ptp.py). Other jobs: `--plan full`.
+#: its PTP head is trained afterwards on the CPU, lab/train_ptp.py). Other jobs: `--plan full`.
 TEXT_JOBS: tuple[Job, ...] = (
     Job("text-asarm", "asarm", "text", 1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
 )

@@ -1,8 +1,8 @@
 """Model cards: the README and metrics.json written into a checkpoint folder (what `engine models`
 and the app show), with the data it was trained on and the command that rebuilds it.
 
-A leaf of engine/lab: `python -m engine eval --write-cards` (engine/lab/evaluate.py) and the PTP
-head's `train ptp-eval --write-card` (engine/lab/train_ptp.py) both write cards without importing
+A leaf of lab: `python -m engine eval --write-cards` (lab/evaluate.py) and the PTP
+head's `train ptp-eval --write-card` (lab/train_ptp.py) both write cards without importing
 each other.
 """
 

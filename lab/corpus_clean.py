@@ -2,7 +2,7 @@
 every rule is tested on small fixtures: prose clean-up and chunking, the Brown tagged format,
 FASTA and BLAST protein databases, protein de-duplication against the test split, HumanEval's
 single-line tasks, the Bible and WordNet package formats, and the seeded document split.
-engine/lab/data.py puts them to work on what the registries serve."""
+lab/data.py puts them to work on what the registries serve."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 manuals, man pages, POD, dictd dictionaries): an unpacked package -> (name, prose) documents.
 
 Each extractor is built by a small factory from the globs of the package's layout, so
-engine/lab/data.py lists a source in one line; the markup readers are in corpus_markup.py and
+lab/data.py lists a source in one line; the markup readers are in corpus_markup.py and
 the reStructuredText one is the `modern` corpus's (experiment_corpora.rst_prose).
 """
 

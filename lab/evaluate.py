@@ -208,7 +208,7 @@ def quality_of(domain: str) -> str:
 
 def evaluate_domain(domain: str, samples: int, humaneval_limit: int | None) -> dict:
     """Every bundled checkpoint of a domain (what `--write-cards` writes)."""
-    assets = Path(__file__).resolve().parents[2] / "assets"
+    assets = Path(__file__).resolve().parents[1] / "assets"
     return {row["name"]: evaluate_model(row["name"], row["kind"], domain, samples, humaneval_limit, row["path"])
             for row in available() if row["domain"] == domain and Path(row["path"]).is_relative_to(assets)}
 
@@ -227,9 +227,8 @@ def cli(argv: list[str]) -> int:
                     help="with --model: only the held-out NLL, on this corpus's test split instead of the domain's")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
+    from engine.cli import add_device_arg
     from engine.loading.device import apply_device_flag
-
-    from ..cli import add_device_arg
 
     add_device_arg(ap)
     add_quiet_arg(ap)

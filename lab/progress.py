@@ -3,7 +3,7 @@ an estimate of the time left, from tqdm.
 
 On stderr, so --json output stays clean; off when stderr is not a terminal (logs, CI, pipes),
 with `--quiet` (QUIET), and on every process but the main one when work is sharded
-(engine.lab.shard), so N processes draw one bar, not N.
+(lab.shard), so N processes draw one bar, not N.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from engine.api import InfillResult, InfillRun
 from engine.inputs.masking import MaskedInput
 from engine.loading.loaded_model import LoadedModel
-
-from ..api import InfillResult, InfillRun
 
 
 @dataclass

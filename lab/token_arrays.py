@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.errors import InfillError
 from engine.inputs.domains import CORPORA, DOMAINS
 from engine.inputs.tokenization import Codec
 
-from ..errors import InfillError
 from .corpus_files import corpus_dir, data_dir, read_jsonl, sha256_file
 
 #: the bundled tokenizers, one folder per domain (AS-ARM, hybrid and judge of a domain share it)
-TOKENIZERS = Path(__file__).resolve().parents[2] / "assets" / "tokenizers"
+TOKENIZERS = Path(__file__).resolve().parents[1] / "assets" / "tokenizers"
 SHARD_TOKENS = 8_000_000
 SPLITS = ("train", "valid", "test")
 BATCH_DOCS = 256  # documents encoded in one call (the Rust tokenizer spreads a batch over the cores)

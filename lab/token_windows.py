@@ -1,7 +1,7 @@
 """Training windows: a corpus split as one token stream, and random BOS-led windows of it.
 
-A leaf of engine/lab: training (engine/lab/train.py) and the PTP head's evaluation
-(engine/lab/train_ptp.py) read windows the same way without importing each other.
+A leaf of lab: training (lab/train.py) and the PTP head's evaluation
+(lab/train_ptp.py) read windows the same way without importing each other.
 """
 
 from __future__ import annotations

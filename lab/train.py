@@ -19,8 +19,8 @@ import torch
 
 from engine.inputs.domains import DOMAINS
 from engine.inputs.tokenization import Codec, char_tokenizer, train_bpe
+from engine.models import MODEL_KINDS
 
-from ..models import MODEL_KINDS
 from .progress import add_quiet_arg, bar, set_quiet
 from .token_arrays import TOKENIZERS
 from .token_windows import token_stream
@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="required unless --resume; chars: text8-style letters and space (an experiment)")
     ap.add_argument("--corpus", default=None, choices=["modern"],
                     help="train on this corpus instead of the domain's own (modern: the CPU fine-tuning "
-                         "experiment of text models; engine/lab/experiment_corpora.py)")
+                         "experiment of text models; lab/experiment_corpora.py)")
     ap.add_argument("--out", default=None, help="checkpoint folder (default: the --resume folder)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
@@ -397,7 +397,7 @@ def _resume_model(folder: Path, a):
 
 def _backbone_hybrid(a, ap: argparse.ArgumentParser):
     """(codec, hybrid) for --backbone: the backbone's own tokenizer, a frozen non-causal stack."""
-    from ..models.hybrid import HybridModel
+    from engine.models.hybrid import HybridModel
 
     if a.kind != "hybrid":
         ap.error("--backbone needs --kind hybrid")

@@ -1,11 +1,11 @@
 #!/bin/bash
 # `make models-gpu`: train the nine checkpoints at once on one GPU with the project's own
 # `python -m engine train`, each for MINUTES of wall time. No --steps: every run derives its cosine
-# horizon from its own measured step rate (engine/lab/train.py, Schedule), so all nine end on their
+# horizon from its own measured step rate (lab/train.py, Schedule), so all nine end on their
 # learning-rate floor as the budget runs out. Adapted from ../shared/checkpoints/train_all.sh, which
 # needed a separate 45 s probe of each job to pick --steps; the trainer now does that itself.
 #
-# usage: engine/lab/train_all_gpu.sh            (env: MINUTES=15 OUT=runs/models-gpu PY=python3
+# usage: lab/train_all_gpu.sh            (env: MINUTES=15 OUT=runs/models-gpu PY=python3
 #                                              DEVICE=cuda EXTRA="" DOMAINS="text code protein"
 #                                              JOBS="name:kind:domain:hidden:layers:heads:ffn:batch ...")
 # Default JOBS: an AS-ARM, a hybrid and a judge for each of the studio's domains (engine/inputs/domains.py,

@@ -2,7 +2,7 @@
 train_state.json with the throughput fields), the validation loss it records, and `compact`.
 
 Why apart from train.py: the loop (train.py) and what a run leaves behind change for different
-reasons; the campaign (engine/lab/campaign.py) reads what is written here.
+reasons; the campaign (lab/campaign.py) reads what is written here.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def save_checkpoint(model, codec: Codec, out: Path, a, step: int, ema, t0: float
         "precision": getattr(a, "precision", "auto"),
         **_speed_state(a),
     }
-    if curve is not None:  # a PTP head's held-out acceptance curve (engine/lab/train_curve.py)
+    if curve is not None:  # a PTP head's held-out acceptance curve (lab/train_curve.py)
         state.update(curve.state())
     if getattr(a, "init", None):
         state["init"] = str(a.init)

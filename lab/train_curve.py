@@ -1,8 +1,8 @@
 """The held-out acceptance curve of a PTP head while it trains, and the rule that stops a head whose
 curve has gone flat (`python -m engine train --kind ptp --curve-every ... --stop-when-flat W G`).
 
-Why: on a lent GPU the jobs' minutes are fixed in advance (engine/lab/campaign_plan.py); a head that
-no longer learns should stop, save, and hand its minutes on to the next job (engine/lab/campaign.py),
+Why: on a lent GPU the jobs' minutes are fixed in advance (lab/campaign_plan.py); a head that
+no longer learns should stop, save, and hand its minutes on to the next job (lab/campaign.py),
 and the curve is the evidence of how many minutes a head still uses. A point is the model card's
 number (`train_ptp.acceptance`: mean expected acceptance 1 - TV(p, q) of rows 2..k of a round, mask
 rate 0.95) on a fixed small batch of the valid split: the same windows, masks and uniforms at every

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..models.ptp import PtpConfig, PtpHead
+from engine.models.ptp import PtpConfig, PtpHead
 
 
 def drafter_for_training(a, ap) -> tuple:
@@ -82,7 +82,7 @@ def acceptance(head: PtpHead, stream: torch.Tensor, seq_len: int, bos_id: int, w
     parallel rows (what pipelined ASSD drafts), and the distillation KL, on `windows` held-out
     windows of `stream` at mask rate `rate`. The windows, masks and uniforms come from `seed` alone,
     so two calls on the same stream differ only by the weights: the model card (`evaluate`, test
-    split) and the training curve (engine/lab/train_curve.py, a fixed batch of the valid split)."""
+    split) and the training curve (lab/train_curve.py, a fixed batch of the valid split)."""
     from .token_windows import batches
 
     gen = torch.Generator().manual_seed(seed)

@@ -1,7 +1,7 @@
-"""`python -m engine.lab.vocab_study`: does a larger BPE vocabulary than 4,096 pay for itself?
+"""`python -m lab.vocab_study`: does a larger BPE vocabulary than 4,096 pay for itself?
 
 Trains byte-level BPE tokenizers of several sizes on the same training sample the bundled
-tokenizer was built from (engine.lab.train.domain_tokenizer) and measures, on the held-out test split:
+tokenizer was built from (lab.train.domain_tokenizer) and measures, on the held-out test split:
 tokens per word, the share of word occurrences that are one token (what a one-token mask can
 hold), and the embedding + output parameters the vocabulary costs at the bundled hidden size.
 Retraining the models on a new vocabulary needs a GPU; this tells whether it is worth asking for.
@@ -47,8 +47,8 @@ def study(domain: str, sizes: list[int], hidden: int, sample_chars: int = 8_000_
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m engine.lab.vocab_study`: print the study's rows as JSON lines."""
-    ap = argparse.ArgumentParser(prog="python -m engine.lab.vocab_study")
+    """`python -m lab.vocab_study`: print the study's rows as JSON lines."""
+    ap = argparse.ArgumentParser(prog="python -m lab.vocab_study")
     ap.add_argument("--domain", default="text", choices=[n for n, d in DOMAINS.items() if d.tokenizer == "bpe"])
     ap.add_argument("--sizes", default="4096,8192,16384,32768")
     ap.add_argument("--hidden", type=int, default=320)

@@ -64,10 +64,9 @@ def read_inputs(path: str | Path, codec: Codec, max_tokens: int, seed: int = 0) 
     """One JSON object a line: {"text": "... [MASK:4] ..."} (the spans as `infill` takes them) or
     {"text": "...", "mask_rate": 0.5} (that share of the tokens masked at random, seeded by seed +
     line number). Blank lines are skipped; a bad line is reported by its number, the rest still run."""
+    from engine.errors import InfillError
     from engine.inputs.inputs_file import text_objects
     from engine.inputs.masking import parse_masked_text
-
-    from ..errors import InfillError
 
     objects, errors = text_objects(path)
     out = InputFile([], [], errors)
@@ -103,7 +102,8 @@ def bench_inputs(lm, inputs_file: str | None, length: int, mask_rate: float, sam
     usable line."""
     import sys
 
-    from ..errors import BadParameterError
+    from engine.errors import BadParameterError
+
     from .shard import is_main
 
     if not inputs_file:

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--ss-samples", type=int, default=None, help="inputs for section 3 (self-spec vs MDM)")
     ap.add_argument("--models-dir", default=None,
                     help="take <domain>-<kind> models from this folder only (default: the registry)")
-    from ...cli import add_device_arg
+    from engine.cli import add_device_arg
 
     add_device_arg(ap)
     progress.add_quiet_arg(ap)
@@ -120,7 +120,7 @@ def cli(argv: list[str]) -> int:
     started = time.time()
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = machine_short(device, 1 if shard.distributed() else measure.WORKERS) + (
-        f", {shard.world()[1]} processes sharing every section's inputs (engine.lab.shard)" if shard.distributed() else "")
+        f", {shard.world()[1]} processes sharing every section's inputs (lab.shard)" if shard.distributed() else "")
     plan = make_plan(a)
     command = "python -m engine report" + ("" if not argv else " " + shlex.join(argv))
     out_path = Path(a.out)

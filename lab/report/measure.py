@@ -1,6 +1,6 @@
 """Measuring for the report: which models exist (hashed as they load), and every sampler run on
 the same inputs and seeds, interleaved, optionally shared among worker processes (--workers on one
-machine; or the processes of a torchrun / accelerate launch, engine.lab.shard).
+machine; or the processes of a torchrun / accelerate launch, lab.shard).
 
 Samplers run interleaved on the same inputs and seeds so that drift in machine load hits all of
 them alike; a model that is missing or cannot be loaded is skipped with a note, never fatal.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.loading.threads import set_threads
+from engine.trace import tested_decisions, untested_accepts
 
-from ...trace import tested_decisions, untested_accepts
 from .. import progress, shard
 from ..data import sha256_file
 from .plan import ERROR_MARK, SPECULATIVE
@@ -131,7 +131,7 @@ def acceptance_events(trace) -> tuple[list[tuple[int, bool, float]], int]:
 def run_one(mi, model: ModelInfo | str, sampler: str, seed: int, k: int, draft: ModelInfo | str | None = None,
             **kw) -> Record:
     """Run one sampler to the end on one masked input and keep what the report reads."""
-    from ...api import InfillRun
+    from engine.api import InfillRun
 
     ref = model if isinstance(model, str) else model.ref
     draft_ref = draft if draft is None or isinstance(draft, str) else draft.ref
@@ -163,7 +163,7 @@ class Arm:
 def sampler_arms(models: Models, domain: str, asarm: ModelInfo, samplers: list[str], notes: list[str]) -> list[Arm]:
     """An arm per AS-ARM sampler; one that needs a second network (DRAFTER_KIND) gets the domain's
     drafter, or is skipped with a note when there is none."""
-    from ...samplers import DRAFTER_KIND
+    from engine.samplers import DRAFTER_KIND
 
     arms = []
     for s in samplers:

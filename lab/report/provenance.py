@@ -39,7 +39,7 @@ def machine_short(device, workers: int) -> str:
 def git_rev() -> str:
     """The code's git revision, marked when the checkout has uncommitted changes."""
     try:
-        root = Path(__file__).resolve().parents[3]
+        root = Path(__file__).resolve().parents[2]
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True,

@@ -154,7 +154,7 @@ class Report:
         p = self.plan
         out = ["## 3. Self-speculative sampling against MDM", "",
                f"Hybrid models on {int(0.95 * 100)}%-masked test windows of {p.ss_length} tokens, {p.ss_samples} "
-               f"inputs, the same seeds for every setting (engine.lab.bench_selfspec.run_bench). MDM with T in "
+               f"inputs, the same seeds for every setting (lab.bench_selfspec.run_bench). MDM with T in "
                f"{p.mdm_steps}; self-speculative with (dtau, inner loops) in {p.self_spec}. Calls are in units of one "
                "full pass of the hybrid; MDM is credited with its best case (a step that reveals nothing is free, "
                "as the self-speculative paper counts it), and its raw count is shown beside it. Matched quality: for "
@@ -198,7 +198,7 @@ class Report:
         p = self.plan
         lim = p.humaneval_limit
         out = ["## 4. HumanEval single-line infilling", "",
-               f"pass@1 of single-line infills (engine.lab.evaluate.humaneval_pass1: each task's tests run in a "
+               f"pass@1 of single-line infills (lab.evaluate.humaneval_pass1: each task's tests run in a "
                f"separate process with a timeout) on {'all tasks' if lim is None else f'a seeded subset of {lim} tasks'}"
                f" (`--humaneval-limit`), the same tasks and seeds for every sampler. pass@1 ± binomial standard error; "
                f"p: Fisher exact test of the pass counts against sequential, flagged when {ALPHA_TEXT}.", ""]
