@@ -78,7 +78,7 @@ models: $(STAMP)
 # horizon follows from its measured step rate). Writes runs/models-gpu/<name>; adopt after `engine eval`.
 GPU_MINUTES ?= 15
 models-gpu: $(STAMP)
-	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python engine/lab/train_all_gpu.sh
+	MINUTES=$(GPU_MINUTES) PY=$(BIN)/python lab/train_all_gpu.sh
 
 # The lent-GPU campaign (docs/TRAINING.md): the speed table, then ONE text AS-ARM sized on the GPU, in one
 # command of at most 9.5 minutes, every result written to $OUT at once (CAMPAIGN_ARGS="--plan full": all domains). No venv and no pip (the GPU
@@ -86,7 +86,7 @@ models-gpu: $(STAMP)
 CAMPAIGN_PY ?= python3
 CAMPAIGN_ARGS ?=
 gpu-campaign:
-	$(CAMPAIGN_PY) -m engine.lab.campaign run --out "$${OUT:-runs/campaign-out}" $(CAMPAIGN_ARGS)
+	$(CAMPAIGN_PY) -m lab.campaign run --out "$${OUT:-runs/campaign-out}" $(CAMPAIGN_ARGS)
 
 # The moment a GPU is lent, on a clean clone (docs/TRAINING.md, "A loan in three commands"): fetch and
 # tokenize the text corpus only, pack it beside the bundled text AS-ARM and PTP head, leave the bundled
@@ -94,27 +94,27 @@ gpu-campaign:
 gpu-loan: $(STAMP)
 	$(BIN)/python -m engine data fetch text
 	$(BIN)/python -m engine data tokenize text
-	$(BIN)/python -m engine.lab.campaign pack --out data/travel
+	$(BIN)/python -m lab.campaign pack --out data/travel
 	git sparse-checkout set --no-cone '/*' '!/assets/models/' '!/docs/img/' '!/docs/figures/'
-	$(BIN)/python -m engine.lab.campaign check --travel data/travel
-	$(BIN)/python -m engine.lab.campaign loan-command
+	$(BIN)/python -m lab.campaign check --travel data/travel
+	$(BIN)/python -m lab.campaign loan-command
 
 # After the loan: FILES=<the call's files_at>. The whole tree back, the returned models unpacked.
 FILES ?=
 gpu-loan-back: $(STAMP)
 	git sparse-checkout disable
-	$(BIN)/python -m engine.lab.campaign unpack-returned $(FILES)/*.tar.xz* --dest runs/campaign-returned
+	$(BIN)/python -m lab.campaign unpack-returned $(FILES)/*.tar.xz* --dest runs/campaign-returned
 
 # The loan's predicted timeline from costs measured here at its real shapes (one JSON line).
 gpu-campaign-rehearse: $(STAMP)
-	$(BIN)/python -m engine.lab.campaign rehearse --travel data/travel
+	$(BIN)/python -m lab.campaign rehearse --travel data/travel
 
 # After a loan, on the CPU: a one-pass PTP head for the returned text AS-ARM (40 minutes on 2 cores).
 TEACHER ?= runs/campaign-returned/text-asarm
 ptp-head: $(STAMP)
-	$(BIN)/python -m engine.lab.campaign ptp-head --teacher $(TEACHER)
+	$(BIN)/python -m lab.campaign ptp-head --teacher $(TEACHER)
 
 # Before the loan, here: pack what travels (bundled models and token shards, ranked, within 64 MiB
 # with the code tree) into data/travel/, the folder the `run` call carries.
 gpu-campaign-pack: $(STAMP)
-	$(BIN)/python -m engine.lab.campaign pack --out data/travel
+	$(BIN)/python -m lab.campaign pack --out data/travel

@@ -291,14 +291,15 @@ DELEGATED = {"train": "train", "bench": "bench", "data": "data", "eval": "evalua
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m engine`: delegated subcommands go to engine.lab, user errors print
-    one line and exit 2."""
+    """Entry point of `python -m engine`: delegated subcommands go to the top-level package lab (named
+    by string and imported only when called: the runtime never imports lab), user errors print one
+    line and exit 2."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in DELEGATED:  # each owns its own argument parser
             import importlib
 
-            return int(importlib.import_module(f"engine.lab.{DELEGATED[argv[0]]}").cli(argv[1:]) or 0)
+            return int(importlib.import_module(f"lab.{DELEGATED[argv[0]]}").cli(argv[1:]) or 0)
         a = build_parser().parse_args(argv)
         return a.func(a)
     except InfillError as e:

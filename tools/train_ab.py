@@ -2,9 +2,10 @@
 
 Why: a throughput change is only believed when old and new run side by side on the same machine,
 same model, same data and settings, alternating (machine load drifts; the shared CPU here is noisy).
-The old trainer is `git show REF:engine/lab/train.py`, imported as a temporary module beside this one
-(it uses this checkout's models and data code). Tokens/s is timed the same way for both: from the first
-training-loss call to the last (data loading, the probe and saves excluded), batch x seq_len tokens a step.
+The old trainer is `git show REF:lab/train.py` (`engine/lab/train.py` before the lab left engine/),
+imported as a temporary module beside this one (it uses this checkout's models and data code). Tokens/s
+is timed the same way for both: from the first training-loss call to the last (data loading, the probe
+and saves excluded), batch x seq_len tokens a step.
 
     python -m tools.train_ab --ref main --rounds 2 --steps 12 --threads 2   (CPU; --device cuda on a GPU)
 """
@@ -40,14 +41,21 @@ def tiny_text_corpus(root: Path) -> None:
 
 def old_trainer(ref: str):
     """The trainer module of `ref`, importable beside this checkout's (removed at exit)."""
-    src = subprocess.run(["git", "show", f"{ref}:engine/lab/train.py"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
+    for old_path in ("lab/train.py", "engine/lab/train.py"):  # the lab was engine/lab before issue 45
+        got = subprocess.run(["git", "show", f"{ref}:{old_path}"], cwd=ROOT, capture_output=True, text=True)
+        if got.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"train_ab: {ref} has neither lab/train.py nor engine/lab/train.py")
+    src = got.stdout
     for before, after in MOVED.items():  # the tree was regrouped since: point old imports at the new homes
         src = src.replace(f"from ..{before} import", f"from ..{after} import")
-    path = ROOT / "engine" / "lab" / "_train_ref_ab.py"
+    # the module is imported as lab._train_ref_ab: an engine/lab trainer's `from ..x` reached the engine
+    src = src.replace("from .. import", "from engine import").replace("from ..", "from engine.")
+    path = ROOT / "lab" / "_train_ref_ab.py"
     path.write_text(src)
     try:
-        return importlib.import_module("engine.lab._train_ref_ab")
+        return importlib.import_module("lab._train_ref_ab")
     finally:
         path.unlink()
 
@@ -86,7 +94,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="train-ab-"))
     tiny_text_corpus(tmp / "data")
     os.environ["INFILL_DATA_DIR"] = str(tmp / "data")
-    from engine.lab import train as new
+    from lab import train as new
 
     old = old_trainer(a.ref)
     h, layers, heads, ffn = a.size.split(",")

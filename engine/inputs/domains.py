@@ -6,9 +6,9 @@ alphabets), the CLI (`--domain` choices, `python -m engine domains`), the app (d
 inputs, the input normaliser, the model card's quality warning), the checkpoint check (domains a
 checkpoint may declare) and the lab (tokenizer training, document separators, the quality measure
 each card reports, data-source sentences, `--domain` choices). The lab's data *fetchers* stay in
-engine/lab/data.py (runtime never imports the lab), keyed by these names.
+lab/data.py (runtime never imports the lab), keyed by these names.
 
-Adding a domain (say DNA) is one entry here, its fetcher in engine/lab/data.py and its models in
+Adding a domain (say DNA) is one entry here, its fetcher in lab/data.py and its models in
 assets/models/<name>-<kind>: docs/EXTENDING.md, "Add a domain", lists the files.
 A leaf module: it imports only engine/inputs/normalise.py.
 """

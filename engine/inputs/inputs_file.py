@@ -1,5 +1,5 @@
 """A user's inputs file (--inputs FILE.jsonl): one JSON object a line with a "text" string. The
-benchmarks (engine/lab) and the exactness check read it by this one rule, so a bad line is
+benchmarks (lab/) and the exactness check read it by this one rule, so a bad line is
 reported the same way everywhere: by its number, and the other lines still run."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def warm_imports() -> None:
 
 
 def clear_model_cache() -> None:
-    """Forget every loaded model (engine/lab/report/measure.py, between retries of a checkpoint a
+    """Forget every loaded model (lab/report/measure.py, between retries of a checkpoint a
     training job may be rewriting)."""
     _load_folder.cache_clear()
 

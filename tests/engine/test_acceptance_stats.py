@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from engine.api import InfillRun
-from engine.lab.report.measure import acceptance_events
 from engine.trace import Step, StepKind, acceptance_by_position, trace_counts, untested_accepts
+from lab.report.measure import acceptance_events
 from storage import open_store
 from tests.support.tiny import masked_input
 

@@ -7,8 +7,8 @@ import pytest
 
 import engine
 from engine.inputs.tokenization import Codec
-from engine.lab.train import TOKENIZERS
 from engine.loading.registry import available
+from lab.train import TOKENIZERS
 
 BUNDLED = {r["name"]: r for r in available() if "/assets/models/" in r["path"]}
 INPUTS = {

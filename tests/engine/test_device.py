@@ -102,7 +102,7 @@ def test_xlnet_adapter_on_the_device(tmp_path):
 
 def test_eval_heldout_on_the_device(folders, monkeypatch):
     """engine eval builds its batches on the model's device (masks drawn on the CPU, then moved)."""
-    from engine.lab import evaluate
+    from lab import evaluate
 
     asarm, hybrid = folders
     x = torch.tensor([[1, 4, 5, 6, 4, 5, 6]])

@@ -27,10 +27,10 @@ def test_every_bundled_model_belongs_to_its_domain_and_every_listed_one_is_bundl
 
 
 def test_every_domain_has_a_fetcher_a_tokenizer_and_a_quality_measure():
-    from engine.lab.corpus_clean import PROTEIN_ALPHABET as CLEAN_ALPHABET
-    from engine.lab.data import FETCHERS, TRAIN_DOMAINS
-    from engine.lab.evaluate import BITS_PER_CHAR, DATA_TEXT, QUALITY
     from engine.loading.checkpoint import DOMAINS as DECLARABLE
+    from lab.corpus_clean import PROTEIN_ALPHABET as CLEAN_ALPHABET
+    from lab.data import FETCHERS, TRAIN_DOMAINS
+    from lab.evaluate import BITS_PER_CHAR, DATA_TEXT, QUALITY
 
     assert CLEAN_ALPHABET == DOMAINS["protein"].alphabet  # corpus_clean keeps a copy (it must not import torch)
     for name, d in DOMAINS.items():
@@ -81,13 +81,13 @@ def test_a_new_entry_reaches_masking_cli_app_and_lab(dna):
 
     assert "perplexity is 4" in quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 4.0}})
     assert quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 2.5}}) == ""
-    from engine.lab.workloads import separator_ids
+    from lab.workloads import separator_ids
 
     assert separator_ids("dna", lm.codec) == []  # no separator: each sequence is a window of its own
 
 
 def test_separators_and_line_masks_come_from_the_registry():
-    from engine.lab.workloads import separator
+    from lab.workloads import separator
 
     assert separator("text") == separator("code") == "\n\n" and separator("protein") is None
     assert separator("chars") == " " and separator("modern") == separator("text")

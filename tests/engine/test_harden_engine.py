@@ -285,8 +285,8 @@ def test_a_broken_operator_folder_is_skipped_with_a_warning_and_the_others_stay(
 
 
 def test_lab_training_domains_are_ones_the_loader_accepts():
-    from engine.lab.data import TRAIN_DOMAINS
     from engine.loading.checkpoint import DOMAINS
+    from lab.data import TRAIN_DOMAINS
 
     assert set(TRAIN_DOMAINS) <= set(DOMAINS)
 

@@ -212,8 +212,8 @@ def test_train_entry_point_with_a_frozen_backbone(tmp_path, monkeypatch):
 
     from engine import api
     from engine.inputs.tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer
-    from engine.lab import train
     from engine.loading.registry import load
+    from lab import train
 
     codec = Codec(char_tokenizer(PROTEIN_ALPHABET))
     torch.manual_seed(0)

@@ -155,7 +155,7 @@ def test_result_and_score_agree(tiny_asarm):
 def test_token_positions_keep_the_given_ids_exactly():
     """Ids that would merge if their text were encoded again (t + h + e -> 'the') stay as given, so a
     window of n tokens stays n tokens long."""
-    from engine.lab.train import TOKENIZERS
+    from lab.train import TOKENIZERS
 
     codec = Codec.load(TOKENIZERS / "text")
     ids = codec.encode("t") + codec.encode("h") + codec.encode("e") + codec.encode(" cat sat")
@@ -176,8 +176,8 @@ def test_score_of_a_run_uses_the_runs_own_ids(tmp_path):
 
     import engine
     from engine.api import InfillRun
-    from engine.lab.train import TOKENIZERS
     from engine.models.asarm import AsArmConfig, AsArmModel
+    from lab.train import TOKENIZERS
 
     codec = Codec.load(TOKENIZERS / "text")
     torch.manual_seed(0)

@@ -15,9 +15,9 @@ import torch
 from engine.errors import DistributionError, UnrepresentableTextError
 from engine.inputs.masking import parse_masked_text
 from engine.inputs.tokenization import Codec
-from engine.lab.train import TOKENIZERS
 from engine.samplers.acceptance import sample_categorical, speculative_accept
 from engine.samplers.drafters import NgramDrafter
+from lab.train import TOKENIZERS
 from tests.support.tiny import tiny_codec
 
 LOOKALIKES = ["[PAD]", "[BOS]", "[UNK]", "[MASK ]", "[mask]", "[MASK:x]", "[MASK:]", "<sep>", "</s>"]

@@ -12,10 +12,10 @@ import torch
 
 from engine.api import InfillRun
 from engine.errors import IncompatibleModelsError
-from engine.lab.train_ptp import drafter_for_training
 from engine.loading import registry
 from engine.models.ptp import PtpConfig, PtpHead, build_rounds, window_positions
 from engine.trace import DECIDING_KINDS, StepKind
+from lab.train_ptp import drafter_for_training
 from tests.support.tiny import exact_distribution, g_test, masked_input
 
 N_SAMPLES = 1200
@@ -283,7 +283,7 @@ def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asar
     """--init copies the draft-mode head's shared weights (the one-pass extras start at zero, so the
     warm head is the old head reading e_{j-1}); --prev-init bigram sets the low-rank term to the
     corpus's bigram PMI: a token that always follows another gets a large term."""
-    from engine.lab.train_ptp import bigram_init, warm_start
+    from lab.train_ptp import bigram_init, warm_start
 
     a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
                            window=0, ptp_mode="onepass", prev_rank=3)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from engine.inputs.masking import from_token_positions, parse_masked_text
 from engine.inputs.tokenization import Codec
-from engine.lab.train import TOKENIZERS
+from lab.train import TOKENIZERS
 
 CODECS = {d: Codec.load(TOKENIZERS / d) for d in ("text", "code")}
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)

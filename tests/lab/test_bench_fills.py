@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from engine.lab import bench_fills
-from engine.lab.bench_fills import (
+from engine.loading.registry import load
+from lab import bench_fills
+from lab.bench_fills import (
     judge_word,
     load_code_items,
     load_protein_items,
@@ -17,8 +18,7 @@ from engine.lab.bench_fills import (
     mask_word,
     run_program,
 )
-from engine.lab.data import PROTEIN_ALPHABET
-from engine.loading.registry import load
+from lab.data import PROTEIN_ALPHABET
 
 WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 
@@ -91,7 +91,7 @@ def test_mask_owns_the_space_only_after_the_fix() -> None:
 
 def test_command_runs_on_a_tiny_subset(capsys, monkeypatch, tmp_path) -> None:
     """Without corpora (as on CI): whole words by shape, the Swiss-Prot composition as unigram."""
-    from engine.lab.bench import cli
+    from lab.bench import cli
 
     monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(bench_fills, "_text_vocab", lambda: None)  # train_words caches across tests

@@ -114,7 +114,7 @@ def test_two_processes_print_the_same_rows_as_one(tiny_world, inputs_file):  # n
 
 PROBE = """
 import json
-from engine.lab import shard
+from lab import shard
 got = shard.shard_map(lambda i, x: (x * 10, shard.world()[0]), list(range(5)))
 if shard.is_main():
     print(json.dumps(got))
@@ -135,7 +135,7 @@ def test_each_process_takes_its_share_and_the_main_one_gets_all_in_order(tmp_pat
 
 def test_mask_rate_lines_mask_the_same_positions_in_every_process(tiny_world, inputs_file):  # noqa: F811
     from engine.inputs.tokenization import Codec
-    from engine.lab.workloads import read_inputs
+    from lab.workloads import read_inputs
 
     codec = Codec.load(tiny_world / "models" / "text-asarm")
     a, b = (read_inputs(inputs_file, codec, 128, seed=0) for _ in range(2))

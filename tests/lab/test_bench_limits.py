@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.lab.bench import add_limits, best_k, call_cost
+from lab.bench import add_limits, best_k, call_cost
 
 CURVE = {2: 5.0, 4: 6.0, 8: 10.0}
 

@@ -4,7 +4,7 @@ the uncached one recomputes the window (shapes only: timings are never asserted)
 
 from __future__ import annotations
 
-from engine.lab.bench_xlnet import measure_calls, random_windows, xlnet_base_random
+from lab.bench_xlnet import measure_calls, random_windows, xlnet_base_random
 
 
 def test_the_timed_calls_have_the_shapes_they_are_named_for():

@@ -1,4 +1,4 @@
-"""The GPU campaign (engine/lab/campaign.py) as a CPU dry run: every step on tiny models and data,
+"""The GPU campaign (lab/campaign.py) as a CPU dry run: every step on tiny models and data,
 in a subprocess whose imports of the app, the store, gradio, sqlalchemy and plotly fail (as on the
 GPU machine), one step made to fail on purpose; then what it would bring back: at most 8 files of
 at most 16 MiB, 64 MiB in all, the models among them unpackable. Plus the travel packing."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.lab import campaign_pack as pack
-from engine.lab.campaign_plan import DRY_SIZES, GPU_JOBS, TRAVEL, Travel, gpu_budget
+from lab import campaign_pack as pack
+from lab.campaign_plan import DRY_SIZES, GPU_JOBS, TRAVEL, Travel, gpu_budget
 from tests.support.tiny import cpu_data_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def text_corpus(root: Path) -> None:
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory):
     """A tiny 'bundled' text AS-ARM and one-pass PTP head (the real tokenizer), and a tiny corpus."""
-    from engine.lab import train
+    from lab import train
 
     tmp = tmp_path_factory.mktemp("campaign")
     text_corpus(tmp / "data")
@@ -79,7 +79,7 @@ def test_the_dry_run_runs_every_step_and_brings_back_what_fits(bundled):
     probe = subprocess.run([sys.executable, "-c", "import gradio"], env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "blocked on the GPU machine" in probe.stderr  # the blocker is live
     out = bundled / "OUT"
-    r = subprocess.run([sys.executable, "-m", "engine.lab.campaign", "run", "--dry-run", "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "lab.campaign", "run", "--dry-run", "--out", str(out),
                         "--work", str(bundled / "work"), "--models-dir", str(bundled / "models"),
                         "--data-dir", str(bundled / "data"), "--travel", str(bundled / "no-travel"),
                         "--domains", "text", "--seconds", "2400", "--fail", "bench-calls-xlnet"],
@@ -184,7 +184,7 @@ def test_the_text_plan_trains_at_least_390_s_of_a_command_within_its_limit():
     """The default plan's seconds add up: caps equal budgets, the command within its limit, gradient
     steps >= 390 s at the costs a rehearsal measured (generous ones here: 12 s unpack, 25 s job start,
     8 s a save); fails when a cap or the plan grows past the limit."""
-    from engine.lab.campaign_plan import CAMPAIGN_S, COMMAND_S, TEXT_JOBS, text_timeline
+    from lab.campaign_plan import CAMPAIGN_S, COMMAND_S, TEXT_JOBS, text_timeline
 
     b = gpu_budget()
     assert b.total_s == CAMPAIGN_S <= COMMAND_S <= 570
@@ -196,7 +196,7 @@ def test_the_text_plan_trains_at_least_390_s_of_a_command_within_its_limit():
 
 
 def test_the_size_is_the_largest_that_sees_20_tokens_a_parameter():
-    from engine.lab.campaign_plan import TEXT_SIZES, asarm_params, choose_text_size
+    from lab.campaign_plan import TEXT_SIZES, asarm_params, choose_text_size
 
     assert asarm_params(TEXT_SIZES[0]) == 10_012_480  # the bundled text AS-ARM's count (train_state.json)
     big = TEXT_SIZES[-1]
@@ -206,7 +206,7 @@ def test_the_size_is_the_largest_that_sees_20_tokens_a_parameter():
 
 
 def test_unused_seconds_are_handed_on_in_proportion_to_the_shares_left():
-    from engine.lab.campaign_plan import Job, share_of_pool
+    from lab.campaign_plan import Job, share_of_pool
 
     jobs = (Job("a", "asarm", "text", 0.5), Job("b", "ptp", "text", 0.3), Job("c", "hybrid", "text", 0.2))
     assert share_of_pool(10.0, jobs, 1) == pytest.approx(6.0)  # b's 0.3 of the 0.5 still to run
@@ -214,7 +214,7 @@ def test_unused_seconds_are_handed_on_in_proportion_to_the_shares_left():
 
 
 def test_a_gpu_ptp_job_measures_about_ten_points_and_stops_when_flat():
-    from engine.lab.campaign_plan import ptp_curve_args
+    from lab.campaign_plan import ptp_curve_args
 
     assert ptp_curve_args(100.0) == ["--curve-every", "10.0s", "--stop-when-flat", "3", "0.003", "--stop-min-points", "6"]
     assert ptp_curve_args(12.0)[:2] == ["--curve-every", "2.0s"]  # never more often than every 2 s
@@ -226,14 +226,14 @@ def test_make_gpu_campaign_is_a_thin_wrapper_without_the_venv():
     r = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign"], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "OUT": "/tmp/o"})
     assert r.returncode == 0 and r.stdout.strip().splitlines() == [
-        'python3 -m engine.lab.campaign run --out "${OUT:-runs/campaign-out}"']
+        'python3 -m lab.campaign run --out "${OUT:-runs/campaign-out}"']
     pack_cmd = subprocess.run(["make", "--no-print-directory", "-n", "gpu-campaign-pack"], cwd=ROOT,
                               capture_output=True, text=True).stdout
-    assert "engine.lab.campaign pack --out data/travel" in pack_cmd
+    assert "lab.campaign pack --out data/travel" in pack_cmd
 
 
 def test_text_size_bundled_continues_the_bundled_text_asarm():
-    from engine.lab.campaign_plan import SIZE_CHOICE, with_text_size
+    from lab.campaign_plan import SIZE_CHOICE, with_text_size
 
     jobs = {j.name: j for j in with_text_size(GPU_JOBS, "bundled")}
     assert jobs["text-asarm"].size == SIZE_CHOICE["bundled"] and jobs["text-asarm"].init == "text-asarm"
@@ -250,8 +250,8 @@ def test_token_shards_travel_without_their_indexes_and_a_first_shard_too_large_i
 
     import numpy as np
 
-    from engine.lab.campaign_pack import pack_tokens
-    from engine.lab.campaign_plan import Travel
+    from lab.campaign_pack import pack_tokens
+    from lab.campaign_plan import Travel
 
     arrays = tmp_path / "data" / "tokens" / "code"
     arrays.mkdir(parents=True)
@@ -278,7 +278,7 @@ def test_token_shards_travel_without_their_indexes_and_a_first_shard_too_large_i
 
 def test_a_pack_too_big_is_refused_in_one_line(tmp_path, bundled, capsys):
     """The tree alone over the limit: nothing fits, and the pack says so in one line, exit 2."""
-    from engine.lab import campaign
+    from lab import campaign
 
     code = campaign.cli(["pack", "--out", str(tmp_path / "travel"), "--models-dir", str(bundled / "models"),
                          "--data-dir", str(bundled / "data"), "--limit-mib", "1"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.lab.code_sources import dedup_files, holds_humaneval, humaneval_signatures
-from engine.lab.corpus_dedup import dedup_split_sources, paragraph_key
-from engine.lab.corpus_markup import dictd_entries, dictd_prose, html_to_text, pod_to_text, roff_to_text
+from lab.code_sources import dedup_files, holds_humaneval, humaneval_signatures
+from lab.corpus_dedup import dedup_split_sources, paragraph_key
+from lab.corpus_markup import dictd_entries, dictd_prose, html_to_text, pod_to_text, roff_to_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 LONG = "This sentence is long enough to count as a paragraph of running prose."

@@ -1,4 +1,4 @@
-"""Tests for engine.lab.data: cleaning, parsing and splitting on small fixtures, no network."""
+"""Tests for lab.data: cleaning, parsing and splitting on small fixtures, no network."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InfillError
-from engine.lab import corpus_sources, data
-from engine.lab.data import (
+from lab import corpus_sources, data
+from lab.data import (
     CODE_SEPARATOR,
     DataMissingError,
     DomainBuild,

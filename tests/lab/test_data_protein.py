@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from engine.lab.data import NCBISTDAA, dedup_proteins, read_blast_protein_db
+from lab.data import NCBISTDAA, dedup_proteins, read_blast_protein_db
 
 
 def _asn_title(title: str) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.lab import evaluate
+from lab import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,12 +1,12 @@
-"""The experiment corpora (engine/lab/experiment_corpora.py): reST prose and text8-style characters."""
+"""The experiment corpora (lab/experiment_corpora.py): reST prose and text8-style characters."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from engine.lab import corpus_sources, data
-from engine.lab.experiment_corpora import CHARS_ALPHABET, fetch_chars, fetch_modern, rst_prose, text8_normalise
+from lab import corpus_sources, data
+from lab.experiment_corpora import CHARS_ALPHABET, fetch_chars, fetch_modern, rst_prose, text8_normalise
 
 RST = """\
 :mod:`json` --- JSON encoder and decoder
@@ -106,7 +106,7 @@ def test_fetch_modern_trains_only_on_text_training_news_and_brown(tmp_path: Path
     _text_corpus(tmp_path)
     docs = [(f"python-docs/p{i}.rst.txt/0", f"Paragraph number {i} of the documentation.") for i in range(300)]
     monkeypatch.setattr(corpus_sources, "fetch_package", lambda *a, **k: (tmp_path, "3.11", "PSF"))
-    import engine.lab.experiment_corpora as ec
+    import lab.experiment_corpora as ec
 
     monkeypatch.setattr(ec, "MODERN_SOURCES", (data.Source("python-docs", "debian", "x", lambda root: docs),))
     assert fetch_modern(tmp_path, tmp_path / "work", 0)

@@ -1,5 +1,5 @@
 """Run from what you hold (issue 23): InfillRun takes a loaded model, and the lab's one helper
-(engine.lab.runs.drain) gives the same fills, traces and calls as a run built from the model's name."""
+(lab.runs.drain) gives the same fills, traces and calls as a run built from the model's name."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 
 from engine.api import InfillRun
 from engine.errors import BadParameterError
-from engine.lab.bench import _measure_one
-from engine.lab.runs import drain
 from engine.samplers import SAMPLERS
+from lab.bench import _measure_one
+from lab.runs import drain
 from tests.support.tiny import masked_input
 
 

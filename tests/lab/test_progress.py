@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.lab import progress
+from lab import progress
 from tests.engine.test_cli import tiny_world  # noqa: F401 - the fixture: tiny AS-ARM + corpus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from engine.inputs.tokenization import Codec, train_bpe
-from engine.lab import report
-from engine.lab.bench_selfspec import calls_to_reach
-from engine.lab.data import sha256_file
-from engine.lab.report import measure, plan, render
 from engine.models.asarm import AsArmConfig, AsArmModel
 from engine.models.hybrid import HybridConfig, HybridModel
 from engine.models.ptp import PtpConfig, PtpHead
+from lab import report
+from lab.bench_selfspec import calls_to_reach
+from lab.data import sha256_file
+from lab.report import measure, plan, render
 
 WORDS = "the a cat dog sat ran on mat big red fox and saw it".split()
 WINDOW = 64  # tokens the tiny models take; the quick plan's 512-token point must be skipped
@@ -102,7 +102,7 @@ def _tables(md: str) -> list[tuple[list[str], list[list[str]]]]:
 
 @pytest.fixture
 def tiny_world(tmp_path, monkeypatch):
-    from engine.lab import bench_selfspec, metrics
+    from lab import bench_selfspec, metrics
 
     texts = _write_data(tmp_path / "data")
     codec = Codec(train_bpe(texts, vocab_size=300))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.lab.bench_selfspec import _spelled, calls_to_reach, self_spec_at_mdm_best
+from lab.bench_selfspec import _spelled, calls_to_reach, self_spec_at_mdm_best
 
 
 def test_calls_to_reach_interpolates_and_says_when_it_is_a_bound():

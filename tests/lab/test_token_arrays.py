@@ -1,4 +1,4 @@
-"""Pre-tokenized arrays (engine/lab/token_arrays.py) on a tiny corpus: the stream read back is
+"""Pre-tokenized arrays (lab/token_arrays.py) on a tiny corpus: the stream read back is
 token_stream's exactly, shards end at document boundaries, stale arrays are refused aloud."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from engine.inputs.tokenization import Codec
-from engine.lab import data
-from engine.lab.corpus_files import DomainBuild, write_domain
-from engine.lab.token_arrays import load_stream, read_manifest, tokens_dir, write_arrays
-from engine.lab.token_windows import token_stream
-from engine.lab.workloads import separator_ids
+from lab import data
+from lab.corpus_files import DomainBuild, write_domain
+from lab.token_arrays import load_stream, read_manifest, tokens_dir, write_arrays
+from lab.token_windows import token_stream
+from lab.workloads import separator_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [f"Document {i}: the dog slept under the table all afternoon, {'and dreamt ' * (i % 4)}then woke."

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from engine.lab import train
+from lab import train
 from tests.support.tiny import write_protein_corpus
 
 TINY = ["--kind", "asarm", "--domain", "protein", "--hidden", "16", "--layers", "2", "--heads", "2", "--ffn", "32",
@@ -116,7 +116,7 @@ def test_bf16_autocast_reaches_the_loss(corpus, monkeypatch):
 
 @pytest.mark.slow  # two interpreter start-ups and a 3 s budget: ~1 min on the shared 2-core machine
 def test_models_gpu_script_runs_the_trainer(corpus):
-    """engine/lab/train_all_gpu.sh (make models-gpu) on the CPU with one tiny job: the real driver."""
+    """lab/train_all_gpu.sh (make models-gpu) on the CPU with one tiny job: the real driver."""
     import os
     import subprocess
     import sys
@@ -126,7 +126,7 @@ def test_models_gpu_script_runs_the_trainer(corpus):
     out = corpus / "gpu-out"
     env = dict(os.environ, MINUTES="0.05", OUT=str(out), PY=sys.executable, DEVICE="cpu",
                EXTRA="--threads 1", JOBS="protein-judge:judge:protein:16:2:2:32:2")
-    r = subprocess.run(["bash", str(root / "engine" / "lab" / "train_all_gpu.sh")], cwd=root, env=env,
+    r = subprocess.run(["bash", str(root / "lab" / "train_all_gpu.sh")], cwd=root, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr + (out / "logs" / "train-protein-judge.log").read_text()
     st = state(out / "protein-judge")
@@ -143,7 +143,7 @@ def test_models_gpu_script_refuses_a_missing_gpu(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, OUT=str(tmp_path / "o"), PY=sys.executable, DEVICE="cuda")
-    r = subprocess.run(["bash", str(root / "engine" / "lab" / "train_all_gpu.sh")], cwd=root, env=env,
+    r = subprocess.run(["bash", str(root / "lab" / "train_all_gpu.sh")], cwd=root, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: device 'cuda'")
     assert not list((tmp_path / "o" / "logs").iterdir()), "no job may start"

@@ -1,4 +1,4 @@
-"""The PTP head's held-out acceptance curve and the stop rule (engine/lab/train_curve.py): the rule
+"""The PTP head's held-out acceptance curve and the stop rule (lab/train_curve.py): the rule
 as a pure function on synthetic curves, and tiny CPU runs (a 16-wide teacher and head) whose
 train_state.json and log carry the curve, one stopped by the rule and one not."""
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from engine.lab import train
-from engine.lab.train_curve import every_arg, flat
+from lab import train
+from lab.train_curve import every_arg, flat
 from tests.support.tiny import cpu_data_env, write_protein_corpus
 
 RISING = [0.30, 0.32, 0.34, 0.36, 0.38, 0.40, 0.42, 0.44]

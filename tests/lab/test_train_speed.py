@@ -1,4 +1,4 @@
-"""engine/lab/train_speed.py and its use in `python -m engine train`: the fused/foreach optimizer,
+"""lab/train_speed.py and its use in `python -m engine train`: the fused/foreach optimizer,
 windows built on the model's device (no per-step copy), the batch probe, tokens/s in the log and
 train_state.json, and the bf16 path with the probe (all on the CPU)."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from engine.lab import train, train_speed
-from engine.lab.token_windows import batches
+from lab import train, train_speed
+from lab.token_windows import batches
 
 from .test_train import TINY, corpus, state  # noqa: F401  (corpus: a fixture)
 

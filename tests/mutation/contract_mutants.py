@@ -66,7 +66,7 @@ MUTANTS = [
 def run(name: str, file: str, old: str, new: str, select: str) -> bool:
     """True when the contract test fails on this mutant (caught)."""
     with tempfile.TemporaryDirectory(prefix="contract-mutant-") as tmp:
-        for part in ("engine", "app", "storage", "tests"):
+        for part in ("engine", "lab", "app", "storage", "tests"):
             shutil.copytree(ROOT / part, Path(tmp) / part, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(ROOT / "pyproject.toml", tmp)
         target = Path(tmp) / file

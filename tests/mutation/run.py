@@ -71,7 +71,7 @@ MODULES: dict[str, list[str]] = {
 # 2-core CPU), and at 1 s its sound and equivalent mutants were "killed by timeout" at an 8.5 s limit
 TIMEOUT_CONSTANT: dict[str, float] = {"storage/recorder.py": 5.0, "storage/repository.py": 5.0}
 # the whole program is copied (tests import across packages); only the module under test is mutated
-COPY = ["engine", "app", "storage", "tools", "tests", "pyproject.toml"]
+COPY = ["engine", "lab", "app", "storage", "tools", "tests", "pyproject.toml"]
 LINKS = ["assets"]  # large and read-only: linked, not copied
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ["engine", "app", "storage"]
+FOLDERS = ["engine", "lab", "app", "storage"]
 # a cited file: a path ending in .md or .py (`docs/DESIGN.md`, `engine/x.py`, `selfspec_likelihood.py`)
 CITED = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.(?:md|py))(?![\w/])")
 

@@ -1,5 +1,6 @@
-"""The tree a newcomer walks into: engine/ grouped by the run with a short root, the page and its
-serving pieces in app/, tools apart from the runtime, and tests/ mirroring the packages.
+"""The tree a newcomer walks into: engine/ grouped by the run with a short root (the runtime only: the
+research tooling is the top-level lab/ beside it), the page and its serving pieces in app/, tools apart
+from the runtime, and tests/ mirroring the packages.
 
 Why: a reader finds a concept by its folder (docs/TESTING.md, README "Where things are"). These rules
 keep the grouping from silting up again: a module dropped at engine/'s root, a load test beside the
@@ -12,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: engine/'s root keeps the API, the CLI and the few modules everything shares
 ENGINE_ROOT_MAX = 12
-#: the groups of engine/, one per stage of a run (plus the lab's tooling)
-ENGINE_GROUPS = {"inputs", "loading", "samplers", "models", "exactness", "lab"}
+#: the groups of engine/, one per stage of a run (the lab's tooling is not one: it is the top-level lab/)
+ENGINE_GROUPS = {"inputs", "loading", "samplers", "models", "exactness"}
 #: test folders, one per package, plus the whole-project rules, shared fixtures and the browser suite
 TEST_FOLDERS = {"engine", "app", "storage", "lab", "project", "support", "e2e", "mutation", "fixtures"}
 #: module names that are tools, never runtime: they live in tools/
@@ -63,11 +64,13 @@ def test_the_layout_check_sees_what_it_must(tmp_path):
     (tmp_path / "engine" / "one_more.py").write_text("")
     (tmp_path / "engine" / "stuff").mkdir()
     (tmp_path / "engine" / "stuff" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "lab").mkdir()  # the tooling's old home: it lives in the top-level lab/ now
+    (tmp_path / "engine" / "lab" / "__init__.py").write_text("")
     (tmp_path / "app" / "loadtest.py").write_text("")
     (tmp_path / "storage" / "bench.py").write_text("")
     (tmp_path / "tests" / "test_flat.py").write_text("")
     (tmp_path / "tests" / "misc").mkdir()
     found = "\n".join(misplaced(tmp_path))
-    for needle in ("engine/ root holds 13", "engine/stuff/", "app/loadtest.py", "storage/bench.py",
+    for needle in ("engine/ root holds 13", "engine/stuff/", "engine/lab/", "app/loadtest.py", "storage/bench.py",
                    "tests/test_flat.py", "tests/misc/"):
         assert needle in found, (needle, found)
