@@ -5,6 +5,7 @@ applies it to the display state and lets the store record it; `throttled()` pace
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.pending_sessions import create_session, mark_stored, pending_session
 from app.serving.slots import Cancelled, Turns, slots
-from app.serving.stops import stop_requested
+from app.serving.stops import request_stop, stop_requested
 from engine.api import InfillRun
 from engine.trace import Step
 from storage.recorder import RunGroup
@@ -61,6 +62,26 @@ class Live:
     note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
     group: RunGroup | None = None  # stored with the other sides of a comparison, all at once
     side: int = 0  # which side of its group
+    rounds_shown: int = 0  # rounds handed to the page (Stop after one of them stores the run)
+    ended: threading.Event = field(default_factory=threading.Event)  # set once rounds() is over
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def stop(self) -> bool:
+        """Stop pressed: the run stops at its next check. True when a round was handed to the
+        page already (the run then ends after its round and is stored as cancelled); False when
+        none was (it stops before showing one and stores nothing)."""
+        with self._lock:
+            request_stop(self.share_id)
+            return self.rounds_shown > 0
+
+    def show_round(self) -> bool:
+        """A round is about to be handed to the page: False when Stop came before the first
+        (the run then stores nothing, as stop() told the visitor)."""
+        with self._lock:
+            if self.rounds_shown == 0 and stop_requested(self.share_id):
+                return False
+            self.rounds_shown += 1
+            return True
 
 
 def rounds(live: Live) -> Iterator[Live]:
@@ -76,6 +97,8 @@ def rounds(live: Live) -> Iterator[Live]:
             yield from _admitted_rounds(live)
     except Cancelled:  # cancelled while a long run waited in line for its seat
         live.cancelled = live.done = True
+    finally:
+        live.ended.set()  # Stop reads the run's outcome from here (app.tabs.player.stop_run)
 
 
 def _called_off(live: Live) -> bool:
@@ -116,6 +139,8 @@ def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
     try:
         for step in rec.wrap(turns.iterate(run.stream())):
             if cur_round is not None and step.round != cur_round:
+                if not live.show_round():  # Stop came before the first round was shown
+                    raise Cancelled
                 try:
                     yield live  # the previous round is complete
                 except GeneratorExit:  # the consumer left (a disconnect): it never saw this step
