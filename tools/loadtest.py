@@ -38,7 +38,8 @@ HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
 #: the limits per visitor key on the address (app.serving.visitors), and every simulated visitor of
 #: these tools connects from this machine's loopback: a server they start lifts those limits (one
 #: that --url names must be started with them for the figures to mean many visitors)
-ONE_ADDRESS_MANY_VISITORS = {"INFILL_RUNS_PER_VISITOR": "100000", "INFILL_SESSIONS_PER_ADDRESS": "100000"}
+ONE_ADDRESS_MANY_VISITORS = {"INFILL_RUNS_PER_VISITOR": "100000", "INFILL_SESSIONS_PER_ADDRESS": "100000",
+                             "INFILL_CALL_LIMITS": "0"}
 
 
 @dataclass

@@ -34,6 +34,7 @@ def test_an_active_visitor_keeps_its_session_through_200_strangers(server, monke
     from tools.visitor_http import call
 
     demo, url = server
+    monkeypatch.setenv("INFILL_LIMIT_RUN", "0,0")  # 200 calls in a few seconds: this tests sessions, not call limits
     monkeypatch.setattr(owners, "_sessions", AddressSessions(cap=8))
     holder = demo.server_app.state_holder
     visitor = uuid.uuid4().hex[:11]
