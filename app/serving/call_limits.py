@@ -120,6 +120,11 @@ class CallLimits:
         return None
 
     def _refuse(self, address: str, group: str, why: str, refusal: Refusal) -> Refusal:
+        self.note_refusal(address, group, why)
+        return refusal
+
+    def note_refusal(self, address: str, group: str, why: str) -> None:
+        """Count a refusal of `address` (the operator's stats); log one line per burst."""
         now = time.monotonic()
         with self._lock:
             if len(self._last_refusal) > _ADDRESSES_MAX:
@@ -132,7 +137,6 @@ class CallLimits:
         if last is None or now - last > BURST_GAP:
             log.info("refusing %s calls from %s: %s (one line per burst; /operator/stats counts each)",
                      group, address, why)
-        return refusal
 
     def entered(self, address: str, group: str) -> None:
         """A direct call of `group` from `address` is in flight (until left())."""

@@ -23,6 +23,7 @@ import os
 import uuid
 
 from app.serving import operator_stats
+from app.serving.address_sessions import SessionsFull, address_sessions
 from app.serving.call_limits import call_limits
 from app.serving.visitors import scope_address
 
@@ -90,14 +91,24 @@ class BodyLimit:
                                              [(b"retry-after", str(refusal.retry_after).encode())])
                 if call[1]:
                     direct = (scope_address(scope), call[0])
-            receive = _replay(_note_session(scope, data, body), receive)
+            try:
+                body = _note_session(scope, data, body)
+            except SessionsFull as e:  # every kept session is in use: refuse the newcomer, evict no reader
+                call_limits().note_refusal(scope_address(scope), "sessions", "every kept session in use")
+                return await self._reply(send, 429, str(e), [(b"retry-after", b"60")])
+            receive = _replay(body, receive)
+        page = _heartbeat_session(scope)
         if direct is not None:
             call_limits().entered(*direct)
+        if page:
+            address_sessions().opened(page)
         try:
             await self._limited(scope, receive, send, limit)
         finally:
             if direct is not None:
                 call_limits().left(*direct)
+            if page:
+                address_sessions().closed(page)
 
     async def _limited(self, scope, receive, send, limit: int) -> None:
         """The app, with the body counted while it streams (cut off at the limit)."""
@@ -162,6 +173,14 @@ def _noted(path: str) -> bool:
     path = path.rstrip("/")
     return (path.endswith("/cancel") or path.endswith("/queue/join") or "/call/" in path or "/run/" in path
             or "/api/" in path)
+
+
+def _heartbeat_session(scope) -> str:
+    """The session of a page's heartbeat stream (GET .../heartbeat/<session hash>: open while the
+    page is), else ""."""
+    path = scope.get("path", "").rstrip("/")
+    head, _, sh = path.rpartition("/")
+    return sh if scope.get("method") == "GET" and head.endswith("/heartbeat") else ""
 
 
 async def _read_body(receive, limit: int) -> bytes | None:
@@ -239,10 +258,11 @@ def _note_session(scope, data, body: bytes) -> bytes:
     """Note what a call's body says about the visitor's session, and return the body for Gradio:
 
     - a cancel: the visitor's cancel (app.serving.cancels);
-    - a queue join or REST call: the session against the address it came from
-      (app.serving.address_sessions), dropping that address's sessions over its cap; a REST call
-      without a session hash is given one here, so that it too counts against its address."""
-    from app.serving.address_sessions import address_sessions, drop_sessions
+    - a queue join, REST call or direct call: the session against the address it came from
+      (app.serving.address_sessions), dropping the sessions that makes room for (SessionsFull when
+      none may go); a REST call without a session hash is given one here, so that it too counts
+      against its address."""
+    from app.serving.address_sessions import drop_sessions
     from app.serving.cancels import note_cancel
 
     path = scope.get("path", "").rstrip("/")
@@ -251,7 +271,7 @@ def _note_session(scope, data, body: bytes) -> bytes:
         if path.endswith("/cancel"):
             if isinstance(sh, str) and sh:
                 note_cancel(sh)
-        elif path.endswith("/queue/join") or "/call/" in path:
+        else:
             if sh is None and "/call/" in path:
                 sh = data["session_hash"] = uuid.uuid4().hex[:11]
                 body = json.dumps(data).encode()
