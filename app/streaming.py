@@ -15,6 +15,7 @@ from app.serving.admission import admission, small_run_tokens
 from app.serving.pending_sessions import create_session, mark_stored, pending_session
 from app.serving.slots import Cancelled, Turns, slots
 from app.serving.stops import request_stop, stop_requested
+from app.serving.store_budget import run_bytes, store_budget
 from engine.api import InfillRun
 from engine.trace import Step
 from storage.recorder import RunGroup
@@ -62,6 +63,7 @@ class Live:
     note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
     group: RunGroup | None = None  # stored with the other sides of a comparison, all at once
     side: int = 0  # which side of its group
+    recorded: bool = False  # its recorder kept its steps (they count against the store's budget)
     rounds_shown: int = 0  # rounds handed to the page (Stop after one of them stores the run)
     ended: threading.Event = field(default_factory=threading.Event)  # set once rounds() is over
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -92,12 +94,22 @@ def rounds(live: Live) -> Iterator[Live]:
     The run is first admitted (app.serving.admission: a few runs per visitor, long runs bounded); a
     refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
+    who = live.address or live.owner or ""
     try:
-        with admission().enter(live.address or live.owner, long, lambda: _called_off(live)):
+        store_budget().admit(who)  # the store's bounds (app.serving.store_budget): StoreFull, before any work
+    except BaseException:
+        live.ended.set()
+        raise
+    try:
+        with admission().enter(who, long, lambda: _called_off(live)):
             yield from _admitted_rounds(live)
     except Cancelled:  # cancelled while a long run waited in line for its seat
         live.cancelled = live.done = True
     finally:
+        if live.recorded:
+            store_budget().charge(who, run_bytes(live.steps, live.run.mi.source if live.side == 0 else ""))
+        else:
+            store_budget().release()
         live.ended.set()  # Stop reads the run's outcome from here (app.tabs.player.stop_run)
 
 
@@ -124,6 +136,7 @@ def _admitted_rounds(live: Live) -> Iterator[Live]:
         with rec_cm as rec:
             yield from _recorded(live, rec, turns)
     finally:
+        live.recorded = rec is not None and not rec.discarded  # stored (or, a comparison's side, kept to store)
         if rec is not None and rec.run_id is not None:  # stored, however it ended: reachable by link
             live.run_id = rec.run_id
             mark_stored(live.share_id)
