@@ -28,10 +28,10 @@ from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
-from engine.params import seed_number
 
 from .. import choices, share
 from ..errors import readable
+from ..form import served_seed
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
@@ -159,7 +159,7 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
         raise BadParameterError("Choose at least one sampler to check.")
     count = as_int("N", n)
     return ExactnessCheck(
-        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=seed_number(seed),
+        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=served_seed(seed),
         temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
         budget=CheckBudget.from_env())
 
@@ -306,5 +306,6 @@ def wire(p: Page, remember) -> None:
     """Run the check, then add its link to this browser's sessions list."""
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
                    components(p, CHECK_OUTPUTS), api_name="exactness",
-                   concurrency_id="model", concurrency_limit=p.run_limit).then(
+                   concurrency_id="model", concurrency_limit=p.run_limit,
+                   preprocess=False).then(  # raw values: prepare() reads each (a seed by app.form.served_seed)
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")
