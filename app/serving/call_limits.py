@@ -52,6 +52,13 @@ DEFAULTS: dict[str, tuple[int, int]] = {
 }
 #: refusals of one address and group less than this many seconds apart are one burst: one log line
 BURST_GAP = 60.0
+#: every refusal of a burst after its first is answered this many seconds late (an asyncio sleep:
+#: no thread, no work): a client re-sending as soon as it is answered then sends N calls per
+#: REFUSAL_HOLD seconds, not thousands a second (200 Stops in flight sent 935 a second, and the HTTP
+#: work alone made another visitor's small run take 2.3 s at the median instead of 0.16 s)
+REFUSAL_HOLD = 2.0
+#: refused calls held back at most, per address and in all (past either they are answered at once)
+HELD_PER_ADDRESS, HELD_MAX = 256, 1024
 _ADDRESSES_MAX = 4096  # refusal records kept at most (all forgotten at once past it)
 _NAME_TO_GROUP = {name: g for g, names in GROUPS.items() for name in names}
 
@@ -79,10 +86,12 @@ def bounds(group: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a call was refused: the sentence for the visitor and the seconds to wait."""
+    """Why a call was refused: the sentence for the visitor, the seconds to wait, and how long the
+    answer is held back (0 for the first refusal of a burst)."""
 
     message: str
     retry_after: int
+    hold: float = 0.0
 
 
 WHAT = {"stop": "Stop", "scrub": "player", "share": "share-link", "statistics": "statistics",
@@ -99,6 +108,7 @@ class CallLimits:
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._last_refusal: dict[tuple[str, str], float] = {}
         self._refused: Counter[str] = Counter()
+        self._held: Counter[str] = Counter()
 
     def admit(self, address: str, group: str, queued: int = 0) -> Refusal | None:
         """None when a call of `group` from `address` may go ahead (then it counts against the
@@ -120,11 +130,23 @@ class CallLimits:
         return None
 
     def _refuse(self, address: str, group: str, why: str, refusal: Refusal) -> Refusal:
-        self.note_refusal(address, group, why)
-        return refusal
+        if self.note_refusal(address, group, why):
+            return refusal
+        with self._lock:
+            if self._held[address] >= HELD_PER_ADDRESS or sum(self._held.values()) >= HELD_MAX:
+                return refusal
+        return Refusal(refusal.message, refusal.retry_after, REFUSAL_HOLD)
 
-    def note_refusal(self, address: str, group: str, why: str) -> None:
-        """Count a refusal of `address` (the operator's stats); log one line per burst."""
+    def held(self, address: str, delta: int) -> None:
+        """A refused call's answer is being held back (+1), or has gone out (-1)."""
+        with self._lock:
+            self._held[address] += delta
+            if self._held[address] <= 0:
+                del self._held[address]
+
+    def note_refusal(self, address: str, group: str, why: str) -> bool:
+        """Count a refusal of `address` (the operator's stats); log one line per burst. True for
+        the first refusal of a burst."""
         now = time.monotonic()
         with self._lock:
             if len(self._last_refusal) > _ADDRESSES_MAX:
@@ -134,9 +156,11 @@ class CallLimits:
             last = self._last_refusal.get((address, group))
             self._last_refusal[(address, group)] = now
             self._refused[address] += 1
-        if last is None or now - last > BURST_GAP:
+        first = last is None or now - last > BURST_GAP
+        if first:
             log.info("refusing %s calls from %s: %s (one line per burst; /operator/stats counts each)",
                      group, address, why)
+        return first
 
     def entered(self, address: str, group: str) -> None:
         """A direct call of `group` from `address` is in flight (until left())."""

@@ -17,6 +17,7 @@ when the handler refuses them (app.serving.memory bounds how many sessions, and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -59,6 +60,18 @@ class BodyLimit:
                                 (b"connection", b"close"), *(headers or [])]})
         await send({"type": "http.response.body", "body": body})
 
+    async def _refuse(self, scope, send, refusal) -> None:
+        """A call over its bounds: 429 with the sentence, held back first when the burst is under way
+        (app.serving.call_limits.REFUSAL_HOLD: a client re-sending at once is slowed, at no cost)."""
+        if refusal.hold > 0:
+            address = scope_address(scope)
+            call_limits().held(address, +1)
+            try:
+                await asyncio.sleep(refusal.hold)
+            finally:
+                call_limits().held(address, -1)
+        await self._reply(send, 429, refusal.message, [(b"retry-after", str(refusal.retry_after).encode())])
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -87,8 +100,7 @@ class BodyLimit:
             if call is not None:  # an endpoint's call: within its address's bounds (app.serving.call_limits)
                 refusal = _admit(scope, call[0])
                 if refusal is not None:
-                    return await self._reply(send, 429, refusal.message,
-                                             [(b"retry-after", str(refusal.retry_after).encode())])
+                    return await self._refuse(scope, send, refusal)
                 if call[1]:
                     direct = (scope_address(scope), call[0])
             try:

@@ -20,6 +20,7 @@ from app.serving import limits as limits_mod
 def fresh_limits(monkeypatch):
     """Each test on its own bounds (the process's record would carry one test's minute into the next)."""
     monkeypatch.setattr(cl, "_limits", cl.CallLimits())
+    monkeypatch.setattr(cl, "REFUSAL_HOLD", 0.0)  # held answers: their own test below
     monkeypatch.delenv("INFILL_CALL_LIMITS", raising=False)
     for g in cl.DEFAULTS:
         monkeypatch.delenv(f"INFILL_LIMIT_{g.upper()}", raising=False)
@@ -181,3 +182,35 @@ def test_ipv6_addresses_of_one_64_share_one_bound(monkeypatch):
     codes = [asyncio.run(one(f"2001:db8:1:2::{i:x}")) for i in range(1, 5)]
     assert codes == [200, 200, 429, 429]
     assert asyncio.run(one("2001:db8:1:3::1")) == 200  # the next /64 is another visitor
+
+
+def test_a_burst_s_later_refusals_are_answered_late_so_a_flood_slows_itself(monkeypatch):
+    """The first refusal of a burst is answered at once; later ones are held back REFUSAL_HOLD
+    seconds (no thread, no work), so a client re-sending as soon as it is answered sends a few calls
+    a second, not hundreds; past HELD_PER_ADDRESS held answers, the rest go out at once."""
+    import time
+
+    monkeypatch.setattr(cl, "REFUSAL_HOLD", 0.4)
+    monkeypatch.setattr(cl, "HELD_PER_ADDRESS", 2)
+    monkeypatch.setenv("INFILL_LIMIT_STOP", "0,1")
+    app = Held()
+    app.release.set()
+
+    async def timed(c):
+        t0 = time.perf_counter()
+        r = await _post(c, "/gradio_api/run/stop")
+        return r.status_code, time.perf_counter() - t0
+
+    async def scenario():
+        async with _client(app, "127.0.0.2") as a:
+            allowed = await timed(a)
+            first = await timed(a)
+            later = await asyncio.gather(*(timed(a) for _ in range(4)))
+            return allowed, first, later
+
+    allowed, first, later = asyncio.run(scenario())
+    assert allowed[0] == 200 and first[0] == 429 and first[1] < 0.3
+    assert sorted(code for code, _ in later) == [429] * 4
+    held = sorted(t for _, t in later)
+    assert held[-2] >= 0.4 and held[-1] >= 0.4 and held[0] < 0.3 and held[1] < 0.3  # two held, two past the cap
+    assert cl.call_limits()._held == {}  # every held answer went out
