@@ -13,6 +13,11 @@ the two floods of issue 48, over the loopback only, every wait bounded.
    `--pause` seconds from its run, then steps forward in its trace: it must still have it (the
    player does not say "Run something ... first"). Prints the strangers' answers by kind.
 
+3. **Store growth** (`--store-seconds S`, issue 48 asks for 300): 127.0.0.20 runs small runs as
+   fast as the server lets it for S seconds; the store's growth (read from its SQLite file) must
+   stay within the address's hourly budget (`--store-mb-per-hour`, set on the started server,
+   default 2 so that S = 300 meets it) plus 1 MB, and another address's run must still be stored.
+
 Without `--url` it starts `python -m app` in a child process on a temporary database with the
 bundled models and the server's default limits (the point is to test them). Timings are
 measured, never asserted; exit status 1 when a target is missed."""
@@ -159,6 +164,40 @@ def eviction(url: str, strangers: int, pause: float, timeout: float) -> dict:
     return {"visitor_run": kind, "strangers": kinds, "strangers_seconds": took, "kept_trace": kept}
 
 
+def db_bytes(path: str) -> int:
+    """The SQLite store's bytes in use (the measure retention and the store's budget read)."""
+    import sqlite3
+
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        page, count, free = (c.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count",
+                                                                               "freelist_count"))
+        return page * (count - free)
+    finally:
+        c.close()
+
+
+def store_growth(url: str, db: str, seconds: float, timeout: float) -> dict:
+    """Phase 3: one address (127.0.0.20) runs small runs as fast as the server lets it for
+    `seconds`; the store's growth, how its runs ended, and whether another address's run is stored."""
+    writer, kinds, i = "127.0.0.20", {}, 0
+    before, t_end = db_bytes(db), time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        i += 1
+        try:
+            _, data = call(url, "infill", list(form(SMALL, "assd-cache", 1000 + i)), source=writer, timeout=timeout)
+            said = str(data[0]) if isinstance(data, list) and data else str(data)
+            k = "stored" if "Done" in said else ("over its hourly budget" if "last hour" in said else
+                                                 ("store full" if "store is full" in said else "other"))
+        except RuntimeError as e:
+            k = "refused 429 (calls a minute)" if "429" in str(e) else "failed"
+        kinds[k] = kinds.get(k, 0) + 1
+    grew = db_bytes(db) - before
+    kind, data = call(url, "infill", list(form(SMALL, "assd-cache", 5)), source=VISITOR, timeout=timeout)
+    other = kind == "complete" and "Done" in str(data[0])
+    return {"runs": kinds, "grew": grew, "other_stored": other}
+
+
 def _fmt(lat: list[float]) -> str:
     ok = [x for x in lat if x != float("inf")]
     if not ok:
@@ -174,15 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap", type=float, default=0.05, help="seconds an attacker thread waits between Stops")
     ap.add_argument("--strangers", type=int, default=200)
     ap.add_argument("--pause", type=float, default=10.0, help="the visitor's pause before it steps forward")
+    ap.add_argument("--store-seconds", type=float, default=0.0,
+                    help="phase 3: one address writing as fast as it can for this long (issue 48: 300)")
+    ap.add_argument("--store-mb-per-hour", type=float, default=2.0,
+                    help="the started server's INFILL_STORE_MB_PER_HOUR, so that phase 3 meets it")
     ap.add_argument("--url", help="a running studio on this machine (started with the default limits)")
     ap.add_argument("--timeout", type=float, default=120.0, help="bound on every single wait")
     a = ap.parse_args(argv)
     if a.url and urlsplit(a.url).hostname not in LOOPBACK:
         ap.error("the probe drives a studio on this machine's loopback only")
-    server, url = None, a.url
+    server, url, db = None, a.url, f"{tempfile.mkdtemp()}/flood.db"
     if not url:
-        server, url = start_server({"DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/flood.db", "INFILL_SPEEDUP": "0",
-                                    "INFILL_WATCH": "0"})
+        server, url = start_server({"DATABASE_URL": f"sqlite:///{db}", "INFILL_SPEEDUP": "0", "INFILL_WATCH": "0",
+                                    "INFILL_STORE_MB_PER_HOUR": str(a.store_mb_per_hour)})
     missed = False
     try:
         small_runs(url, 2, a.timeout)  # warm-up: the model is loaded, not measured
@@ -201,6 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.strangers} strangers from {a.strangers} addresses in {e['strangers_seconds']:.1f} s "
               f"({e['strangers']}); the visitor paused {a.pause:g} s: "
               f"{'kept its trace' if e['kept_trace'] else 'LOST its trace'}", flush=True)
+        if a.store_seconds > 0 and server is not None:
+            g = store_growth(url, db, a.store_seconds, a.timeout)
+            missed |= not g["other_stored"] or g["grew"] > a.store_mb_per_hour * 2**20 + (1 << 20)
+            print(f"one address writing for {a.store_seconds:g} s (budget {a.store_mb_per_hour:g} MB an hour): "
+                  f"{g['runs']}; the store grew {g['grew'] / 2**20:.2f} MB; another address's run "
+                  f"{'was stored' if g['other_stored'] else 'was NOT stored'}", flush=True)
     finally:
         if server is not None:
             stop_server(server)
