@@ -70,11 +70,12 @@ class Live:
 
     def stop(self) -> bool:
         """Stop pressed: the run stops at its next check. True when a round was handed to the
-        page already (the run then ends after its round and is stored as cancelled); False when
-        none was (it stops before showing one and stores nothing)."""
+        page already or the run is over (it then ends after its round and is stored as cancelled,
+        or is stored as it ended); False when none was (it stops before showing one and stores
+        nothing)."""
         with self._lock:
             request_stop(self.share_id)
-            return self.rounds_shown > 0
+            return self.rounds_shown > 0 or self.done
 
     def show_round(self) -> bool:
         """A round is about to be handed to the page: False when Stop came before the first
@@ -168,6 +169,8 @@ def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
             live.steps.append(step)
             live.state.apply(step)
         if not live.stopped:
+            if not live.show_round():  # a run of one round, Stop came before it was shown: kept nowhere
+                raise Cancelled
             with turns.turn():
                 res = run.result()
     except Cancelled:

@@ -118,7 +118,7 @@ def test_stop_before_the_first_round_answers_at_once_and_repeats_are_instant(stu
     t.join(60)
     assert not t.is_alive()
     t1 = time.perf_counter()
-    assert "before the first round" in player.stop_run(sid)["status"]  # the ended run, still known
+    assert "nothing" in player.stop_run(sid)["status"]  # the ended run, still known: nothing stored
     assert "Nothing is running" in player.stop_run("made-up-id")["status"]
     assert time.perf_counter() - t1 + (t1 - again) < 0.5
     assert not stops.stop_requested("made-up-id")  # an unknown id leaves nothing behind
@@ -145,3 +145,21 @@ def test_stop_after_a_round_answers_with_the_stored_partial_run(studio):
     runs = app_store.store().get_session(sid).runs
     assert [r.status for r in runs] == ["cancelled"] and out["trace_state"] is not None
     assert len(runs[0].steps) == out["scrub_sl"]["value"]
+
+
+def test_stop_while_watch_replays_a_one_round_run_shows_it_complete(studio, monkeypatch):
+    """A run of one round that finished computing is replayed at the Watch pace: Stop then ends the
+    replay and shows the run stored complete (not "nothing is stored": it never had a second round)."""
+    from app.tabs import watch
+
+    monkeypatch.setattr(watch, "WATCH_RATE", 0.5)  # a slow replay: Stop arrives during it
+    frames, t = _frames_in_thread(player.run_infill("text", "text-asarm", "The cat [MASK:1] mat.", "sequential", 4,
+                                                    1.0, 9, 32, 0.05, "cosine", 1, watch=True))
+    deadline = time.monotonic() + 60
+    while not any("Watching" in str(f.get("status", "")) for f in list(frames)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sid = _announced(frames, "run_sid")
+    out = player.stop_run(sid)
+    t.join(60)
+    assert "finished computing before Stop arrived" in out["status"] and out["completed"]
+    assert [r.status for r in app_store.store().get_session(sid).runs] == ["ok"]
