@@ -13,7 +13,7 @@ import re
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED, SEED_RULE, read_knob
+from engine.params import KNOBS, SEED, SEED_RULE, read_knob, seed_number
 from engine.samplers import SAMPLERS
 
 from .choices import list_models, no_model_message, sampler_kind
@@ -28,6 +28,30 @@ PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}
 #: the table's page range, narrower than the engine's only where the table says why
 PAGE_RANGES: dict[str, tuple[float, float]] = {name: k.page_range for name, k in KNOBS.items() if k.range}
 SEED_HELP_RANGE = SEED_RULE
+
+
+def served_seed(v: object) -> int:
+    """A seed as the server takes it, one rule in every form (the page's text box, /infill, /compare,
+    /exactness): an integer, or a string of ASCII digits. A number written with a decimal point is
+    refused whatever its value, JSON 1000.0 as "7.0" is (issue 48: 1000.0 ran while "7.0" was
+    refused), with the same sentence; engine.params.seed_number reads the rest."""
+    if isinstance(v, float):
+        raise BadParameterError(f"seed must be {SEED_RULE}; got {v!r}.")
+    return seed_number(v)
+
+
+def unread_knob(name: str, v: object, sampler: str) -> None:
+    """A knob the sampler does not read: the page sends every knob (the hidden ones hold values in
+    their ranges), so a value in the knob's page range is ignored, but one outside it, or malformed,
+    is refused, saying the sampler does not read it (issue 48: steps=-1 and inner=1e6 ran silently)."""
+    if v is None or v == "":
+        return
+    x = read_knob(name, v)
+    k = KNOBS[name]
+    if k.range is not None and not k.page_range[0] <= x <= k.page_range[1]:
+        lo, hi = k.page_range
+        raise BadParameterError(f"{name} = {x} is outside {lo:g} to {hi:g}. The {sampler} sampler does not read "
+                                f"{name}: send a value in that range (the page sends {k.page_default:g}).")
 
 
 def mask_hint(text: str) -> str:
@@ -121,14 +145,14 @@ def prepare(form: Form) -> InfillRun:
         raise BadParameterError(f"seed is empty: type {SEED_HELP_RANGE}.")
     # the knobs this sampler reads go to the engine as typed: it reads each by its type and range (the
     # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
-    # not sent (the run takes the table's defaults), but a malformed one is still refused, by the
-    # engine's own reading (engine.params.read_knob: its type only, no range)
+    # not sent (the run takes the table's defaults), but a malformed or out-of-range one is refused
+    # (unread_knob)
     reads = SAMPLERS[form.sampler].params
     knobs = {name: v for name, v in form.knobs.items() if name in reads}
     for name, v in form.knobs.items():
         if name not in reads:
-            read_knob(name, v)
+            unread_knob(name, v, form.sampler)
     return InfillRun(
-        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=form.seed, **knobs,
+        form.text, model=model, sampler=form.sampler, domain=form.domain, seed=served_seed(form.seed), **knobs,
         allow_paths=False, budget=Budget.from_env(),
     )

@@ -5,6 +5,7 @@ applies it to the display state and lets the store record it; `throttled()` pace
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,7 +14,8 @@ from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.pending_sessions import create_session, mark_stored, pending_session
 from app.serving.slots import Cancelled, Turns, slots
-from app.serving.stops import stop_requested
+from app.serving.stops import request_stop, stop_requested
+from app.serving.store_budget import run_bytes, store_budget
 from engine.api import InfillRun
 from engine.trace import Step
 from storage.recorder import RunGroup
@@ -61,6 +63,28 @@ class Live:
     note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
     group: RunGroup | None = None  # stored with the other sides of a comparison, all at once
     side: int = 0  # which side of its group
+    recorded: bool = False  # its recorder kept its steps (they count against the store's budget)
+    rounds_shown: int = 0  # rounds handed to the page (Stop after one of them stores the run)
+    ended: threading.Event = field(default_factory=threading.Event)  # set once rounds() is over
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def stop(self) -> bool:
+        """Stop pressed: the run stops at its next check. True when a round was handed to the
+        page already or the run is over (it then ends after its round and is stored as cancelled,
+        or is stored as it ended); False when none was (it stops before showing one and stores
+        nothing)."""
+        with self._lock:
+            request_stop(self.share_id)
+            return self.rounds_shown > 0 or self.done
+
+    def show_round(self) -> bool:
+        """A round is about to be handed to the page: False when Stop came before the first
+        (the run then stores nothing, as stop() told the visitor)."""
+        with self._lock:
+            if self.rounds_shown == 0 and stop_requested(self.share_id):
+                return False
+            self.rounds_shown += 1
+            return True
 
 
 def rounds(live: Live) -> Iterator[Live]:
@@ -71,11 +95,23 @@ def rounds(live: Live) -> Iterator[Live]:
     The run is first admitted (app.serving.admission: a few runs per visitor, long runs bounded); a
     refusal raises admission.Busy, an InfillError with the message, and stores nothing."""
     long = len(live.run.mi.masked) > small_run_tokens()
+    who = live.address or live.owner or ""
     try:
-        with admission().enter(live.address or live.owner, long, lambda: _called_off(live)):
+        store_budget().admit(who)  # the store's bounds (app.serving.store_budget): StoreFull, before any work
+    except BaseException:
+        live.ended.set()
+        raise
+    try:
+        with admission().enter(who, long, lambda: _called_off(live)):
             yield from _admitted_rounds(live)
     except Cancelled:  # cancelled while a long run waited in line for its seat
         live.cancelled = live.done = True
+    finally:
+        if live.recorded:
+            store_budget().charge(who, run_bytes(live.steps, live.run.mi.source if live.side == 0 else ""))
+        else:
+            store_budget().release()
+        live.ended.set()  # Stop reads the run's outcome from here (app.tabs.player.stop_run)
 
 
 def _called_off(live: Live) -> bool:
@@ -101,6 +137,7 @@ def _admitted_rounds(live: Live) -> Iterator[Live]:
         with rec_cm as rec:
             yield from _recorded(live, rec, turns)
     finally:
+        live.recorded = rec is not None and not rec.discarded  # stored (or, a comparison's side, kept to store)
         if rec is not None and rec.run_id is not None:  # stored, however it ended: reachable by link
             live.run_id = rec.run_id
             mark_stored(live.share_id)
@@ -116,6 +153,8 @@ def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
     try:
         for step in rec.wrap(turns.iterate(run.stream())):
             if cur_round is not None and step.round != cur_round:
+                if not live.show_round():  # Stop came before the first round was shown
+                    raise Cancelled
                 try:
                     yield live  # the previous round is complete
                 except GeneratorExit:  # the consumer left (a disconnect): it never saw this step
@@ -130,6 +169,8 @@ def _recorded(live: Live, rec, turns: Turns) -> Iterator[Live]:
             live.steps.append(step)
             live.state.apply(step)
         if not live.stopped:
+            if not live.show_round():  # a run of one round, Stop came before it was shown: kept nowhere
+                raise Cancelled
             with turns.turn():
                 res = run.result()
     except Cancelled:

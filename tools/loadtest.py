@@ -37,8 +37,12 @@ LONG_TEXT = "It was the best of times, it was the worst of times, [MASK:120]"
 HEAVY = {"sampler": "assd-diffusion", "k": 64, "steps": 512, "inner": 7}
 #: the limits per visitor key on the address (app.serving.visitors), and every simulated visitor of
 #: these tools connects from this machine's loopback: a server they start lifts those limits (one
-#: that --url names must be started with them for the figures to mean many visitors)
-ONE_ADDRESS_MANY_VISITORS = {"INFILL_RUNS_PER_VISITOR": "100000", "INFILL_SESSIONS_PER_ADDRESS": "100000"}
+#: that --url names must be started with them for the figures to mean many visitors); a session
+#: counts as in use for 1 s only, so that visitors minting a session per run (the soak) take the
+#: places of idle ones instead of being refused
+ONE_ADDRESS_MANY_VISITORS = {"INFILL_RUNS_PER_VISITOR": "100000", "INFILL_SESSIONS_PER_ADDRESS": "100000",
+                             "INFILL_CALL_LIMITS": "0", "INFILL_SESSION_ACTIVE_SECONDS": "1",
+                             "INFILL_STORE_MB_PER_HOUR": "0"}
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Request limits in front of Gradio's routes: a body-size cap checked before anything parses the
-body, and no anonymous uploads (the page has no upload component, so `/upload` is refused).
+body, no anonymous uploads (the page has no upload component, so `/upload` is refused), and each
+endpoint's calls bounded per address (app.serving.call_limits: refused 429 before Gradio reads them).
 
 Why here and not in a handler: Gradio parses the JSON body and keeps component values in the
 visitor's session before any handler runs, so a 20 MB "text" pinned that memory although the
@@ -16,12 +17,16 @@ when the handler refuses them (app.serving.memory bounds how many sessions, and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import uuid
 
 from app.serving import operator_stats
+from app.serving.address_sessions import SessionsFull, address_sessions
+from app.serving.call_limits import call_limits
+from app.serving.visitors import scope_address
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 log = logging.getLogger("app.requests")
@@ -41,18 +46,31 @@ def _is_upload(path: str) -> bool:
 
 
 class BodyLimit:
-    """ASGI middleware: 413 for bodies over `max_bytes`, 403 for the upload route."""
+    """ASGI middleware: 413 for bodies over `max_bytes`, 403 for the upload route, 429 for a call
+    over its address's bounds (app.serving.call_limits)."""
 
     def __init__(self, app, max_bytes: int | None = None):
         self.app = app
         self.max_bytes = max_bytes if max_bytes is not None else max_body_bytes()
 
-    async def _reply(self, send, status: int, message: str | dict) -> None:
+    async def _reply(self, send, status: int, message: str | dict, headers: list | None = None) -> None:
         body = json.dumps(message if isinstance(message, dict) else {"detail": message}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+                                (b"connection", b"close"), *(headers or [])]})
         await send({"type": "http.response.body", "body": body})
+
+    async def _refuse(self, scope, send, refusal) -> None:
+        """A call over its bounds: 429 with the sentence, held back first when the burst is under way
+        (app.serving.call_limits.REFUSAL_HOLD: a client re-sending at once is slowed, at no cost)."""
+        if refusal.hold > 0:
+            address = scope_address(scope)
+            call_limits().held(address, +1)
+            try:
+                await asyncio.sleep(refusal.hold)
+            finally:
+                call_limits().held(address, -1)
+        await self._reply(send, 429, refusal.message, [(b"retry-after", str(refusal.retry_after).encode())])
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -72,10 +90,40 @@ class BodyLimit:
                     return await self._reply(send, 400, "Bad Content-Length.")
                 if declared > limit:
                     return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+        direct = None
         if scope.get("method") == "POST" and _noted(scope.get("path", "")):
-            receive = await _note_session(scope, receive, limit)
-            if receive is None:
+            body = await _read_body(receive, limit)
+            if body is None:
                 return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+            data = _json(body)
+            call = _call_of(scope, data)
+            if call is not None:  # an endpoint's call: within its address's bounds (app.serving.call_limits)
+                refusal = _admit(scope, call[0])
+                if refusal is not None:
+                    return await self._refuse(scope, send, refusal)
+                if call[1]:
+                    direct = (scope_address(scope), call[0])
+            try:
+                body = _note_session(scope, data, body)
+            except SessionsFull as e:  # every kept session is in use: refuse the newcomer, evict no reader
+                call_limits().note_refusal(scope_address(scope), "sessions", "every kept session in use")
+                return await self._reply(send, 429, str(e), [(b"retry-after", b"60")])
+            receive = _replay(body, receive)
+        page = _heartbeat_session(scope)
+        if direct is not None:
+            call_limits().entered(*direct)
+        if page:
+            address_sessions().opened(page)
+        try:
+            await self._limited(scope, receive, send, limit)
+        finally:
+            if direct is not None:
+                call_limits().left(*direct)
+            if page:
+                address_sessions().closed(page)
+
+    async def _limited(self, scope, receive, send, limit: int) -> None:
+        """The app, with the body counted while it streams (cut off at the limit)."""
         seen = 0
         started = refused = False
 
@@ -132,23 +180,23 @@ def refused_request(scope, e: Exception) -> int:
 
 
 def _noted(path: str) -> bool:
-    """A route whose body names the visitor's session: a cancel, a queue join, a REST call."""
+    """A route whose body names the visitor's session or an endpoint: a cancel, a queue join, a
+    REST call, a direct call."""
     path = path.rstrip("/")
-    return path.endswith("/cancel") or path.endswith("/queue/join") or "/call/" in path
+    return (path.endswith("/cancel") or path.endswith("/queue/join") or "/call/" in path or "/run/" in path
+            or "/api/" in path)
 
 
-async def _note_session(scope, receive, limit: int):
-    """Read a noted route's body (within the limit), note what it says about the visitor's session,
-    and return a receive that replays the body to Gradio (None when it is over the limit):
+def _heartbeat_session(scope) -> str:
+    """The session of a page's heartbeat stream (GET .../heartbeat/<session hash>: open while the
+    page is), else ""."""
+    path = scope.get("path", "").rstrip("/")
+    head, _, sh = path.rpartition("/")
+    return sh if scope.get("method") == "GET" and head.endswith("/heartbeat") else ""
 
-    - a cancel: the visitor's cancel (app.serving.cancels);
-    - a queue join or REST call: the session against the address it came from
-      (app.serving.address_sessions), dropping that address's sessions over its cap; a REST call
-      without a session hash is given one here, so that it too counts against its address."""
-    from app.serving.address_sessions import address_sessions, drop_sessions
-    from app.serving.cancels import note_cancel
-    from app.serving.visitors import scope_address
 
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The whole request body (None when it is over the limit)."""
     chunks, size, more = [], 0, True
     while more:
         msg = await receive()
@@ -159,12 +207,77 @@ async def _note_session(scope, receive, limit: int):
         if size > limit:
             return None
         more = msg.get("more_body", False)
-    body = b"".join(chunks)
-    path = scope.get("path", "").rstrip("/")
+    return b"".join(chunks)
+
+
+def _json(body: bytes):
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except ValueError:
-        data = None
+        return None
+
+
+def _replay(body: bytes, receive):
+    """A receive that hands Gradio the body already read, then the connection's own messages."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _call_of(scope, data) -> tuple[str, bool] | None:
+    """(endpoint group, direct?) of a call route, None for any other route: the API name is in
+    the path (`/call/<name>`, `/run/<name>`), or the event is named by `fn_index` in the body
+    (a queue join, `/run/predict`). Direct calls (`/run/`, `/api/`) compute while the request is open."""
+    from app.serving.call_limits import group_of
+
+    path = scope.get("path", "").rstrip("/")
+    if path.endswith("/cancel"):
+        return None
+    direct = "/run/" in path or "/api/" in path
+    name = path.rsplit("/", 1)[-1]
+    fn_index = data.get("fn_index") if isinstance(data, dict) else None
+    if path.endswith("/queue/join") or (direct and name == "predict"):
+        fns = getattr(_blocks(scope), "fns", {})
+        fn = fns.get(fn_index) if isinstance(fn_index, int) else None
+        name = getattr(fn, "api_name", None) or ""
+    return group_of(name), direct
+
+
+def _blocks(scope):
+    app = scope.get("app")
+    try:
+        return app.get_blocks()
+    except Exception:  # noqa: BLE001 - not Gradio's app (a test's): no queue to read
+        return None
+
+
+def _admit(scope, group: str):
+    """The call limits' answer for this request (None: go ahead)."""
+    from app.serving.call_limits import queued_calls
+
+    address = scope_address(scope)
+    return call_limits().admit(address, group, queued_calls(_blocks(scope), address, group))
+
+
+def _note_session(scope, data, body: bytes) -> bytes:
+    """Note what a call's body says about the visitor's session, and return the body for Gradio:
+
+    - a cancel: the visitor's cancel (app.serving.cancels);
+    - a queue join, REST call or direct call: the session against the address it came from
+      (app.serving.address_sessions), dropping the sessions that makes room for (SessionsFull when
+      none may go); a REST call without a session hash is given one here, so that it too counts
+      against its address."""
+    from app.serving.address_sessions import drop_sessions
+    from app.serving.cancels import note_cancel
+
+    path = scope.get("path", "").rstrip("/")
     if isinstance(data, dict):
         sh = data.get("session_hash")
         if path.endswith("/cancel"):
@@ -177,16 +290,7 @@ async def _note_session(scope, receive, limit: int):
             if isinstance(sh, str) and sh:
                 drop = address_sessions().note(scope_address(scope), sh)
                 drop_sessions(getattr(scope.get("app"), "state_holder", None), drop)
-    sent = False
-
-    async def replay():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
+    return body
 
 
 def launch_limits() -> dict:

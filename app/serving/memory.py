@@ -6,8 +6,9 @@ sessions by default, and never drops an idle one before that cap. Strangers arri
 would fill it (issue 28: 300 refused 1 MB requests kept 350 MiB; normal runs about 0.3 MiB each).
 So here:
 
-- at most INFILL_SESSIONS_MAX sessions (default 64; Gradio's `state_session_capacity`, oldest
-  used dropped first): a 2-core server computes for a handful of visitors at once;
+- at most INFILL_SESSIONS_MAX sessions (default 64; Gradio's `state_session_capacity`): a 2-core
+  server computes for a handful of visitors at once; which session goes for a newcomer, and when
+  a newcomer is refused instead, is app.serving.address_sessions' rule (readers are never evicted);
 - a session idle for INFILL_SESSION_IDLE_SECONDS (default 600) is dropped by a sweep that runs
   every SWEEP_SECONDS; its visitor keeps the page, the share links and the browser's own list of
   sessions, and only loses the trace loaded into the player (the link reloads it);
@@ -78,7 +79,11 @@ def sweep(state_holder, idle_seconds: float) -> int:
     every sweep, since finished runs and evicted sessions free memory between sweeps too."""
     import gc
 
-    dropped = drop_idle_sessions(state_holder, idle_seconds)
+    from app.serving.address_sessions import address_sessions, drop_sessions
+
+    gone = address_sessions().idle_for(idle_seconds)  # the record of kept sessions forgets them too
+    drop_sessions(state_holder, gone)
+    dropped = drop_idle_sessions(state_holder, idle_seconds) + len(gone)
     if dropped:
         gc.collect()
     trim()

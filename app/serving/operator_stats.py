@@ -1,5 +1,6 @@
 """The operator's stats: `GET /operator/stats` answers JSON with the runs refused, the runs in
-progress and the sessions kept, by visitor address (app.serving.visitors), so an operator sees
+progress, the sessions kept and the calls refused by the call limits (app.serving.call_limits), by
+visitor address (app.serving.visitors), so an operator sees
 who is being refused and who is crowding; every refusal also writes one log line.
 
 Only peers listed in INFILL_OPERATOR_ADDRESSES (comma-separated addresses or networks; default
@@ -39,10 +40,12 @@ def is_operator(scope: dict) -> bool:
 
 
 def stats() -> dict:
-    """Refusals, runs in progress and sessions kept, by address."""
+    """Refusals, runs in progress, sessions kept and calls refused, by address."""
     from app.serving.address_sessions import address_sessions
     from app.serving.admission import admission
+    from app.serving.call_limits import call_limits
 
     adm = admission()
     return {"runs_refused_by_address": adm.refusals(), "runs_in_progress_by_address": adm.by_visitor(),
-            "sessions_by_address": address_sessions().counts()}
+            "sessions_by_address": address_sessions().counts(),
+            "calls_refused_by_address": call_limits().refusals()}

@@ -18,6 +18,7 @@ from scipy.stats import beta
 
 from app.serving.admission import admission
 from app.serving.slots import Turns, slots
+from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
@@ -27,10 +28,10 @@ from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
-from engine.params import seed_number
 
 from .. import choices, share
 from ..errors import readable
+from ..form import served_seed
 from ..inputs import as_float, as_int, check_sentinels, check_text
 from ..plots import _layout
 from ..render import esc
@@ -158,9 +159,14 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
         raise BadParameterError("Choose at least one sampler to check.")
     count = as_int("N", n)
     return ExactnessCheck(
-        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=seed_number(seed),
+        text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=served_seed(seed),
         temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
         budget=CheckBudget.from_env())
+
+
+#: what a stored check is charged against its address's write budget (app.serving.store_budget): its
+#: payload keeps TOP_FILLS fills and the test's cells, a few tens of kB
+CHECK_BYTES = 64 << 10
 
 
 def store_check(res: CheckResult) -> str:
@@ -190,6 +196,12 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     last = 0.0
     owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
+        store_budget().admit(owner)  # it stores a session: within the store's bounds (StoreFull otherwise)
+    except InfillError as e:
+        yield {"ex_status": status_md(str(e), "error"), "ex_link": ""}
+        return
+    stored_bytes = 0
+    try:
         # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
         with admission().enter(owner, True):
             with turns.turn():
@@ -202,14 +214,23 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
             with turns.turn():
                 res = chk.result()
     except InfillError as e:
+        store_budget().release()
         warn(str(e))
         yield {"ex_status": status_md(str(e), "error"), "ex_link": ""}
         return
+    except BaseException:
+        store_budget().release()
+        raise
     try:
-        sid = store_check(res)
+        sid, stored_bytes = store_check(res), CHECK_BYTES
         link, stored = share.share_link(request, sid), " Stored: the link below replays it without running anything."
     except Exception as e:  # noqa: BLE001 - the result is shown even when it cannot be stored
         link, stored = "", f" Not stored: {readable(e)}"
+    finally:
+        if stored_bytes:
+            store_budget().charge(owner, stored_bytes)
+        else:
+            store_budget().release()
     said = {r.name: r.verdict for r in res.samplers}
     bad = [n for n, v in said.items() if v == NOT_CONSISTENT]
     unsure = [n for n, v in said.items() if v in (UNTESTABLE, CANNOT_TELL)]
@@ -285,5 +306,6 @@ def wire(p: Page, remember) -> None:
     """Run the check, then add its link to this browser's sessions list."""
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
                    components(p, CHECK_OUTPUTS), api_name="exactness",
-                   concurrency_id="model", concurrency_limit=p.run_limit).then(
+                   concurrency_id="model", concurrency_limit=p.run_limit,
+                   preprocess=False).then(  # raw values: prepare() reads each (a seed by app.form.served_seed)
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

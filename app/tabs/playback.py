@@ -39,7 +39,13 @@ def frame(trace, i: int, st=None) -> dict:
             "counters": counters_md(st, where), "scrub_sl": i}
 
 
-def _nothing(msg="Run something (or open a share link) first.") -> dict:
+#: what the player says without a trace: never run, or the server dropped this page's session from its
+#: memory (idle too long, app.serving.memory); the run is still stored and its share link reloads it
+NO_TRACE = ("Run something (or open a share link) first. If a run was shown here, the server has since "
+            "let go of this page's copy: the share link under the player reloads it from the store.")
+
+
+def _nothing(msg=NO_TRACE) -> dict:
     return {"player": view_html(None, message=msg), "detail": empty_table(DETAIL_HEADERS), "counters": ""}
 
 

@@ -16,7 +16,7 @@ from app.serving.visitors import request_address
 
 from ..errors import readable
 from ..render import DETAIL_HEADERS, counters_md, view_html
-from ..replay import load_session, trace_ref
+from ..replay import trace_ref
 from ..speedup import remember_for_speedup, speedup_for
 from ..store import store
 from ..streaming import Live
@@ -57,7 +57,7 @@ def watch_default() -> bool:
 RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
 #: what Stop updates: everything that shows the run, so all of it describes the stored state
 STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn", "counters", "player", "detail",
-                "completed", "player_stop")
+                "completed", "player_stop", "run_sid")
 
 
 
@@ -135,6 +135,17 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         yield {"status": status_md(msg, "error"), "counters": "", "player": view_html(None, message=msg),
                "detail": empty_table(DETAIL_HEADERS), "completed": "", "link": "", "run_sid": ""}
         return
+    stops.track(live.share_id, live)  # Stop answers from this run's own state (stop_run)
+    try:
+        yield from _run_tracked(live, watch, request)
+    finally:
+        live.ended.set()
+        stops.untrack(live.share_id)
+
+
+def _run_tracked(live: Live, watch: bool, request):
+    """run_infill's frames once the run is checked and announced."""
+    sampler = live.run.spec.name
     note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
@@ -181,47 +192,48 @@ def speedup(link):
     return line
 
 
-def _last_stored_run(sid: str, seconds: float = 10.0):
-    """The newest run of session `sid` once the store holds one (None after `seconds`)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sess = store().get_session(sid)
-        if sess is not None and sess.runs:
-            return sorted(sess.runs, key=lambda r: r.id)[-1]
-        time.sleep(0.05)
-    return None
+#: seconds Stop waits for the round in progress to end (and the run to be stored) before it
+#: answers anyway; a run stopped before its first round answers at once
+STOP_WAIT = 2.0
 
 
 def stop_run(sid, request: gr.Request = None):
-    """Stop pressed while a run streams: wait (briefly) until the store holds the run, then say what
-    really happened: a run that finished first stays finished; a stopped one is stored as cancelled
-    with its partial trace, which Replay and the share link then show. Updates STOP_OUTPUTS by name."""
-    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1]}
-    if not sid:
+    """Stop pressed: answered from the run's own state (app.serving.stops.tracked), never by polling
+    the store. Before the first round was shown the run stops at its next check and stores nothing:
+    said at once. After it, the run ends after the round it is in and is stored as cancelled: the
+    answer waits for that (at most STOP_WAIT seconds), then shows the stored partial trace; a run that
+    finished first (Watch was replaying it) is shown complete. Every answer clears the page's run id,
+    so pressing Stop again is "Nothing is running." at once. Updates STOP_OUTPUTS by name."""
+    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": ""}
+    live = stops.tracked(sid) if isinstance(sid, str) and sid else None
+    if live is None:
         return {"status": status_md("Nothing is running."), **buttons}
-    stops.request_stop(sid)
+    if not live.stop():
+        return {"status": status_md("Stopped before the first round was shown; nothing is stored."), **buttons}
     watching = WATCH_ENDS.get(sid)
     if watching is not None:  # the Watch replay ends at its next frame
-        watching.wait(2.0)
-    run = _last_stored_run(sid)
-    if run is None:
-        return {"status": status_md("Stopped before the first round was stored; nothing to replay."), **buttons}
-    view = load_session(sid).view_for(run)
-    trace = trace_ref(run.id, view, run.steps, f"{run.sampler} on {run.params.get('model', '')}")
+        watching.wait(STOP_WAIT)
+    if not live.ended.wait(STOP_WAIT) or live.run_id is None:
+        said = ("Stopping after the round in progress; the partial run is stored as cancelled and the link "
+                "opens it." if not live.ended.is_set() else "Stopped; nothing was stored.")
+        return {"status": status_md(said), "link": share.share_link(request, sid) if not live.ended.is_set() else "",
+                **buttons}
     stops.clear_stop(sid)
     # the player, counters, round table, scrubber and completed text all show the stored run's end
-    st = token_views.new_state(view, run.steps)
-    shown = frame(trace, len(run.steps), st)
-    if run.status == "ok":  # it finished computing first (Watch was replaying it): shown complete
+    title = run_title(live.run.spec.name, live.run.lm.name)
+    trace = trace_ref(live.run_id, live.view, live.steps, title)
+    st = token_views.new_state(live.view, live.steps)
+    shown = frame(trace, len(live.steps), st)
+    if live.result is not None:  # it finished computing first (Watch was replaying it): shown complete
         said = ("Stopped the replay: the run had finished computing before Stop arrived, so it is stored "
                 "complete and shown in full.")
-        msg, completed = status_md(said, "ok"), run.completed_text
+        msg, completed = status_md(said, "ok"), live.result.text
     else:
         said = f"Stopped after {st.decided} of {len(st.masked)} tokens; the partial run is stored as cancelled."
         msg, completed = _stopped_msg(st), ""
     return {**shown, "counters": f"{shown['counters']} · {said}", "status": msg, "completed": completed,
             "link": share.share_link(request, sid), "trace_state": trace,
-            "scrub_sl": _scrub_to_end(len(run.steps)), **buttons}
+            "scrub_sl": _scrub_to_end(len(live.steps)), **buttons}
 
 
 def remembering_run(remember):

@@ -120,7 +120,9 @@ def test_refused_values_say_what_and_the_seed_range_is_what_is_accepted(tiny):
         form.prepare(_form(k=100))
     with pytest.raises(BadParameterError, match="18446744073709551615"):
         form.prepare(_form(seed="-3"))
-    form.prepare(_form(k=100, sampler="sequential-cache"))  # k is hidden for it, and ignored
+    form.prepare(_form(k=5, sampler="sequential-cache"))  # k is hidden for it, and ignored
+    with pytest.raises(BadParameterError, match="does not read k"):  # but not out of its range (issue 48)
+        form.prepare(_form(k=100, sampler="sequential-cache"))
     assert form.prepare(_form(seed="18446744073709551615")).seed == 2**64 - 1
     with pytest.raises(BadParameterError, match=r"write \[MASK\]"):
         form.prepare(_form(text="the [mask] sat"))

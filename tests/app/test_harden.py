@@ -270,12 +270,34 @@ def test_app_takes_the_documented_seed_range_exactly(studio):
     for bad in (2**64, -1, 2.0**60, "12abc", 1.5, "1e3", "-0", " 7 ", "+7", "7.0", "", True):
         with pytest.raises(BadParameterError, match="seed"):
             prepare(_form(seed=bad))
-    assert prepare(_form(seed=7.0)).seed == 7  # the browser's number box sends a float
+    # one rule in every form (issue 48): JSON 1000.0 is refused as "7.0" is, with the same sentence
+    for bad in (7.0, 1000.0, "7.0", "1000.0"):
+        with pytest.raises(BadParameterError, match=r"seed must be a whole number from 0 to .*digits only; got"):
+            prepare(_form(seed=bad))
     live = _run_all(streaming.start(_form(seed=2**64 - 1)))
     assert app_store.store().get_run(live.run_id).seed == 2**64 - 1
     a = _run_all(streaming.start(_form(text="[MASK:40]", sampler="sequential", seed=0)))
     b = _run_all(streaming.start(_form(text="[MASK:40]", sampler="sequential", seed=2**32)))
     assert a.result.tokens != b.result.tokens
+
+
+def test_a_knob_the_sampler_does_not_read_is_refused_outside_its_range(studio):
+    """Issue 48: steps=-1 and inner=1e6 ran silently under assd. The page sends every knob (hidden
+    ones in range), so an unread knob in range is ignored; out of range or malformed it is refused."""
+    for name, bad in (("steps", -1), ("inner", 10**6), ("k", 100), ("steps", "many")):
+        with pytest.raises(BadParameterError, match=name):
+            prepare(_form(sampler="sequential" if name == "k" else "assd", **{name: bad}))
+    with pytest.raises(BadParameterError, match="does not read steps"):
+        prepare(_form(sampler="assd", steps=-1))
+    assert prepare(_form(sampler="assd", steps=64, inner=2)).spec.name == "assd"  # in range: ignored
+
+
+def test_the_exactness_check_takes_seeds_by_the_same_rule(studio):
+    from app.tabs import exactness
+
+    for bad in (7.0, "7.0", 7.5):
+        with pytest.raises(BadParameterError, match="seed must be"):
+            exactness.prepare("a[MASK:2]", "text-asarm", ["assd"], 10, bad, 1.0, 2)
 
 
 # ----------------------------------------------------------------------------- 6: load test
