@@ -138,6 +138,11 @@ class AddressSessions:
             return {a: len(s) for a, s in self._by_address.items()}
 
 
+def sessions_max() -> int:
+    """Visitor sessions kept in memory at most (INFILL_SESSIONS_MAX, default 64)."""
+    return env_int("INFILL_SESSIONS_MAX", 64)
+
+
 _sessions: AddressSessions | None = None
 _sessions_lock = threading.Lock()
 
@@ -147,8 +152,6 @@ def address_sessions() -> AddressSessions:
     global _sessions
     with _sessions_lock:
         if _sessions is None:
-            from app.serving.memory import sessions_max
-
             _sessions = AddressSessions(sessions_per_address(), sessions_max(), session_active_seconds())
         return _sessions
 

@@ -299,7 +299,8 @@ def launch_limits() -> dict:
     from starlette.middleware import Middleware
 
     from app.serving import timeouts
-    from app.serving.memory import lifespan, sessions_max
+    from app.serving.address_sessions import sessions_max
+    from app.serving.memory import lifespan
 
     timeouts.install()
 

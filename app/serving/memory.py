@@ -33,11 +33,6 @@ log = logging.getLogger("app")
 SWEEP_SECONDS = 10.0
 
 
-def sessions_max() -> int:
-    """Visitor sessions kept in memory at most (INFILL_SESSIONS_MAX, default 64)."""
-    return env_int("INFILL_SESSIONS_MAX", 64)
-
-
 def session_idle_seconds() -> int:
     """Seconds after its last event that a visitor's session is dropped (INFILL_SESSION_IDLE_SECONDS, default 600)."""
     return env_int("INFILL_SESSION_IDLE_SECONDS", 600)

@@ -373,14 +373,14 @@ def test_idle_visitor_sessions_are_dropped():
 
 
 def test_the_server_caps_and_sweeps_visitor_sessions(monkeypatch):
-    from app.serving import limits, memory
+    from app.serving import address_sessions, limits, memory
 
     monkeypatch.setenv("INFILL_SESSIONS_MAX", "5")
     kw = limits.launch_limits()
     assert kw["state_session_capacity"] == 5  # Gradio's default is 10,000 sessions
     assert kw["app_kwargs"]["lifespan"] is memory.lifespan
     monkeypatch.delenv("INFILL_SESSIONS_MAX")
-    assert memory.sessions_max() <= 128 and memory.session_idle_seconds() <= 3600
+    assert address_sessions.sessions_max() <= 128 and memory.session_idle_seconds() <= 3600
     assert memory.trim() in (True, False)  # callable here (glibc) or a no-op elsewhere
 
 
