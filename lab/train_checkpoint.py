@@ -35,7 +35,7 @@ def _speed_state(a) -> dict:
     meter, probe = getattr(a, "meter", None), getattr(a, "probe", None)
     if meter is None:
         return {}
-    return {"tokens_per_second": round(meter.rate(), 1), "tokens_seen": a.tokens_before + meter.tokens,
+    return {"tokens_per_second": round(meter.rate()), "tokens_seen": a.tokens_before + meter.tokens,
             "optimizer": f"AdamW ({a.opt_kind})",
             "batch_probe": None if probe is None else {"chosen": probe.batch, "reason": probe.reason,
                                                        "rows": probe.rows}}
