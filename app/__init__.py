@@ -32,10 +32,10 @@ def serve(host: str = "127.0.0.1", port: int = 7860, **kwargs):
     store's retention policy applied in the background (storage.retention: on for the public
     server, INFILL_RETENTION_DAYS / INFILL_RETENTION_MB; the library keeps everything)."""
     from app.serving.limits import launch_limits
+    from app.stored.store import store
     from engine.loading.loaded_model import warm_imports
     from storage.retention import Pruner, Retention, period
 
-    from .store import store
     from .ui import launch_kwargs
 
     warm_imports()  # before the first request: concurrent first loads must not race transformers' imports

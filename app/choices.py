@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import logging
 
+from app.timing import machine_speed
 from engine.loading import registry
 from engine.samplers import SAMPLERS, default_sampler
-
-from . import machine_speed
 
 log = logging.getLogger("app")
 

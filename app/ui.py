@@ -1,7 +1,7 @@
 """The Gradio Blocks page: the editor on top, then tabs for the step player, the comparison, the
 exactness check, the statistics and the stored sessions, one module each under app.tabs. Handlers are
-thin: the logic lives in app.form (checks), app.streaming (runs), app.speedup, app.replay, app.render
-(HTML), app.plots (figures) and app.share (links)."""
+thin: the logic lives in app.run.form (checks), app.run.streaming (runs), app.timing.speedup, app.stored.replay, app.views.render
+(HTML), app.views.plots (figures) and app.stored.share (links)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import logging
 
 import gradio as gr
 
+from app.run.form import added_fields
 from app.serving.admission import run_seats
+from app.views.render import CSS
 from engine.params import KNOBS
 
-from .form import added_fields
-from .render import CSS
 from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
 from .tabs.common import Page
 
@@ -60,7 +60,7 @@ class StudioBlocks(gr.Blocks):
     slider), with a plain exception, which its API sends as `{"error": null}` (issue 28); here each
     becomes a gr.Error saying which input and why. Handlers that read raw values themselves (Run,
     Compare: preprocess=False) never get here for their values. A request short by only knobs added
-    to the table after its endpoint was published (app.form.added_fields) is no refusal: it gets
+    to the table after its endpoint was published (app.run.form.added_fields) is no refusal: it gets
     those knobs' page defaults, so an HTTP client written against the published endpoint keeps working."""
 
     #: the page's controls of the knobs added since publication, by component id -> their page defaults (build())

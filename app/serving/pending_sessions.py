@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from app.token_views import token_view
+from app.views.token_views import token_view
 from engine.api import InfillRun
 from storage import NewSession, new_share_id
 

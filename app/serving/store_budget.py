@@ -146,7 +146,7 @@ def store_budget() -> StoreBudget:
     global _budget
     with _budget_lock:
         if _budget is None:
-            from app.store import store
+            from app.stored.store import store
 
             _budget = StoreBudget.from_env(lambda: store().engine)
         return _budget

@@ -10,16 +10,15 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from app.errors import readable
+from app.run.form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
+from app.views.render import DETAIL_HEADERS
 from engine.errors import InfillError
 from engine.params import KNOBS
 
-from ..errors import readable
-from ..form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
-from ..render import DETAIL_HEADERS
-
 #: the sampler parameters (engine.params.KNOBS), in the table's order
 PARAMS = tuple(KNOBS)
-# FORM_FIELDS (app.form, imported above): the form's inputs in order, the /infill endpoint's parameter names
+# FORM_FIELDS (app.run.form, imported above): the form's inputs in order, the /infill endpoint's parameter names
 
 
 class Page(SimpleNamespace):
@@ -114,7 +113,7 @@ def empty_table(headers: list[str]) -> dict:
 
 
 def make_form(values: dict) -> Form:
-    """The editor's values (by FORM_FIELDS name) as an app.form.Form (None and blanks read as the defaults;
+    """The editor's values (by FORM_FIELDS name) as an app.run.form.Form (None and blanks read as the defaults;
     a knob the values lack, from a caller written before the knob was added, reads as its page default)."""
     v = dict(values)
     knobs = {name: v[name] if k.range or v[name] else k.default  # a blank choice: its default
@@ -125,7 +124,7 @@ def make_form(values: dict) -> Form:
 
 def endpoint_fields(*inputs: str) -> tuple[str, ...]:
     """A form endpoint's inputs in order: the published form fields, the endpoint's own `inputs`
-    (Compare's sampler_b and model_b), then the knobs added to the table since (app.form.added_fields),
+    (Compare's sampler_b and model_b), then the knobs added to the table since (app.run.form.added_fields),
     so a new knob moves no published position."""
     return (*PUBLISHED_FIELDS, *inputs, *added_fields())
 

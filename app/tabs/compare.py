@@ -7,17 +7,20 @@ import time
 
 import gradio as gr
 
-from app import compare_verdict, form, plots, share, streaming, token_views
+from app.errors import readable
+from app.run import form, streaming
+from app.run.streaming import Live
 from app.serving import pending_sessions, stops
 from app.serving.visitors import request_address
+from app.stored import share
+from app.stored.store import store
+from app.timing import compare_verdict
+from app.timing.speedup import BASELINE_SAMPLER
+from app.views import plots, token_views
+from app.views.render import counters_md, esc, view_html
 from engine.samplers import SAMPLERS
 from storage.recorder import RunGroup
 
-from ..errors import readable
-from ..render import counters_md, esc, view_html
-from ..speedup import BASELINE_SAMPLER
-from ..store import store
-from ..streaming import Live
 from .common import (
     Page,
     busy,
@@ -224,7 +227,7 @@ def layout(p: Page) -> None:
 
 
 def verdict(link):
-    """After Compare: "Timing…" at once, then the verdict of A against B (app.compare_verdict: the
+    """After Compare: "Timing…" at once, then the verdict of A against B (app.timing.compare_verdict: the
     pairs are unstored reruns, timed after both runs are stored); "" where there is no comparison."""
     pair = compare_verdict.take(share.share_id_from_link(link))
     if pair is None:
@@ -249,7 +252,7 @@ def wire(p: Page, remember) -> None:
                               api_visibility="private").then(
         named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private").then(

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app import choices
+from app.examples import DOMAINS, EXAMPLES
+from app.run import form, inputs
+from app.views import cards
+from app.views.textmap import bytes_fn, char_pieces
 from engine.api import parse_for
 from engine.errors import InfillError
 from engine.inputs.domains import line_masks
@@ -14,9 +19,6 @@ from engine.loading.registry import load
 from engine.params import KNOBS, SEED
 from engine.samplers import SAMPLERS, default_sampler
 
-from .. import cards, choices, form, inputs
-from ..examples import DOMAINS, EXAMPLES
-from ..textmap import bytes_fn, char_pieces
 from . import sampler_list
 from .common import PARAMS, Page, components, guarded, named, status_md
 

@@ -16,10 +16,18 @@ import gradio as gr
 import plotly.graph_objects as go
 from scipy.stats import beta
 
+from app import choices
+from app.errors import readable
+from app.run.form import served_seed
+from app.run.inputs import as_float, as_int, check_sentinels, check_text
 from app.serving.admission import admission
 from app.serving.slots import Turns, slots
 from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
+from app.stored import share
+from app.stored.store import store
+from app.views.plots import _layout
+from app.views.render import esc
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
 from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
@@ -29,13 +37,6 @@ from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
 
-from .. import choices, share
-from ..errors import readable
-from ..form import served_seed
-from ..inputs import as_float, as_int, check_sentinels, check_text
-from ..plots import _layout
-from ..render import esc
-from ..store import store
 from .common import Page, components, guarded, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
@@ -307,5 +308,5 @@ def wire(p: Page, remember) -> None:
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
                    components(p, CHECK_OUTPUTS), api_name="exactness",
                    concurrency_id="model", concurrency_limit=p.run_limit,
-                   preprocess=False).then(  # raw values: prepare() reads each (a seed by app.form.served_seed)
+                   preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

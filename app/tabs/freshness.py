@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..render import DETAIL_HEADERS, view_html
+from app.views.render import DETAIL_HEADERS, view_html
+
 from .common import Page, components, empty_table, named, status_md
 from .editor import input_info
 

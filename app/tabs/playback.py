@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
+from app.views import token_views
+from app.views.render import DETAIL_HEADERS, counters_md, view_html
 from engine.trace import DECIDING_KINDS, PASS_KINDS
 
-from .. import token_views
-from ..render import DETAIL_HEADERS, counters_md, view_html
 from .common import detail_table, empty_table, guarded
 
 SPEEDS = ["as fast as it ran", "2 tokens/s", "5 tokens/s", "10 tokens/s", "30 tokens/s", "100 tokens/s"]
@@ -113,7 +113,7 @@ def paced(view: dict, steps: list, start: int, speed, stop=lambda: False, bytes_
     """(i, state) after each group of steps from `start`, each group shown when it is due at `speed`:
     a frame goes out before every wait (so drafts stay on screen until the decision after them),
     except that states less than FRAME_GAP apart are merged. `stop()` ends it early. `bytes_of`:
-    the tokenizer's token id -> bytes when the caller holds the model (app.token_views.new_state)."""
+    the tokenizer's token id -> bytes when the caller holds the model (app.views.token_views.new_state)."""
     n = len(steps)
     st = token_views.new_state(view, steps, start, bytes_of=bytes_of)
     due = shown = time.perf_counter()

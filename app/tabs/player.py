@@ -10,16 +10,18 @@ import time
 
 import gradio as gr
 
-from app import share, streaming, token_views
+from app.errors import readable
+from app.run import streaming
+from app.run.streaming import Live
 from app.serving import stops
 from app.serving.visitors import request_address
+from app.stored import share
+from app.stored.replay import trace_ref
+from app.stored.store import store
+from app.timing.speedup import remember_for_speedup, speedup_for
+from app.views import token_views
+from app.views.render import DETAIL_HEADERS, counters_md, view_html
 
-from ..errors import readable
-from ..render import DETAIL_HEADERS, counters_md, view_html
-from ..replay import trace_ref
-from ..speedup import remember_for_speedup, speedup_for
-from ..store import store
-from ..streaming import Live
 from . import freshness
 from .common import (
     FORM_FIELDS,
@@ -332,7 +334,7 @@ def wire(p: Page, remember) -> None:
                               api_visibility="private").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
-        preprocess=False,  # raw values: app.form.prepare reads them by the engine's rules (digit-string seeds)
+        preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.views.render import esc
 from engine.samplers import SAMPLERS
 
-from ..render import esc
 from .common import Page
 
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app import choices
+from app.errors import readable
+from app.stored import replay, share
+from app.stored.store import store
+from app.views import plots, token_views
+from app.views.render import counters_md, esc, view_html
 from engine.errors import BadParameterError
 from engine.params import KNOBS
 
-from .. import choices, plots, replay, share, token_views
-from ..errors import readable
-from ..render import counters_md, esc, view_html
-from ..store import store
 from . import exactness
 from .common import PUBLISHED_FIELDS, Page, added_fields, components, detail_table, guarded, status_md, warn
 from .compare import SUMMARY_HEADERS, logprob_text
@@ -189,7 +191,7 @@ def wire(p: Page) -> None:
     p.recent_btn.click(recent, [p.history], [p.recent_html], api_name="recent")
     # /load_share's outputs as published (HTTP clients read them by position, from either end): the
     # published form fields and the views. The page's own restore also sets the knobs added since
-    # (app.form.added_fields); the API's endpoint is carried by an invisible button, as /infill is
+    # (app.run.form.added_fields); the API's endpoint is carried by an invisible button, as /infill is
     published = [*components(p, PUBLISHED_FIELDS), p.status, p.counters, p.player, p.detail, p.completed, p.link,
                  p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a, p.cnt_b,
                  p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]

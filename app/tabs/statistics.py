@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app import choices
+from app.examples import DOMAINS
+from app.stored.exports import cached_export
+from app.stored.store import store
+from app.timing import machine_speed
+from app.views import plots
 from engine.samplers import SAMPLERS
 from storage import stats_to_csv
 
-from .. import choices, machine_speed, plots
-from ..examples import DOMAINS
-from ..exports import cached_export
-from ..store import store
 from .common import Page, components, empty_table, guarded, named
 
 #: what Refresh (and the /stats API) updates, in the order API clients receive it

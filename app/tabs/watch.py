@@ -8,11 +8,11 @@ import threading
 
 import gradio as gr
 
+from app.run.streaming import Live
 from app.serving import stops
+from app.timing.speedup import fmt_seconds
+from app.views.render import counters_md, view_html
 
-from ..render import counters_md, view_html
-from ..speedup import fmt_seconds
-from ..streaming import Live
 from .common import detail_table, status_md
 from .playback import paced
 

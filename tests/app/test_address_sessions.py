@@ -102,8 +102,8 @@ def test_an_active_visitor_keeps_its_session_through_200_strangers(server, monke
 
 
 def _trace(holder, session_hash: str):
-    """The run loaded into this session's player (app.replay.StoredTrace), or None."""
-    from app.replay import StoredTrace
+    """The run loaded into this session's player (app.stored.replay.StoredTrace), or None."""
+    from app.stored.replay import StoredTrace
 
     session = holder.session_data.get(session_hash)
     found = [v for v in (session.state_data.values() if session else ()) if isinstance(v, StoredTrace)]

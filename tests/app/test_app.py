@@ -26,7 +26,7 @@ def app_url(tmp_path_factory):
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
-    from app import store as app_store
+    from app.stored import store as app_store
     from engine.loading import folders as model_folders
     from tools.tiny_models import launch_for_tests, make_tiny_models
 
@@ -85,8 +85,8 @@ def test_speedup_event_times_cached_sequential_once(app_url, monkeypatch):
     """Run's chained `speedup` event: cached sequential decoding and the run's sampler on the same
     input and seed, alternating, timed after the done frame (which it never holds back); once per
     run; never for the baseline itself; "too short to time" below a measurable amount of work."""
-    from app import speedup
     from app.tabs import player
+    from app.timing import speedup
 
     link = list(player.run_infill(*_form()))[-1]["link"]
     monkeypatch.setattr(speedup, "MIN_TIMED_SECONDS", 1e9)
@@ -167,7 +167,7 @@ def test_compare_returns_both_sides_and_charts(client):
         (_form(text="x" * 300 + "[MASK]"), "at most 128"),
         (_form(text="[MASK:0] hi"), "at least 1 token"),
         (_form(domain="protein", model="protein-asarm", text="MKV 123 [MASK:5]"), "cannot represent"),
-        (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.form)
+        (_form(k=0), "range 1 to 64"),  # raw values (preprocess=False): the page's ranges (app.run.form)
         (_form(temperature=0), "range 0.05 to 10"),
         (_form(seed=-1), "outside the range"),
         (_form(k=2.5), "whole number"),
@@ -231,7 +231,7 @@ def test_statistics_and_recent_sessions(client):
 def test_sessions_list_shows_sampler_and_model_escaped():
     from datetime import datetime
 
-    from app.share import recent_html
+    from app.stored.share import recent_html
     from storage import SessionSummary
 
     row = SessionSummary("a" * 22, "text", "<b>m</b>", datetime(2026, 1, 2, 3, 4), "in<put", 2,
@@ -243,7 +243,7 @@ def test_sessions_list_shows_sampler_and_model_escaped():
 
 
 def test_render_fold_roles_and_escaping():
-    from app.render import fold, view_html
+    from app.views.render import fold, view_html
     from engine.trace import Step, StepKind
 
     texts = ["<b>", "\u2581", "\u2581", "\u2581"]
@@ -272,8 +272,8 @@ def test_stop_cancels_a_run_and_stores_what_it_had(client, monkeypatch):
     steps it made, the share link appears only then, and the scrubber/Replay keep the partial trace."""
     import time
 
-    from app import store as app_store
-    from app import streaming
+    from app.run import streaming
+    from app.stored import store as app_store
 
     fast = streaming.rounds
 
@@ -318,7 +318,7 @@ def test_stop_after_the_run_finished_never_cancels_it(client):
     _, final = _run(client, *_form(seed=4))
     status = client.predict(api_name="/stop")[0]
     assert "Nothing is running" in status
-    from app import store as app_store
+    from app.stored import store as app_store
 
     sid = final[5].split("?s=")[-1]
     assert [r.status for r in app_store.store().get_session(sid).runs] == ["ok"]
@@ -329,8 +329,8 @@ def test_text_survives_multibyte_characters_in_every_view():
     view and the player show "Zürich", never "Z\ufffd\ufffdrich"."""
     from types import SimpleNamespace
 
-    from app.render import fold, view_html
-    from app.textmap import bytes_fn, char_pieces
+    from app.views.render import fold, view_html
+    from app.views.textmap import bytes_fn, char_pieces
     from engine.inputs.tokenization import Codec
     from engine.trace import Step, StepKind
 
@@ -367,7 +367,7 @@ def test_text_survives_multibyte_characters_in_every_view():
 def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monkeypatch):
     import json
 
-    from app import cards
+    from app.views import cards
     from engine.loading import folders as model_folders
     from tools.tiny_models import make_tiny_models
 
@@ -389,7 +389,7 @@ def test_model_card_reads_the_folder_and_says_when_quality_is_low(tmp_path, monk
 
 
 def test_protein_paste_is_read_like_fasta():
-    from app.inputs import normalize_protein
+    from app.run.inputs import normalize_protein
 
     seq, note = normalize_protein(">sp|P69905|HBA_HUMAN Hemoglobin\nmvlspadktn\nVKAAW[MASK:5]gkv\n")
     assert seq == "MVLSPADKTNVKAAW[MASK:5]GKV"

@@ -19,7 +19,7 @@ def studio(tmp_path_factory):
 @pytest.fixture()
 def codec_loads(monkeypatch):
     """Calls of Codec.load from now on (the byte-map cache emptied first)."""
-    from app import token_views
+    from app.views import token_views
     from engine.inputs.tokenization import Codec
 
     token_views._bytes_for_folder.cache_clear()
@@ -35,8 +35,8 @@ def codec_loads(monkeypatch):
 
 
 def test_starting_a_run_does_not_reload_the_tokenizer(studio, codec_loads):
-    from app import form as app_form
-    from app import streaming
+    from app.run import form as app_form
+    from app.run import streaming
     from app.tabs import compare
 
     app_form.prepare(form())  # the model is loaded (and cached by the registry) before counting
@@ -50,7 +50,8 @@ def test_starting_a_run_does_not_reload_the_tokenizer(studio, codec_loads):
 
 
 def test_a_replay_looks_the_tokenizer_up_once(studio, codec_loads):
-    from app import streaming, token_views
+    from app.run import streaming
+    from app.views import token_views
 
     live = streaming.start(form())
     codec_loads.clear()
@@ -61,7 +62,8 @@ def test_a_replay_looks_the_tokenizer_up_once(studio, codec_loads):
 
 def test_the_speedup_reruns_take_the_models_the_run_holds(studio, monkeypatch):
     import engine.run_steps
-    from app import speedup, streaming
+    from app.run import streaming
+    from app.timing import speedup
 
     live = streaming.start(form())
     for _ in streaming.rounds(live):

@@ -9,7 +9,7 @@ import inspect
 import gradio as gr
 import pytest
 
-from app import form
+from app.run import form
 from app.tabs import common, compare, editor, player
 from engine.params import KNOBS, SEED
 from engine.samplers import SAMPLERS
@@ -170,7 +170,7 @@ from tests.support import sweep_bad_inputs as sweep
 root = pathlib.Path(sys.argv[1])
 sweep.setup(root)
 from app import create
-from app import store as app_store
+from app.stored import store as app_store
 from storage import open_store
 from tests.app.test_app_knobs import restore_outputs
 app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")

@@ -2,7 +2,7 @@
 Hub options (the ASSD authors' code spelling, the special-token rule, the <s> note are about XLNet
 checkpoints from the Hub, and a bare bundled name such as text-asarm looks like a Hub id)."""
 
-from app.cards import card_markdown, hub_options_line
+from app.views.cards import card_markdown, hub_options_line
 
 
 def test_a_bundled_models_card_names_no_hub_options():

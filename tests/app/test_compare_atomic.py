@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import store as app_store
+from app.stored import store as app_store
 from app.tabs import compare
 from tests.support.studio import form, tiny_studio
 

@@ -1,4 +1,4 @@
-"""Compare's verdict (app.compare_verdict): A against B timed as the speed line times, a winner
+"""Compare's verdict (app.timing.compare_verdict): A against B timed as the speed line times, a winner
 named only when every pair agrees, a plain reason where no ratio means anything, and the timing
 counted against the visitor who asked."""
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import compare_verdict as cv
 from app.serving.admission import Admission
+from app.timing import compare_verdict as cv
 
 
 def test_a_winner_only_when_every_pair_agrees():

@@ -21,7 +21,7 @@ CODE = "def f(x):\n    [MASK]\n    return [MASK]\n[MASK:4]\n"
 @pytest.fixture()
 def tiny(tmp_path, monkeypatch):
     """Only tiny random models listed (text and protein, character vocabularies), a fresh store."""
-    from app import store as app_store
+    from app.stored import store as app_store
     from engine.loading import folders as model_folders
     from tools.tiny_models import make_tiny_models
 
@@ -71,7 +71,8 @@ def test_a_run_fills_a_code_line_without_a_line_break(tiny):
 
 
 def test_each_knob_has_one_plain_sentence_and_diffusion_says_why_calls_exceed_tokens():
-    from app import choices, form
+    from app import choices
+    from app.run import form
     from engine.samplers import DEFAULT_SAMPLERS
 
     for name, text in form.PARAM_HELP.items():
@@ -93,7 +94,8 @@ def test_switching_to_a_sampler_of_another_model_says_so_and_why():
 def test_statistics_names_only_the_knobs_a_sampler_reads():
     from types import SimpleNamespace
 
-    from app import choices, plots
+    from app import choices
+    from app.views import plots
 
     stored = {"k": 5, "steps": 32, "temperature": 1.0, "cache": False, "model": "text-hybrid"}
     assert choices.shown_params("mdm", stored) == {"steps": 32, "temperature": 1.0}
@@ -104,7 +106,7 @@ def test_statistics_names_only_the_knobs_a_sampler_reads():
 
 def _form(**kw):
     from app.examples import EXAMPLES
-    from app.form import Form
+    from app.run.form import Form
 
     base = dict(domain="text", model=None, text=EXAMPLES["text"][0], sampler="assd-cache", seed="0")
     base.update(kw)
@@ -112,7 +114,7 @@ def _form(**kw):
 
 
 def test_refused_values_say_what_and_the_seed_range_is_what_is_accepted(tiny):
-    from app import form
+    from app.run import form
 
     with pytest.raises(BadParameterError, match="0.05 to 10"):  # the engine's range (issue 23: one range)
         form.prepare(_form(temperature=11))
@@ -130,7 +132,7 @@ def test_refused_values_say_what_and_the_seed_range_is_what_is_accepted(tiny):
 
 
 def _tiny_trace(tiny, text="ab[MASK:20]cd", sampler="assd-cache"):
-    from app import streaming
+    from app.run import streaming
 
     live = streaming.start(_form(text=text, sampler=sampler, seed="4"))
     for _ in streaming.rounds(live):
@@ -161,7 +163,7 @@ def test_paced_frames_show_drafts_before_their_decisions(tiny):
 
 
 def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
-    from app import speedup
+    from app.timing import speedup
 
     line = speedup.speedup_line(_tiny_trace(tiny, "ab[MASK:2]cd"))
     assert "too short to time" in line and "2 masked tokens" in line and "x," not in line
@@ -178,8 +180,8 @@ def test_speed_line_too_short_to_time_and_median_of_pairs(tiny, monkeypatch):
 
 
 def test_hover_of_an_untested_first_draft_says_no_test_ran(tiny):
-    from app import token_views
-    from app.render import _tip
+    from app.views import token_views
+    from app.views.render import _tip
 
     live = _tiny_trace(tiny)
     st = token_views.new_state(live.view, live.steps)
@@ -214,7 +216,7 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
     quick refusal comes back as the first frame, with nothing before it."""
     import time as _time
 
-    from app import streaming
+    from app.run import streaming
     from app.tabs import player
 
     fast = streaming.start
@@ -230,7 +232,7 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
 def test_a_run_from_the_page_reads_its_input_through_the_normaliser_once(tiny, monkeypatch):
     """The form reads the text through its domain's normaliser once (prepare(): Form.note keeps what
     changed); the player shows that note and does not normalise again."""
-    from app import inputs
+    from app.run import inputs
     from app.tabs import player
 
     calls = []

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app import errors, streaming
-from app import store as app_store
-from app.form import prepare
+from app import errors
+from app.run import streaming
+from app.run.form import prepare
+from app.stored import store as app_store
 from engine.budget import Budget, BudgetExceededError
 from engine.errors import BadParameterError, UnrepresentableTextError
 from tests.support.studio import TEXT, form, tiny_studio
@@ -127,7 +128,7 @@ def test_a_legitimate_longest_input_still_fits(server):
     """The limit is sized for the largest legitimate request: 20,000 characters, each as a
     JSON-escaped surrogate pair, passes the limit (Gradio then answers it normally)."""
     _, port = server
-    from app.inputs import MAX_INPUT_CHARS
+    from app.run.inputs import MAX_INPUT_CHARS
 
     text = "\U0001F600" * MAX_INPUT_CHARS
     body = json.dumps({"data": ["text", "text-asarm", text, "assd", 5, 1, 0, 32, 0.05, "cosine", 1],
@@ -229,7 +230,7 @@ def test_slots_go_to_the_lightest_waiting_run_first():
 def test_stats_exports_do_not_pile_up(studio, tmp_path, monkeypatch):
     import tempfile
 
-    from app import exports
+    from app.stored import exports
     from app.tabs import statistics
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -3,7 +3,7 @@ how many tokens each one in the input becomes, the count the run decides."""
 
 from __future__ import annotations
 
-from app import inputs
+from app.run import inputs
 
 
 class WordyCodec:

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from app import choices, machine_speed
+from app import choices
+from app.timing import machine_speed
 from engine.samplers import DEFAULT_SAMPLERS
 
 

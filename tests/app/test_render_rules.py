@@ -1,4 +1,4 @@
-"""The trace view's rules (app/render.py), fast and without a model.
+"""The trace view's rules (app/views/render.py), fast and without a model.
 
 Escaping: every string that reaches the HTML is escaped, whatever role its token has: typed context, a
 draft, a draft discarded untested (its faded ghost), a rejected draft, a decided token, a hover note, a
@@ -11,7 +11,7 @@ tests are render.py's selection in tests/mutation/run.py (issue 29)."""
 
 from __future__ import annotations
 
-from app.render import fold, view_html
+from app.views.render import fold, view_html
 from engine.trace import Step, StepKind
 
 EVIL = ['<script>alert("c")</script>', "<b>d</b>&amp;", "<img src=x onerror=e>", "<i>'r'</i>", "\"><u>k</u>"]
@@ -83,7 +83,7 @@ def test_each_hostile_string_alone():
 # drafts at 4 and 7 (ghosts), redraws 4 and accepts it with a p that differs from the draft's. Round 2
 # decides 7 with a free bonus token, straight from the ghost.
 
-from app.render import (  # noqa: E402
+from app.views.render import (  # noqa: E402
     ROLES,
     TraceState,
     _f,

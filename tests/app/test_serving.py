@@ -17,12 +17,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import replay, speedup, streaming
-from app import store as app_store
+from app.run import streaming
 from app.serving import admission as adm_mod
 from app.serving import slots as sl
 from app.serving.admission import Admission, Busy
 from app.serving.slots import AGE_RATE, AgingClock, Cancelled, Slots, aged_priority, level
+from app.stored import replay
+from app.stored import store as app_store
+from app.timing import speedup
 from tests.support.studio import TEXT, form, tiny_studio
 
 
@@ -387,7 +389,7 @@ def test_the_server_caps_and_sweeps_visitor_sessions(monkeypatch):
 def test_the_body_limit_fits_the_longest_legitimate_request_and_no_more():
     import json
 
-    from app.inputs import MAX_INPUT_CHARS
+    from app.run.inputs import MAX_INPUT_CHARS
     from app.serving.limits import max_body_bytes
 
     longest = json.dumps({"data": ["text", "text-asarm", "\U0001F600" * MAX_INPUT_CHARS, "assd", 5, 1, 0, 32,
@@ -566,8 +568,8 @@ def test_the_server_starts_the_pruner_and_the_library_does_not(monkeypatch):
 def test_one_csv_file_per_filter_a_minute(studio, tmp_path, monkeypatch):
     import tempfile
 
-    from app import exports
     from app.serving import limits
+    from app.stored import exports
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(exports, "_cached", OrderedDict())

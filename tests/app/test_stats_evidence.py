@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import plots
+from app.views import plots
 from storage.records import RankRate
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from app import store as app_store
 from app.serving import slots as slots_mod
 from app.serving import stops
+from app.stored import store as app_store
 from app.tabs import compare, player
 from tests.support.studio import form, tiny_studio
 
@@ -66,7 +66,7 @@ def test_stop_while_the_first_round_computes_stops_the_run(studio, monkeypatch):
 
 def test_stop_while_queued_for_a_slot_stops_the_run(studio, monkeypatch):
     one = slots_mod.Slots(1)
-    monkeypatch.setattr("app.streaming.slots", lambda: one)
+    monkeypatch.setattr("app.run.streaming.slots", lambda: one)
     one.acquire((0, 0))  # another run holds the only slot
     try:
         frames, t = _frames_in_thread(player.run_infill("text", "text-asarm", TEXT, "sequential", 4, 1.0, 6, 32, 0.05,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import streaming
+from app.run import streaming
 from app.serving import store_budget as sb
 from engine.errors import InfillError
 from tests.support.studio import form, tiny_studio

@@ -54,7 +54,7 @@ def tiny_studio(root: Path, watch: str | None):
         os.environ.pop("INFILL_WATCH", None)
     else:
         os.environ["INFILL_WATCH"] = watch
-    from app import store as app_store
+    from app.stored import store as app_store
     from engine.loading import folders as model_folders
     from tools.tiny_models import launch_for_tests, make_tiny_models
 

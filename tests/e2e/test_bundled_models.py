@@ -30,7 +30,7 @@ def bundled_url(tmp_path_factory):
     old_watch = os.environ.get("INFILL_WATCH")
     os.environ["INFILL_WATCH"] = "0"  # timed from Run to the end as it computes, without the Watch pace
     os.environ["DATABASE_URL"] = f"sqlite:///{root / 'studio.db'}"
-    from app import store as app_store
+    from app.stored import store as app_store
     from tools.tiny_models import launch_for_tests
 
     app_store._store = None

@@ -44,7 +44,7 @@ def chromium(trust_url):
 def slow_rounds(monkeypatch):
     """Each round waits a little (the app runs in this process), so a run is still going while
     the test reads the page."""
-    from app import streaming
+    from app.run import streaming
 
     fast = streaming.rounds
 
@@ -95,7 +95,7 @@ def _scrub(page) -> tuple[int, int]:
 def test_compare_answers_which_is_faster(chromium, trust_url, request, monkeypatch):
     """B defaults to cached sequential; Compare scrolls its results into view, gives tokens/s per
     side and a verdict from alternating pairs (median, range, pairs, and what it means)."""
-    from app import compare_verdict
+    from app.timing import compare_verdict
 
     monkeypatch.setattr(compare_verdict, "MIN_TIMED_SECONDS", 0.0)  # the tiny model computes in a blink
     monkeypatch.setenv("INFILL_SPEEDUP_SECONDS", "3")

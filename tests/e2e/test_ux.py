@@ -25,7 +25,7 @@ def shot(page, request, name: str = "screenshot") -> None:
 def slow_runs(monkeypatch):
     """The app runs in this process: each round waits a little, so a person (and this test) can act
     while a run is under way (the tiny models finish in a blink otherwise)."""
-    from app import streaming
+    from app.run import streaming
 
     fast = streaming.rounds
 

@@ -73,11 +73,11 @@ def test_a_new_entry_reaches_masking_cli_app_and_lab(dna):
 
     a = build_parser().parse_args(["infill", "ACG[MASK]", "--domain", "dna"])
     assert a.domain == "dna"
-    from app.inputs import mask_units, normalize
+    from app.run.inputs import mask_units, normalize
 
     assert normalize("dna", "acg[MASK]") == ("ACG[MASK]", "upper-cased")
     assert mask_units("dna", lm.codec).startswith("[MASK] = 6 tokens")
-    from app.cards import quality_verdict
+    from app.views.cards import quality_verdict
 
     assert "perplexity is 4" in quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 4.0}})
     assert quality_verdict({"domain": "dna", "metrics": {"ppl_left_to_right": 2.5}}) == ""

@@ -38,7 +38,7 @@ def studio(tmp_path_factory):
     saved_assets = model_folders.ASSETS
     model = sweep.setup(root)
     from app import create
-    from app import store as app_store
+    from app.stored import store as app_store
     from storage import open_store
 
     saved_store = app_store._store
@@ -113,7 +113,7 @@ def test_the_sweep_prints_its_table(capsys, monkeypatch):
     monkeypatch.setattr(sweep, "APP_CASES", sweep.APP_CASES[:2])
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
     saved_assets = model_folders.ASSETS
-    from app import store as app_store
+    from app.stored import store as app_store
 
     saved_store = app_store._store
     try:
@@ -354,7 +354,8 @@ def test_the_length_bound_never_refuses_what_fits(studio):
 
 
 def test_a_pasted_share_link_opens_its_session(studio):
-    from app import form, replay, streaming
+    from app.run import form, streaming
+    from app.stored import replay
 
     live = streaming.start(form.Form(domain="text", model="text-asarm", text=sweep.TEXT, sampler="assd", k=2, seed=1))
     for _ in streaming.rounds(live):
@@ -368,7 +369,7 @@ def test_a_pasted_share_link_opens_its_session(studio):
 
 @pytest.mark.parametrize("marker", ["[MASK:٣]", "[MASK:³]", "[MASK:３]", "[MASK:3.5]", "[MASK:٣w]"])
 def test_span_lengths_take_ascii_digits_only_in_the_engine_and_the_app(studio, marker):
-    from app.inputs import check_sentinels
+    from app.run.inputs import check_sentinels
     from engine.api import parse_for
 
     lm = registry.load(str(studio["model"]))

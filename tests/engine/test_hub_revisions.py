@@ -158,7 +158,7 @@ def test_options_from_the_environment_and_the_cli_override_the_defaults(offline_
 def test_the_special_token_rule_is_a_per_model_option_named_on_the_card(offline_hub, monkeypatch):
     """Default on (every special id banned); off through INFILL_HUB_OPTIONS, set_hub_options or
     --no-exclude-special: only <mask> is removed (the ASSD authors' law); the card says which."""
-    from app.cards import card_markdown
+    from app.views.cards import card_markdown
     from engine.api import make_oracle
     from engine.inputs.masking import parse_masked_text
 

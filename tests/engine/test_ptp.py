@@ -367,7 +367,7 @@ def test_bundled_text_ptp_fills_a_span_with_text_asarm():
 
 def test_app_offers_assd_ptp_and_explains_a_missing_drafter():
     from app.choices import sampler_help
-    from app.form import Form, prepare
+    from app.run.form import Form, prepare
     from engine.errors import ModelNotFoundError
 
     assert "Exact" in sampler_help("assd-ptp")

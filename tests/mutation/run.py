@@ -57,7 +57,7 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/hybrid_passes.py": ["tests/engine/test_hybrid_rounds.py"],
     "engine/inputs/masking.py": ["tests/engine/test_masking_rules.py", "tests/engine/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
-    "app/render.py": ["tests/app/test_render_rules.py",
+    "app/views/render.py": ["tests/app/test_render_rules.py",
                       "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
     # the write path row by row against literal rows (tests/storage/test_storage.py takes 10 s a mutant: its
     # SIGKILL and 16-writer tests; it stays in `make test`)

@@ -1,5 +1,5 @@
 """The tree a newcomer walks into: engine/ grouped by the run with a short root (the runtime only: the
-research tooling is the top-level lab/ beside it), the page and its serving pieces in app/, tools apart
+research tooling is the top-level lab/ beside it), the page in app/ grouped by what a visitor does, tools apart
 from the runtime, and tests/ mirroring the packages.
 
 Why: a reader finds a concept by its folder (docs/TESTING.md, README "Where things are"). These rules
@@ -15,26 +15,31 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE_ROOT_MAX = 12
 #: the groups of engine/, one per stage of a run (the lab's tooling is not one: it is the top-level lab/)
 ENGINE_GROUPS = {"inputs", "loading", "samplers", "models", "exactness"}
+#: app/'s root keeps the page's entry points and what every group shares (choices, errors, examples)
+APP_ROOT_MAX = 12
+#: the groups of app/, one per thing a visitor does
+APP_GROUPS = {"run", "views", "stored", "timing", "tabs", "serving"}
 #: test folders, one per package, plus the whole-project rules, shared fixtures and the browser suite
 TEST_FOLDERS = {"engine", "app", "storage", "lab", "project", "support", "e2e", "mutation", "fixtures"}
 #: module names that are tools, never runtime: they live in tools/
 TOOL_NAMES = ("loadtest", "soak", "bench", "testing")
 
 
-def engine_root_modules(root: Path = ROOT) -> list[str]:
-    return sorted(p.name for p in (root / "engine").glob("*.py"))
+def root_modules(pkg: str, root: Path = ROOT) -> list[str]:
+    return sorted(p.name for p in (root / pkg).glob("*.py"))
 
 
 def misplaced(root: Path = ROOT) -> list[str]:
     """Files in a place the layout does not give them, each with where it belongs."""
     out = []
-    mods = engine_root_modules(root)
-    if len(mods) > ENGINE_ROOT_MAX:
-        out.append(f"engine/ root holds {len(mods)} modules (at most {ENGINE_ROOT_MAX}): "
-                   f"move some into {sorted(ENGINE_GROUPS)}: {mods}")
-    for d in sorted(p for p in (root / "engine").iterdir() if p.is_dir() and (p / "__init__.py").exists()):
-        if d.name not in ENGINE_GROUPS:
-            out.append(f"engine/{d.name}/ is not one of the run's groups {sorted(ENGINE_GROUPS)}")
+    for pkg, most, groups in (("engine", ENGINE_ROOT_MAX, ENGINE_GROUPS), ("app", APP_ROOT_MAX, APP_GROUPS)):
+        mods = root_modules(pkg, root)
+        if len(mods) > most:
+            out.append(f"{pkg}/ root holds {len(mods)} modules (at most {most}): "
+                       f"move some into {sorted(groups)}: {mods}")
+        for d in sorted(p for p in (root / pkg).iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+            if d.name not in groups:
+                out.append(f"{pkg}/{d.name}/ is not one of its groups {sorted(groups)}")
     for pkg in ("app", "storage"):
         for p in (root / pkg).rglob("*.py"):
             if p.stem in TOOL_NAMES or p.stem.startswith(("loadtest", "soak", "bench")):
@@ -57,7 +62,10 @@ def test_the_layout_check_sees_what_it_must(tmp_path):
     (tmp_path / "engine" / "inputs" / "__init__.py").write_text("")
     for i in range(ENGINE_ROOT_MAX):
         (tmp_path / "engine" / f"m{i}.py").write_text("")
-    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "run").mkdir(parents=True)
+    (tmp_path / "app" / "run" / "__init__.py").write_text("")
+    for i in range(APP_ROOT_MAX):
+        (tmp_path / "app" / f"m{i}.py").write_text("")
     (tmp_path / "storage").mkdir()
     (tmp_path / "tests" / "engine").mkdir(parents=True)
     assert misplaced(tmp_path) == []
@@ -66,11 +74,14 @@ def test_the_layout_check_sees_what_it_must(tmp_path):
     (tmp_path / "engine" / "stuff" / "__init__.py").write_text("")
     (tmp_path / "engine" / "lab").mkdir()  # the tooling's old home: it lives in the top-level lab/ now
     (tmp_path / "engine" / "lab" / "__init__.py").write_text("")
-    (tmp_path / "app" / "loadtest.py").write_text("")
+    (tmp_path / "app" / "loadtest.py").write_text("")  # also the app root's 13th module
+    (tmp_path / "app" / "misc").mkdir()
+    (tmp_path / "app" / "misc" / "__init__.py").write_text("")
     (tmp_path / "storage" / "bench.py").write_text("")
     (tmp_path / "tests" / "test_flat.py").write_text("")
     (tmp_path / "tests" / "misc").mkdir()
     found = "\n".join(misplaced(tmp_path))
     for needle in ("engine/ root holds 13", "engine/stuff/", "engine/lab/", "app/loadtest.py", "storage/bench.py",
+                   "app/ root holds 13", "app/misc/",
                    "tests/test_flat.py", "tests/misc/"):
         assert needle in found, (needle, found)

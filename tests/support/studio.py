@@ -14,12 +14,12 @@ TEXT = "The cat sat on the [MASK:12] mat."
 @contextmanager
 def tiny_studio(root: Path) -> Iterator:
     """Tiny random models (every printable character is a token) under root/models, no bundled
-    models, and the app's store (app.store) in root/studio.db, which it yields; everything
+    models, and the app's store (app.stored.store) in root/studio.db, which it yields; everything
     restored afterwards."""
     saved = {k: os.environ.get(k) for k in ("INFILL_MODEL_DIRS", "INFILL_UI_MIN_INTERVAL")}
     os.environ["INFILL_MODEL_DIRS"] = str(root / "models")
     os.environ["INFILL_UI_MIN_INTERVAL"] = "0"
-    from app import store as app_store
+    from app.stored import store as app_store
     from engine.loading import folders as model_folders
     from storage import open_store
     from tools.tiny_models import make_tiny_models
@@ -61,6 +61,6 @@ def restore_env(saved: dict[str, str | None]) -> None:
 
 def form(text: str = TEXT, sampler: str = "assd", seed: int = 3, **kw):
     """A Form for the tiny text-asarm (k = 4 unless given)."""
-    from app.form import Form
+    from app.run.form import Form
 
     return Form(domain="text", model="text-asarm", text=text, sampler=sampler, k=kw.pop("k", 4), seed=seed, **kw)

@@ -76,7 +76,7 @@ def form_values(changes: dict) -> list:
 
 def setup(root: Path) -> Path:
     """Tiny models under root (listed through INFILL_MODEL_DIRS) and a temporary store; returns the
-    text model's folder. Call before importing app.store."""
+    text model's folder. Call before importing app.stored.store."""
     from engine.loading import folders as model_folders
     from tools.tiny_models import make_tiny_models
 
@@ -163,7 +163,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = setup(Path(tmp))
         from app import create
-        from app import store as app_store
+        from app.stored import store as app_store
         from storage import open_store
 
         app_store._store = open_store(f"sqlite:///{Path(tmp) / 'studio.db'}")

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 
+from app.choices import list_models, no_model_message, sampler_kind
+from app.examples import DOMAINS
+from app.run.inputs import check_sentinels, check_text, normalize
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
 from engine.params import KNOBS, SEED, SEED_RULE, read_knob, seed_number
 from engine.samplers import SAMPLERS
-
-from .choices import list_models, no_model_message, sampler_kind
-from .examples import DOMAINS
-from .inputs import check_sentinels, check_text, normalize
 
 #: one plain sentence per knob, shown at the control (its range follows it there): the table's
 PARAM_HELP = {**{name: k.help for name, k in KNOBS.items()}, "seed": SEED.help}

@@ -1,5 +1,5 @@
 """Compare's answer to "which is faster, and by how much": side A against side B timed the way the
-player's "vs cached sequential" line times (app.speedup): alternating unstored reruns, the median
+player's "vs cached sequential" line times (app.timing.speedup): alternating unstored reruns, the median
 of the pairs' time ratios and their range. Each side is timed once by the Compare run itself, and
 one timing flips with machine noise (issue: 0.30 s / 0.28 s, then 0.86 s / 1.04 s), so a winner is
 named only when every pair agrees; otherwise the verdict says "too close to call". Sides on
@@ -13,13 +13,12 @@ import logging
 import threading
 from collections import OrderedDict
 
+from app.run.streaming import Live
 from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.slots import Cancelled
+from app.timing.speedup import MIN_TIMED_SECONDS, MIN_TIMED_TOKENS, fmt_seconds, speed_ratio, speedup_seconds, timed_rerun
 from engine.errors import InfillError
-
-from .speedup import MIN_TIMED_SECONDS, MIN_TIMED_TOKENS, fmt_seconds, speed_ratio, speedup_seconds, timed_rerun
-from .streaming import Live
 
 log = logging.getLogger("app")
 

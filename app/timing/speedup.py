@@ -10,6 +10,7 @@ import os
 import threading
 from collections import OrderedDict
 
+from app.run.streaming import Live
 from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.slots import Cancelled, Turns, slots
@@ -17,8 +18,6 @@ from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import InfillError
 from engine.params import KNOBS
-
-from .streaming import Live
 
 log = logging.getLogger("app")
 
@@ -85,7 +84,7 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
 
 def timed_rerun(live: Live, sampler: str) -> float:
     """Compute seconds of one unstored rerun on a compute slot (slot waits excluded); the Compare
-    verdict (app.compare_verdict) times its pairs with it too."""
+    verdict (app.timing.compare_verdict) times its pairs with it too."""
     r = _rerun(live, sampler)
     turns = Turns(slots(), lambda: cancels.cancelled_since(live.owner, live.created))
     r.pause = turns.preempt

@@ -1,18 +1,17 @@
 """A run's input as the page draws it, without its model: the token view (per-token texts with
 the masked positions blank, token ids, spans) stored with each session, and the display state
-(app.render.TraceState) of a view after some of its steps."""
+(app.views.render.TraceState) of a view after some of its steps."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 
+from app.views.render import TraceState, fold
+from app.views.textmap import bytes_fn
 from engine.api import InfillRun
 from engine.loading import registry
 from engine.trace import Step
-
-from .render import TraceState, fold
-from .textmap import bytes_fn
 
 MASK_PLACEHOLDER = "\u2581"
 

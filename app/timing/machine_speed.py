@@ -51,7 +51,7 @@ def describe_machine() -> str:
 def bench_inputs(domain: str, folder: Path) -> Path:
     """The benchmark's inputs: the domain's examples joined into one text, 90% masked, three times
     (seeds differ per input), so it needs no downloaded corpus."""
-    from .examples import EXAMPLES
+    from app.examples import EXAMPLES
 
     text = " ".join(re.sub(r"\[MASK[^\]]*\]", "", e).strip() for e in EXAMPLES.get(domain, EXAMPLES["text"]))
     path = folder / f"measure-{domain}.jsonl"

@@ -8,9 +8,8 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.views.textmap import byte_label, char_pieces
 from engine.trace import PASS_KINDS, Step, StepKind
-
-from .textmap import byte_label, char_pieces
 
 #: role -> (label, background, foreground, description) for the legend and the CSS
 ROLES: dict[str, tuple[str, str, str, str]] = {
@@ -70,7 +69,7 @@ class TraceState:
     """Per-position display state after folding a prefix of a trace.
 
     With `ids` (the input's token ids, None where masked) and `bytes_of` (token id -> bytes) the
-    views decode neighbouring tokens together (app.textmap), so multi-byte characters survive;
+    views decode neighbouring tokens together (app.views.textmap), so multi-byte characters survive;
     without them each token's own text is shown."""
 
     token_texts: list[str]  # initial text of every position (mask placeholder where masked)

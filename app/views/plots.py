@@ -6,10 +6,9 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from app.choices import shown_params
 from engine.params import KNOBS
 from engine.trace import DECIDING_KINDS, Step, StepKind
-
-from .choices import shown_params
 
 # the legend sits under the plot, below the x-axis title (never over the data or the axis labels)
 LAYOUT = dict(template="plotly_white", height=400, margin=dict(l=60, r=20, t=50, b=40),

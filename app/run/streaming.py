@@ -10,20 +10,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from app.run.form import Form, prepare
 from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.pending_sessions import create_session, mark_stored, pending_session
 from app.serving.slots import Cancelled, Turns, slots
 from app.serving.stops import request_stop, stop_requested
 from app.serving.store_budget import run_bytes, store_budget
+from app.stored.store import store
+from app.views.render import TraceState
+from app.views.token_views import run_state, token_view
 from engine.api import InfillRun
 from engine.trace import Step
 from storage.recorder import RunGroup
-
-from .form import Form, prepare
-from .render import TraceState
-from .store import store
-from .token_views import run_state, token_view
 
 
 def min_interval() -> float:
@@ -60,7 +59,7 @@ class Live:
     address: str | None = None  # the visitor's key for the limits (app.serving.visitors), else owner
     created: float = field(default_factory=time.monotonic)
     cancelled: bool = False  # the visitor cancelled before the run computed anything
-    note: str = ""  # what the domain's normaliser changed in the input (app.form.Form.note), for the status
+    note: str = ""  # what the domain's normaliser changed in the input (app.run.form.Form.note), for the status
     group: RunGroup | None = None  # stored with the other sides of a comparison, all at once
     side: int = 0  # which side of its group
     recorded: bool = False  # its recorder kept its steps (they count against the store's budget)

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from app.views.render import esc
 from engine.errors import ModelNotFoundError
 from engine.inputs.domains import DOMAINS as REGISTRY
 from engine.loading import folders as model_folders
 from engine.loading import registry
 from engine.loading.hub import hub_options, is_hub_spec
-
-from .render import esc
 
 KIND_NAMES = {
     "asarm": "any-subset autoregressive (AS-ARM), used by sequential and the ASSD samplers",

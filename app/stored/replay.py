@@ -9,12 +9,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.stored.share import share_id_from_link
+from app.stored.store import store
 from engine.errors import BadParameterError
 from engine.trace import Step
 from storage import SessionRecord
-
-from .share import share_id_from_link
-from .store import store
 
 
 class StoredTrace(Mapping):

@@ -1,5 +1,5 @@
 """The process's one Store (storage), opened on first use so that importing the app touches no
-database. Tests point the app at their own database by setting `app.store._store`."""
+database. Tests point the app at their own database by setting `app.stored.store._store`."""
 
 from __future__ import annotations
 

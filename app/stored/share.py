@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from .render import esc
+from app.views.render import esc
 
 QUERY_KEY = "s"
 
