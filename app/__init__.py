@@ -21,6 +21,7 @@ def create():
     demo.queue(
         default_concurrency_limit=int(os.environ.get("INFILL_CONCURRENCY", "2")),
         max_size=int(os.environ.get("INFILL_QUEUE_SIZE", "64")),
+        api_open=False,  # a queued event only through the queue: a direct POST would skip its concurrency bound
     )
     if demo.delete_cache is None:  # Gradio's file cache (stats CSV downloads) must not grow forever
         demo.delete_cache = DELETE_CACHE

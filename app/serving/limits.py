@@ -90,7 +90,9 @@ class BodyLimit:
                     return await self._reply(send, 400, "Bad Content-Length.")
                 if declared > limit:
                     return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
-        direct = None
+        if scope.get("method") == "POST" and _unserved(scope.get("path", "")):
+            return await self._reply(send, 404, "Not found.")
+        in_flight = None
         if scope.get("method") == "POST" and _noted(scope.get("path", "")):
             body = await _read_body(receive, limit)
             if body is None:
@@ -101,8 +103,9 @@ class BodyLimit:
                 refusal = _admit(scope, call[0])
                 if refusal is not None:
                     return await self._refuse(scope, send, refusal)
-                if call[1]:
-                    direct = (scope_address(scope), call[0])
+                # in flight from here: a direct call until it is answered; a queued one until its
+                # join is answered, by when Gradio's queue holds it (joins sent at once all count)
+                in_flight = (scope_address(scope), call[0])
             try:
                 body = _note_session(scope, data, body)
             except SessionsFull as e:  # every kept session is in use: refuse the newcomer, evict no reader
@@ -110,15 +113,15 @@ class BodyLimit:
                 return await self._reply(send, 429, str(e), [(b"retry-after", b"60")])
             receive = _replay(body, receive)
         page = _heartbeat_session(scope)
-        if direct is not None:
-            call_limits().entered(*direct)
+        if in_flight is not None:
+            call_limits().entered(*in_flight)
         if page:
             address_sessions().opened(page)
         try:
             await self._limited(scope, receive, send, limit)
         finally:
-            if direct is not None:
-                call_limits().left(*direct)
+            if in_flight is not None:
+                call_limits().left(*in_flight)
             if page:
                 address_sessions().closed(page)
 
@@ -177,6 +180,16 @@ def refused_request(scope, e: Exception) -> int:
     log.info("refused %s %s from %s: %s: %s (%s)", scope.get("method"), scope.get("path", "")[:100],
              scope_address(scope), type(e).__name__, str(e)[:160], where)
     return status
+
+
+#: Gradio routes this page never calls (it has no component server functions and no recording
+#: input): each would make or touch a visitor session outside the address's record
+#: (app.serving.address_sessions) and outside every call bound, so they are answered 404
+UNSERVED = ("/component_server", "/process_recording")
+
+
+def _unserved(path: str) -> bool:
+    return path.rstrip("/").endswith(UNSERVED)
 
 
 def _noted(path: str) -> bool:
@@ -242,12 +255,27 @@ def _call_of(scope, data) -> tuple[str, bool] | None:
         return None
     direct = "/run/" in path or "/api/" in path
     name = path.rsplit("/", 1)[-1]
-    fn_index = data.get("fn_index") if isinstance(data, dict) else None
-    if path.endswith("/queue/join") or (direct and name == "predict"):
-        fns = getattr(_blocks(scope), "fns", {})
-        fn = fns.get(fn_index) if isinstance(fn_index, int) else None
-        name = getattr(fn, "api_name", None) or ""
+    if path.endswith("/queue/join") or direct:  # Gradio runs the event its body's fn_index names, if any
+        fn_index = _fn_index(data)
+        if fn_index is not None or not direct:
+            fn = getattr(_blocks(scope), "fns", {}).get(fn_index)
+            name = getattr(fn, "api_name", None) or ""
     return group_of(name), direct
+
+
+def _fn_index(data) -> int | None:
+    """The body's fn_index read the way Gradio's routes read it (its PredictBody: "49" and 49.0 are
+    49), so that a call is bounded as the event Gradio will run; None when absent or unreadable
+    (Gradio then looks the event up by the path's name, or refuses the body)."""
+    from gradio.data_classes import PredictBody
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict) or data.get("fn_index") is None:
+        return None
+    try:
+        return PredictBody.model_validate({"data": [], "fn_index": data["fn_index"]}).fn_index
+    except ValidationError:
+        return None
 
 
 def _blocks(scope):
@@ -284,7 +312,7 @@ def _note_session(scope, data, body: bytes) -> bytes:
             if isinstance(sh, str) and sh:
                 note_cancel(sh)
         else:
-            if sh is None and "/call/" in path:
+            if sh is None and "/call/" in path and "/call/v2/" not in path:  # v2 bodies are named parameters
                 sh = data["session_hash"] = uuid.uuid4().hex[:11]
                 body = json.dumps(data).encode()
             if isinstance(sh, str) and sh:
@@ -305,7 +333,16 @@ def launch_limits() -> dict:
     timeouts.install()
 
     return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
-            "max_file_size": "1kb", "state_session_capacity": sessions_max()}
+            "max_file_size": "1kb", "state_session_capacity": sessions_max() + session_margin()}
+
+
+def session_margin() -> int:
+    """Room in Gradio's own session store above the sessions the address record keeps: Gradio
+    evicts its least recently used session, reader or not, when it is over capacity, so it must
+    never be the one to evict (app.serving.address_sessions drops sessions by its rule first)."""
+    from app.serving.address_sessions import sessions_max
+
+    return max(16, sessions_max() // 4)
 
 
 #: Gradio's file cache (the CSV download of /stats lands there): every 5 minutes, delete what is

@@ -61,6 +61,7 @@ class StoreBudget:
         self.per_address_kb = None if per_address_mb is None else max(1, int(per_address_mb * 1024))
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._lock = threading.Lock()
+        self._admit_lock = threading.Lock()
         self._measured: tuple[float, int] | None = None  # (when, bytes)
         self._since = 0  # bytes charged since the measurement
         self._in_progress = 0
@@ -107,17 +108,18 @@ class StoreBudget:
                 raise StoreFull(f"Your address has stored {self.per_address_kb / 1024:g} MB of runs in the last "
                                 f"hour, this server's limit per address: new runs are refused for about "
                                 f"{minutes} min.")
-        if self.cap is not None or self.min_free is not None:
+        with self._admit_lock:  # check and reserve in one step: concurrent admits cannot all see room for one
+            if self.cap is not None or self.min_free is not None:
+                with self._lock:
+                    reserved = self._in_progress * RUN_RESERVE_BYTES
+                full = self.cap is not None and self.size() + reserved + RUN_RESERVE_BYTES > self.cap
+                free = self.free_of() if (self.min_free is not None and self.free_of is not None) else None
+                if full or (free is not None and free < self.min_free):
+                    call_limits().note_refusal(address, "store", "the store is full")
+                    raise StoreFull("The studio's store is full: new runs are refused until old sessions are "
+                                    "deleted (retention runs every few minutes). Stored runs still open.")
             with self._lock:
-                reserved = self._in_progress * RUN_RESERVE_BYTES
-            full = self.cap is not None and self.size() + reserved + RUN_RESERVE_BYTES > self.cap
-            free = self.free_of() if (self.min_free is not None and self.free_of is not None) else None
-            if full or (free is not None and free < self.min_free):
-                call_limits().note_refusal(address, "store", "the store is full")
-                raise StoreFull("The studio's store is full: new runs are refused until old sessions are "
-                                "deleted (retention runs every few minutes). Stored runs still open.")
-        with self._lock:
-            self._in_progress += 1
+                self._in_progress += 1
 
     def charge(self, address: str, nbytes: int) -> None:
         """A run of `address` admitted before is stored: count its bytes (its reserve is freed)."""

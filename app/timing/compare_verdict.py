@@ -111,7 +111,7 @@ def judge(a: Live, b: Live) -> str:
     cancelled = lambda: cancels.cancelled_since(a.owner, a.created)  # noqa: E731
     try:
         # the visitor's own timing: it counts against their runs in progress (a third run is refused)
-        with admission().enter(a.owner, long, cancelled):
+        with admission().enter(a.address or a.owner, long, cancelled):
             ta, tb = timed_pairs(a, b)
     except Cancelled:
         return ""

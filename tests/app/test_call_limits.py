@@ -88,14 +88,16 @@ def test_calls_over_the_bound_in_flight_are_refused_at_once_and_others_are_serve
             while app.seen < 3:
                 await asyncio.sleep(0.01)
             app.release.set()
-            return [await t for t in held], refused, await other
+            done = [await t for t in held]
+            return done, refused, await other, await _post(a, f"/gradio_api/run/{name}")
 
     with caplog.at_level(logging.INFO, logger="app.limits"):
-        held, refused, other = asyncio.run(scenario())
+        held, refused, other, again = asyncio.run(scenario())
     assert [r.status_code for r in held] == [200, 200] and other.status_code == 200
+    assert again.status_code == 200  # answered calls leave the count: the address is served again
     assert {r.status_code for r in refused} == {429}
     assert "at once (at most 2)" in refused[0].json()["detail"] and refused[0].headers["retry-after"] == "1"
-    assert app.seen == 3  # the refused calls never reached the app
+    assert app.seen == 4  # the refused calls never reached the app (3 held or other, then `again`)
     lines = [r for r in caplog.records if r.name == "app.limits"]
     assert len(lines) == 1 and "127.0.0.2" in lines[0].getMessage() and group in lines[0].getMessage()
     assert cl.call_limits().refusals() == {"127.0.0.2": 5}
@@ -144,6 +146,71 @@ def test_a_queue_join_is_bounded_by_the_events_gradio_holds_for_its_address(monk
     assert asyncio.run(join("127.0.0.3")).status_code == 200  # one: room for another
     del held["a"]  # Gradio finished one
     assert asyncio.run(join("127.0.0.2")).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/call/stop", "/gradio_api/queue/join"])
+def test_calls_sent_at_once_count_in_flight_from_their_admission(path, monkeypatch):
+    """Joins sent together are all admitted before Gradio's queue holds any of them: each counts
+    in flight from its admission until its join is answered, so the bound holds for a burst too."""
+    monkeypatch.setenv("INFILL_LIMIT_STOP", "2,1000")
+    stop_fn = SimpleNamespace(api_name="stop")
+    blocks = SimpleNamespace(fns={7: stop_fn}, _queue=SimpleNamespace(event_ids_to_events={}))
+    app = Held()
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=_with_app(limits_mod.BodyLimit(app), blocks), client=("127.0.0.2", 5))
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
+            calls = [asyncio.create_task(_post(c, path, {"data": [], "fn_index": 7, "session_hash": "s"}))
+                     for _ in range(6)]
+            while app.seen < 2:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
+            app.release.set()
+            return [(await t).status_code for t in calls]
+
+    codes = asyncio.run(scenario())
+    assert sorted(codes) == [200, 200, 429, 429, 429, 429] and app.seen == 2
+
+
+@pytest.mark.parametrize("path,fn_index", [("/gradio_api/queue/join", "7"), ("/gradio_api/queue/join", 7.0),
+                                           ("/gradio_api/run/show_tokens", 7), ("/gradio_api/api/predict", "7")])
+def test_a_call_is_bounded_as_the_event_its_fn_index_names(path, fn_index, monkeypatch):
+    """Gradio reads fn_index leniently ("7" and 7.0 are 7) and, on a direct route, runs the event
+    it names whatever the path says: the bound is the named event's, not the loose "other" one."""
+    monkeypatch.setenv("INFILL_LIMIT_STOP", "2,1000")
+    stop_fn = SimpleNamespace(api_name="stop")
+
+    def event(address):
+        return SimpleNamespace(fn=stop_fn, request=SimpleNamespace(scope={"client": (address, 1), "headers": []}))
+
+    held = {"a": event("127.0.0.2"), "b": event("127.0.0.2")}
+    blocks = SimpleNamespace(fns={7: stop_fn, 3: SimpleNamespace(api_name="show_tokens")},
+                             _queue=SimpleNamespace(event_ids_to_events=held))
+    app = Held()
+    app.release.set()
+
+    async def call():
+        transport = httpx.ASGITransport(app=_with_app(limits_mod.BodyLimit(app), blocks), client=("127.0.0.2", 5))
+        async with httpx.AsyncClient(transport=transport, base_url="http://studio") as c:
+            return await _post(c, path, {"data": [], "fn_index": fn_index, "session_hash": "s"})
+
+    assert asyncio.run(call()).status_code == 429 and app.seen == 0
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/component_server", "/gradio_api/component_server/",
+                                  "/gradio_api/process_recording"])
+def test_routes_the_page_never_calls_are_not_served(path):
+    """They would make a visitor session outside the address's record (and evict a reader)."""
+    app = Held()
+    app.release.set()
+
+    async def call():
+        async with _client(app, "127.0.0.2") as c:
+            return await _post(c, path, {"data": [], "session_hash": "stranger", "fn_index": 1,
+                                         "component_id": 1, "fn_name": "x"})
+
+    r = asyncio.run(call())
+    assert r.status_code == 404 and app.seen == 0
 
 
 def _with_app(middleware, blocks):
@@ -214,3 +281,22 @@ def test_a_burst_s_later_refusals_are_answered_late_so_a_flood_slows_itself(monk
     held = sorted(t for _, t in later)
     assert held[-2] >= 0.4 and held[-1] >= 0.4 and held[0] < 0.3 and held[1] < 0.3  # two held, two past the cap
     assert cl.call_limits()._held == {}  # every held answer went out
+
+
+def test_a_v2_call_body_reaches_gradio_as_sent():
+    """`/call/v2/<name>` takes named parameters: a session hash added to it would be an unknown
+    parameter (Gradio answers 400); a v1 call without one is given one (it counts for its address)."""
+    bodies = []
+
+    async def app(scope, receive, send):
+        bodies.append(json.loads((await receive())["body"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def calls():
+        async with _client(app, "127.0.0.2") as c:
+            await c.post("/gradio_api/call/v2/recent", content=json.dumps({"history": "x"}))
+            await c.post("/gradio_api/call/recent", content=json.dumps({"data": ["x"]}))
+
+    asyncio.run(calls())
+    assert bodies[0] == {"history": "x"} and bodies[1]["data"] == ["x"] and len(bodies[1]["session_hash"]) == 11

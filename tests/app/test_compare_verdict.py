@@ -24,10 +24,11 @@ def test_a_winner_only_when_every_pair_agrees():
     assert "too few pairs to call" in few and "slower" not in few
 
 
-def _live(model="m", masked=20, seconds=0.2, owner="v1", finished=True, sampler="assd"):
+def _live(model="m", masked=20, seconds=0.2, owner="v1", finished=True, sampler="assd", address=None):
     run = SimpleNamespace(lm=SimpleNamespace(name=model), mi=SimpleNamespace(masked=list(range(masked))),
                           compute_seconds=seconds, spec=SimpleNamespace(name=sampler))
-    return SimpleNamespace(run=run, result=object() if finished else None, owner=owner, created=0.0)
+    return SimpleNamespace(run=run, result=object() if finished else None, owner=owner, created=0.0,
+                           address=address)
 
 
 def test_a_plain_reason_instead_of_a_ratio():
@@ -59,6 +60,10 @@ def test_the_timing_counts_against_the_visitor_who_asked(monkeypatch):
         assert "not timed" in refused and "runs in progress" in refused
         other = cv.judge(_live(owner="v2"), _live(owner="v2", sampler="sequential-cache"))
     assert "took 1.00x the time" in other and "too close to call" in other
+    with adm.enter("10.0.0.7", False):  # the address's runs, whatever page session asks
+        refused = cv.judge(_live(owner="tab-2", address="10.0.0.7"),
+                           _live(owner="tab-2", address="10.0.0.7", sampler="sequential-cache"))
+    assert "runs in progress" in refused
 
 
 @pytest.fixture()

@@ -42,6 +42,37 @@ def test_the_store_refuses_new_runs_before_the_cap_counting_the_runs_in_progress
         b.admit("10.0.0.4")
 
 
+def test_runs_admitted_at_once_cannot_all_take_the_last_room(monkeypatch):
+    """The check and the reserve are one step: eight runs arriving together while the store is
+    measured (slowly) get the one reserve's room between them, not eight."""
+    import threading
+    import time
+
+    monkeypatch.setattr(sb, "RUN_RESERVE_BYTES", 600 * KB)
+
+    def slow_size():
+        time.sleep(0.05)
+        return 0
+
+    b = sb.StoreBudget(slow_size, cap_mb=1.0)
+    admitted, go = [], threading.Barrier(8)
+
+    def one(i):
+        go.wait()
+        try:
+            b.admit(f"10.0.0.{i}")
+            admitted.append(i)
+        except sb.StoreFull:
+            pass
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(admitted) == 1
+
+
 def test_a_disk_running_low_refuses_new_runs():
     b = sb.StoreBudget(lambda: 0, free_of=lambda: 100 * 2**20, min_free_mb=256)
     with pytest.raises(sb.StoreFull, match="store is full"):
