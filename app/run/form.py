@@ -32,7 +32,7 @@ SEED_HELP_RANGE = SEED_RULE
 def served_seed(v: object) -> int:
     """A seed as the server takes it, one rule in every form (the page's text box, /infill, /compare,
     /exactness): an integer, or a string of ASCII digits. A number written with a decimal point is
-    refused whatever its value, JSON 1000.0 as "7.0" is (issue 48: 1000.0 ran while "7.0" was
+    refused whatever its value, JSON 1000.0 as "7.0" is (1000.0 ran while "7.0" was
     refused), with the same sentence; engine.params.seed_number reads the rest."""
     if isinstance(v, float):
         raise BadParameterError(f"seed must be {SEED_RULE}; got {v!r}.")
@@ -42,7 +42,7 @@ def served_seed(v: object) -> int:
 def unread_knob(name: str, v: object, sampler: str) -> None:
     """A knob the sampler does not read: the page sends every knob (the hidden ones hold values in
     their ranges), so a value in the knob's page range is ignored, but one outside it, or malformed,
-    is refused, saying the sampler does not read it (issue 48: steps=-1 and inner=1e6 ran silently)."""
+    is refused, saying the sampler does not read it (steps=-1 and inner=1e6 ran silently)."""
     if v is None or v == "":
         return
     x = read_knob(name, v)

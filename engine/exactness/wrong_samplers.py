@@ -1,6 +1,6 @@
 """The exactness check's deliberately broken samplers: ASSD that resamples a rejected draft from the
 target q instead of the residual, and ASSD that keeps every draft untested. A visitor sees what a
-failed check looks like next to the exact samplers (issue 26).
+failed check looks like next to the exact samplers.
 
 Their own module, apart from the sampler catalogue (engine.samplers.SAMPLERS never lists them), so
 a run, the CLI's `infill` and the app's sampler menus cannot reach them; only the check

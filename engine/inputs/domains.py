@@ -40,7 +40,8 @@ class DefaultChoice:
 #: under 1; raw JSON docs/results/bench_assd_*_k5_t1_2026-11-27.json): on text speculation is still
 #: *slower* than cached sequential decoding on that CPU, on code about as fast (the page and
 #: docs/RESULTS.md say so); on protein about twice as fast.
-BENCH_2026_11_27 = "bench assd, 2026-11-27, 2-core AMD EPYC"
+#: where the ratios below come from (DefaultChoice.source)
+DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-27, 2-core AMD EPYC"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "the Brown corpus); `python -m engine data fetch text`.",
         ("text-asarm", "text-hybrid", "text-judge", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
         drafters=(("ptp", "text-ptp1"),),
-        default=DefaultChoice("assd-cache", 0.94, (0.84, 1.02), BENCH_2026_11_27),
+        default=DefaultChoice("assd-cache", 0.94, (0.84, 1.02), DEFAULTS_BENCH_SOURCE),
         examples=(
             # the first example of each domain is the page's default input: more than one span, so the
             # first Run shows drafts, accepts and rejects across rounds
@@ -94,7 +95,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "code", "Python source", True, (8, ""), "bpe", "\n\n", "humaneval_single_line_pass1",
         "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
         ("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
-        default=DefaultChoice("assd-cache", 1.03, (0.84, 1.92), BENCH_2026_11_27),
+        default=DefaultChoice("assd-cache", 1.03, (0.84, 1.92), DEFAULTS_BENCH_SOURCE),
         examples=(
             "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
             "def add(a, b):\n    [MASK:8]\n",
@@ -105,7 +106,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "protein", "protein sequences, one letter per residue", True, (10, ""), "chars", None, "ppl_vs_unigram",
         "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
         ("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
-        default=DefaultChoice("assd-cache", 2.04, (1.86, 2.26), BENCH_2026_11_27),
+        default=DefaultChoice("assd-cache", 2.04, (1.86, 2.26), DEFAULTS_BENCH_SOURCE),
         examples=(
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
