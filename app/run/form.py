@@ -146,7 +146,7 @@ def prepare(form: Form) -> InfillRun:
     # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
     # not sent (the run takes the table's defaults), but a malformed or out-of-range one is refused
     # (unread_knob)
-    reads = SAMPLERS[form.sampler].params
+    reads = SAMPLERS[form.sampler].reads
     knobs = {name: v for name, v in form.knobs.items() if name in reads}
     for name, v in form.knobs.items():
         if name not in reads:

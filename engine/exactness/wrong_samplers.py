@@ -46,16 +46,16 @@ def _wrong(accept):
 WRONG_SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s
     for s in [
-        SamplerSpec("wrong-assd-residual-from-q", "asarm", True,
-                    "DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
+        SamplerSpec(name="wrong-assd-residual-from-q", kind="asarm", cache=True,
+                    help="DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
                     "instead of the residual max(q - p, 0). Offered only in the exactness check, to show "
                     "what a failed check looks like.",
-                    _wrong(residual_from_q)),
-        SamplerSpec("wrong-assd-accept-all", "asarm", True,
-                    "DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
+                    run=_wrong(residual_from_q)),
+        SamplerSpec(name="wrong-assd-accept-all", kind="asarm", cache=True,
+                    help="DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
                     "decoding: each token of a round comes from its own marginal, ignoring the others. Offered "
                     "only in the exactness check.",
-                    _wrong(accept_every_draft)),
+                    run=_wrong(accept_every_draft)),
     ]
 }
 

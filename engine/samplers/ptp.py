@@ -41,7 +41,7 @@ from ..errors import IncompatibleModelsError
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
-from .drafting import SecondModel
+from .drafter_contract import SecondModel
 from .spec import SamplerSpec
 
 
@@ -226,9 +226,9 @@ def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "assd-ptp", "asarm", True,
-    "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
+    name="assd-ptp", kind="asarm", cache=True,
+    help="Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
     "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
     "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
     "a PTP drafter (text-ptp1, code-ptp).",
-    run_ptp, second=SecondModel("ptp", check_pair, "python -m engine train --kind ptp --teacher {model} ..."))
+    run=run_ptp, second=SecondModel("ptp", check_pair, "python -m engine train --kind ptp --teacher {model} ..."))

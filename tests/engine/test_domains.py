@@ -58,7 +58,8 @@ def test_studio_domains_have_examples_with_masks():
 @pytest.fixture
 def dna(monkeypatch):
     """A DNA domain added the way a contributor adds one: a registry entry (nothing else)."""
-    entry = Domain("dna", "DNA", True, (6, ""), "chars", None, "", "test data", (), alphabet="ACGT", fluent_ppl=3,
+    entry = Domain(name="dna", about="DNA", studio=True, span=(6, ""), tokenizer="chars", separator=None,
+                   quality="", data="test data", models=(), alphabet="ACGT", fluent_ppl=3,
                    normalise=lambda t: (t.upper(), "upper-cased" if t != t.upper() else ""),
                    examples=("ACGT[MASK]ACGT[MASK:2]",))
     monkeypatch.setitem(DOMAINS, "dna", entry)

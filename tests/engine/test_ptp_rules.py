@@ -501,7 +501,7 @@ def test_run_ptp_wires_the_run_and_says_which_head_drafts(monkeypatch):
 
 
 def test_catalogue_entry():
-    assert (SPEC.name, SPEC.kind, SPEC.cache, SPEC.params, SPEC.run) == ("assd-ptp", "asarm", True,
+    assert (SPEC.name, SPEC.kind, SPEC.cache, SPEC.reads, SPEC.run) == ("assd-ptp", "asarm", True,
                                                                           ("k", "temperature"), run_ptp)
     assert SPEC.second.kind == "ptp" and SPEC.second.check is check_pair and "--kind ptp" in SPEC.second.how
 
