@@ -67,7 +67,7 @@ FIRST_ROW = ("k", "temperature")
 #: rows keep their places (a new row goes after them, engine.params.KNOBS)
 PUBLISHED_KNOBS = 6
 #: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
-#: that call them positionally rely on these places (tests/app/test_app_outputs.py holds the contract)
+#: that call them positionally rely on these places (tests/app/tabs/test_app_outputs.py holds the contract)
 PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", *FIRST_ROW, "seed",
                     *(name for name in list(KNOBS)[:PUBLISHED_KNOBS] if name not in FIRST_ROW))
 

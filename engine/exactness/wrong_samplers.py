@@ -18,7 +18,7 @@ from engine.samplers.assd import assd
 def residual_from_q(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator) -> Verdict:
     """A wrong speculative test: on rejection it draws from the target q instead of the residual
     norm(max(q - p, 0)), so tokens the draft over-proposes come out too often (mutant M1 of
-    tests/engine/test_mutations.py)."""
+    tests/engine/samplers/test_mutations.py)."""
     px, qx = float(p[draft]), float(q[draft])
     a = min(1.0, qx / px)
     if uniform(gen) < a:

@@ -5,7 +5,7 @@ Speed notes: the rotary cos/sin come from a table built once per (head size, the
 device) instead of being recomputed in every layer of every call; a forward computes them once per
 set of rows (`rope`) and hands them to every block. The table holds exactly the numbers the
 per-call formula gave (same float32 products, same cos/sin), so outputs stay bitwise identical;
-tests/engine/test_speed_exact.py checks that against the original code.
+tests/engine/models/test_speed_exact.py checks that against the original code.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class Block(nn.Module):
         = may attend, or additive: 0 / -inf). With `last`, only the query rows are carried on (the
         last layer's content rows feed nothing) and mask holds the query rows' part alone. Same
         arithmetic as `qkv`/`attend`, batched differently: float rounding may differ in the last
-        bits (tests/engine/test_speed_exact.py bounds it)."""
+        bits (tests/engine/models/test_speed_exact.py bounds it)."""
         b, n, d = x.shape
         xn = self.ln1(x)
         kv = _rows_linear(xn[:, :nc], self.kv_weight())

@@ -92,7 +92,7 @@ def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[l
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
     round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
-    exactness argument (tests/engine/test_ptp.py replaces this function by one that leaks u_j and watches
+    exactness argument (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and watches
     the enumeration test fail)."""
     m = len(u)
     e_prev = [prev] + [inverse_cdf(base_p[j - 1], u[j - 1]) for j in range(1, m)]

@@ -15,7 +15,7 @@ from engine.cli import main
 def tiny_world(tmp_path, monkeypatch):
     """Tiny AS-ARM and hybrid (same character tokenizer) listed in INFILL_MODEL_DIRS, and a text
     corpus made of the same characters."""
-    from tests.engine.test_hybrid import save_tiny_hybrid
+    from tests.engine.samplers.test_hybrid import save_tiny_hybrid
     from tools.tiny_models import make_tiny_models
 
     make_tiny_models(tmp_path / "models", names=("text-asarm",))

@@ -1,6 +1,6 @@
 """One home for the sampler knobs (issue 23): engine.params.KNOBS. Every knob a sampler reads has a
 row; the engine's checks, the API's and the exactness check's defaults and the CLI's flags are the
-table's (the app's controls: tests/app/test_app_knobs.py)."""
+table's (the app's controls: tests/app/tabs/test_app_knobs.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Hand-written mutants of the sampler contract (issue 23): each breaks one promise of one sampler
-or of the run's preparation, and tests/engine/test_sampler_contract.py must fail on every one.
+or of the run's preparation, and tests/engine/samplers/test_sampler_contract.py must fail on every one.
 
     python tests/mutation/contract_mutants.py        # all of them
     python tests/mutation/contract_mutants.py M2 M5  # some
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST = "tests/engine/test_sampler_contract.py"
+TEST = "tests/engine/samplers/test_sampler_contract.py"
 
 #: (name, file, original text, mutated text, pytest -k selection)
 MUTANTS = [

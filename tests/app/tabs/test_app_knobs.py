@@ -172,7 +172,7 @@ sweep.setup(root)
 from app import create
 from app.stored import store as app_store
 from storage import open_store
-from tests.app.test_app_knobs import restore_outputs
+from tests.app.tabs.test_app_knobs import restore_outputs
 app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
 demo = create()
 infill = next(f for f in demo.fns.values() if f.api_name == "infill")
@@ -207,7 +207,7 @@ def test_a_knob_row_added_after_publication_keeps_the_http_api_as_published(tmp_
 
     assert list(sweep.FORM) == list(form.PUBLISHED_FIELDS)  # the request below: the published values only
     before = restore_outputs(create())
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-c", LATE_ROW_PAGE, str(tmp_path)], cwd=root, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -26,8 +26,8 @@ from engine.samplers.drafter_contract import Drafter
 from engine.samplers.drafters import DRAFTERS, build_drafter
 from engine.samplers.spec import SamplerSpec, knob_names, knob_problems
 from engine.trace import DECIDING_KINDS, PASS_KINDS, Step, StepKind
-from tests.engine.test_hybrid import save_tiny_hybrid
-from tests.engine.test_ptp import save_tiny_ptp
+from tests.engine.samplers.test_hybrid import save_tiny_hybrid
+from tests.engine.samplers.test_ptp import save_tiny_ptp
 from tests.support.tiny import masked_input
 
 #: visible characters of the length-6 inputs: one, none, both ends, a gap in the middle
@@ -337,7 +337,7 @@ def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
 @pytest.fixture(scope="module")
 def tiny_xlnet(tmp_path_factory):
     """A tiny random Hugging Face XLNet on the same 'abc' tokenizer (the adapter, cached and uncached)."""
-    from tests.engine.test_xlnet_adapter import save_tiny_xlnet
+    from tests.engine.models.test_xlnet_adapter import save_tiny_xlnet
 
     return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("contract-xl") / "tiny-xlnet")))
 

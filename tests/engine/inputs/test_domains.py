@@ -14,7 +14,7 @@ from engine.inputs import domains
 from engine.inputs.domains import CORPORA, DOMAINS, Domain, studio_domains
 from engine.inputs.tokenization import Codec, char_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_bundled_model_belongs_to_its_domain_and_every_listed_one_is_bundled():
