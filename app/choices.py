@@ -72,6 +72,6 @@ def switch_note(sampler: str, old_model: str | None, new_model: str | None) -> s
 def shown_params(sampler: str, params: dict) -> dict:
     """A run's stored parameters reduced to the knobs its sampler reads (Statistics names no others)."""
     spec = SAMPLERS.get(sampler)
-    keep = set(spec.params) if spec is not None else set(params)
+    keep = set(spec.reads) if spec is not None else set(params)
     return {k: v for k, v in params.items() if k in keep}
 

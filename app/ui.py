@@ -57,7 +57,7 @@ def _layout(p: Page) -> None:
 class StudioBlocks(gr.Blocks):
     """gr.Blocks whose request-level refusals carry a message. Gradio answers a request with too
     few values, or a value its component cannot read (NaN in a whole-number box, "abc" for a
-    slider), with a plain exception, which its API sends as `{"error": null}` (issue 28); here each
+    slider), with a plain exception, which its API sends as `{"error": null}`; here each
     becomes a gr.Error saying which input and why. Handlers that read raw values themselves (Run,
     Compare: preprocess=False) never get here for their values. A request short by only knobs added
     to the table after its endpoint was published (app.run.form.added_fields) is no refusal: it gets
@@ -102,7 +102,7 @@ class StudioBlocks(gr.Blocks):
 
 def _refused(block_fn, e: gr.Error) -> gr.Error:
     """A request refused for its input: one log line, no traceback (Gradio prints one per gr.Error
-    unless told not to; 29 of 206 bad requests did, issue 36)."""
+    unless told not to; 29 of 206 bad requests did)."""
     e.print_exception = False
     log.info("refused a request to %s: %s", _api(block_fn), html.unescape(str(e.message))[:200])
     return e

@@ -21,7 +21,7 @@ from engine.samplers.context import RunContext, make_oracle
 from .budget import Budget, Meter, install
 from .errors import BadParameterError
 from .params import LIMITS, with_knobs  # noqa: F401 (LIMITS: re-exported)
-from .run_steps import admit, check_types, load_models, parse_for, parse_input, resolve_request
+from .run_setup import admit, check_types, load_models, parse_for, parse_input, resolve_request
 from .samplers import DOMAIN_DEFAULT
 from .trace import Step, decided_tokens, trace_counts
 
@@ -106,7 +106,7 @@ class InfillRun:
     ):
         """The sampler knobs (engine.params.KNOBS: k, temperature, steps, ...) are keyword arguments by
         name; the signature lists them (engine.params.with_knobs). Built in the four named steps of
-        engine/run_steps.py; with a budget (a server's run) the knobs take the page's ranges."""
+        engine/run_setup.py; with a budget (a server's run) the knobs take the page's ranges."""
         check_types(text=text, model=model, sampler=sampler, domain=domain, draft_model=draft_model,
                     cache=cache, masked_input=masked_input, allow_paths=allow_paths, budget=budget, device=device)
         request = resolve_request(sampler, domain=domain, model=model, seed=seed, cache=cache, knobs=knobs,

@@ -5,7 +5,7 @@ one plain sentence, and the narrower range the web page offers where it delibera
 The engine's checks (api.LIMITS), the CLI's flags, the app's controls and help lines, the stored
 sessions' defaults and the Statistics labels all read it; which samplers read a knob is said once,
 by the sampler, as the keyword arguments of its catalogue entry's run function (read as
-engine.samplers.SamplerSpec.params; `readers` lists them), which the run fills by name.
+engine.samplers.SamplerSpec.reads; `readers` lists them), which the run fills by name.
 Adding a knob is one row here plus the sampler that reads it (docs/EXTENDING.md).
 
 The rule for values, one for the Python API, the CLI and the app:
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .errors import BadParameterError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Knob:
     """One sampler parameter: what it is, what it defaults to and the range the engine accepts
     (`ui` and `ui_why`: a narrower range the page's slider offers on purpose, and why)."""
@@ -55,29 +55,30 @@ class Knob:
 
 #: every sampler parameter, in the order the page shows them (seed is not a sampler knob: SEED)
 KNOBS: dict[str, Knob] = {k.name: k for k in [
-    Knob("k", int, 5, (1, 64),
-         "How many tokens are guessed (drafted) per round before one network call checks them all."),
-    Knob("temperature", float, 1.0, (0.05, 10.0),
-         "Below 1 the model picks its likeliest tokens more often; above 1 it picks more freely.",
+    Knob(name="k", type=int, default=5, range=(1, 64),
+         help="How many tokens are guessed (drafted) per round before one network call checks them all."),
+    Knob(name="temperature", type=float, default=1.0, range=(0.05, 10.0),
+         help="Below 1 the model picks its likeliest tokens more often; above 1 it picks more freely.",
          ui_step=0.05),
-    Knob("steps", int, None, (1, 4096),
-         "How many denoising steps the diffusion model takes (more steps, more network calls).",
+    Knob(name="steps", type=int, default=None, range=(1, 4096),
+         help="How many denoising steps the diffusion model takes (more steps, more network calls).",
          ui=(1, 512), ui_why="every step is a full network pass: the public page caps a run's cost",
          ui_default=32, group="diffusion"),
-    Knob("dtau", float, 0.05, (1e-4, 1.0),
-         "How far the drafting window grows each outer step: larger drafts more tokens at once.",
+    Knob(name="dtau", type=float, default=0.05, range=(1e-4, 1.0),
+         help="How far the drafting window grows each outer step: larger drafts more tokens at once.",
          ui=(0.001, 1.0), ui_why="the slider moves in steps of 0.001, and a tinier window only adds passes",
          ui_step=0.001, group="diffusion"),
-    Knob("window", str, "cosine", None,
-         "How the drafting window grows over the run: along a cosine curve or in equal steps.",
+    Knob(name="window", type=str, default="cosine", range=None,
+         help="How the drafting window grows over the run: along a cosine curve or in equal steps.",
          choices=("cosine", "linear"), group="diffusion"),
-    Knob("inner", int, 1, (1, 64),
-         "How many times each outer step drafts and checks again before the window grows.",
+    Knob(name="inner", type=int, default=1, range=(1, 64),
+         help="How many times each outer step drafts and checks again before the window grows.",
          group="diffusion"),
 ]}
 
 #: the run's seed: every sampler reads it (its range is engine.seeding.SEED_MAX)
-SEED = Knob("seed", int, 0, None, "The random numbers: the same seed, input and settings give the same run again")
+SEED = Knob(name="seed", type=int, default=0, range=None,
+            help="The random numbers: the same seed, input and settings give the same run again")
 
 #: the numeric knobs' accepted ranges (what engine.api refuses outside)
 LIMITS: dict[str, tuple[float, float]] = {n: k.range for n, k in KNOBS.items() if k.range is not None}

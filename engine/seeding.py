@@ -1,7 +1,7 @@
 """Seeds -> torch generators, injective on the whole documented range [0, 2**64 - 1].
 
 `torch.Generator().manual_seed(s)` keeps only the low 32 bits of `s` (mt19937's init_genrand
-takes a 32-bit word), so seeds 0 and 2**32 used to give the same run. Here:
+takes a 32-bit word), so seeds 0 and 2**32 would give the same run. Here:
 
 - seeds below 2**32 keep `manual_seed` (every stored run and report stays reproducible);
 - a larger seed fills the whole mt19937 state from a splitmix64 stream started at the seed.

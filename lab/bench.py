@@ -19,12 +19,13 @@ from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
 
+from .bench_samplers import ASSD_BENCH
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
 from .shard import is_main, shard_map, world
 from .workloads import bench_inputs
 
-ASSD_SAMPLERS = ["sequential-cache", "sequential", "assd", "assd-cache", "assd-pipelined", "assd-ngram"]
+ASSD_SAMPLERS = ASSD_BENCH  # lab/bench_samplers.py: read from the engine's catalogue
 BASELINE = "sequential-cache"  # the strongest non-speculative baseline: every headline ratio is against it
 UNCACHED = "sequential"  # kept as a labelled second column
 

@@ -1,13 +1,13 @@
 """`python -m engine bench calls`: what one AS-ARM call costs against the rows it carries.
 
-Why speculation does or does not pay on a machine (issue 13): a speculative round replaces several
+Why speculation does or does not pay on a machine: a speculative round replaces several
 one-token calls by a call with k draft (content) rows and some query rows. It wins only when that
 call costs less than the tokens it yields; the curve printed here is the cost side of that trade.
 Cost is CPU time of the process (time.process_time), which other people's load on a shared
 machine disturbs far less than wall time; wall medians are printed beside it. Shapes are
 interleaved within each repetition. Never asserted in tests.
 
-Each row also carries its floor (issue 24): the same rows through a plain stack of the model's own
+Each row also carries its floor: the same rows through a plain stack of the model's own
 weight matrices, no norms, masks, attention or cache, so the table says how far a call is above
 what the hardware needs for its matmuls. `--baseline-tree PATH` measures an older checkout (a
 `git worktree add --detach PATH COMMIT`) beside this one in the same run: the calls are timed in

@@ -1,4 +1,4 @@
-"""`python -m engine bench fills`: do the fills read right? (issue 11, section 2)
+"""`python -m engine bench fills`: do the fills read right?
 
 Three small sets written for this benchmark (lab/benchdata, none from the corpora):
 - text: 60 sentences with one masked word and the words a reader would accept there. Measured:

@@ -65,7 +65,6 @@ MIB = 1 << 20
 #: versions + unpacking the text plan's travel folder on the H200 machine, 2026-11-27 (campaign.jsonl)
 FIRST_LOAN_UNPACK_S = 4.9
 VERSIONS = ("torch", "transformers", "accelerate", "numpy", "scipy", "safetensors", "tokenizers")
-ASSD_EXACT = "sequential-cache,sequential,assd,assd-cache,assd-pipelined,assd-ngram"  # bench.ASSD_SAMPLERS
 DOMAINS = ("text", "code", "protein")
 
 
@@ -200,6 +199,8 @@ class Campaign:
     def speed_table(self, tag: str = "") -> None:
         """bench assd for each domain (every exact sampler; assd-ptp where a PTP head is there),
         then bench calls for the text AS-ARM and a random XLNet-base sized model."""
+        from .bench_samplers import ASSD_BENCH  # the engine's catalogue, read only when the table runs
+
         caps = self.budget.step_cap_s
         dry = self.a.dry_run
         for d in self.a.domains:
@@ -211,7 +212,7 @@ class Campaign:
             if tag:  # new weights: their new head, if one was trained
                 ptp = next((self.work / "models" / n for n in (f"{d}-ptp1", f"{d}-ptp")
                             if (self.work / "models" / n / "config.json").is_file()), ptp)
-            samplers = ASSD_EXACT + (",assd-ptp" if ptp else "")
+            samplers = ",".join(ASSD_BENCH + (["assd-ptp"] if ptp else []))
             cmd = self.engine("bench", "assd", "--model", str(m), "--domain", d, "--k", "5", "--json", "--quiet",
                               "--samplers", samplers, "--samples", "1" if dry else ("4" if self.a.plan == "text" else "6"),
                               "--length", "24" if dry else "256",

@@ -233,12 +233,6 @@ def dry_budget(total_s: float = 120.0) -> Budget:
                               "fills": 0.1 * total_s})
 
 
-def return_rank(jobs: tuple[Job, ...]) -> list[str]:
-    """What comes back, best first: the campaign's record (one JSON-lines file), the archive of
-    logs and JSON, then each trained model in job order (text AS-ARM first)."""
-    return ["campaign.jsonl", "logs.tar.xz", *[j.name for j in jobs]]
-
-
 def text_timeline(budget: Budget, unpack_s: float, job_start_s: float, save_s: float, pack_s: float,
                   probe_s: float = PROBE_S) -> dict:
     """The text plan's predicted seconds, from costs measured on the CPU at the loan's real shapes

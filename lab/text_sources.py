@@ -121,4 +121,3 @@ TEXT_KINDS = {
     "wordnet": "dictionary", "gcide": "dictionary", "devils-dictionary": "dictionary", "jargon": "dictionary",
     "foldoc": "dictionary",
 }
-EVERYDAY_KINDS = ("narrative", "news", "dictionary")

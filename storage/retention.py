@@ -1,7 +1,7 @@
 """Retention: how long stored sessions are kept and how large the store may grow, and the command
 that shows it: `python -m storage.retention [--dry-run] [--max-age-days D] [--max-mb M] [--url URL]`.
 
-Why: a public server stores every run (4 visitors wrote about 0.95 GB an hour, issue 28) and never
+Why: a public server stores every run (4 visitors wrote about 0.95 GB an hour) and never
 deleted any. The policy deletes whole sessions (a share link then says the session is not
 stored), oldest first: those older than `max_age_days`, then, while the store is over `max_bytes`,
 the oldest others, except sessions younger than `KEEP_NEWEST_SECONDS` (a link just shared

@@ -32,7 +32,7 @@ SEED_HELP_RANGE = SEED_RULE
 def served_seed(v: object) -> int:
     """A seed as the server takes it, one rule in every form (the page's text box, /infill, /compare,
     /exactness): an integer, or a string of ASCII digits. A number written with a decimal point is
-    refused whatever its value, JSON 1000.0 as "7.0" is (issue 48: 1000.0 ran while "7.0" was
+    refused whatever its value, JSON 1000.0 as "7.0" is (1000.0 ran while "7.0" was
     refused), with the same sentence; engine.params.seed_number reads the rest."""
     if isinstance(v, float):
         raise BadParameterError(f"seed must be {SEED_RULE}; got {v!r}.")
@@ -42,7 +42,7 @@ def served_seed(v: object) -> int:
 def unread_knob(name: str, v: object, sampler: str) -> None:
     """A knob the sampler does not read: the page sends every knob (the hidden ones hold values in
     their ranges), so a value in the knob's page range is ignored, but one outside it, or malformed,
-    is refused, saying the sampler does not read it (issue 48: steps=-1 and inner=1e6 ran silently)."""
+    is refused, saying the sampler does not read it (steps=-1 and inner=1e6 ran silently)."""
     if v is None or v == "":
         return
     x = read_knob(name, v)
@@ -67,7 +67,7 @@ FIRST_ROW = ("k", "temperature")
 #: rows keep their places (a new row goes after them, engine.params.KNOBS)
 PUBLISHED_KNOBS = 6
 #: the form's inputs as the /infill and /compare endpoints were published, by position: HTTP clients
-#: that call them positionally rely on these places (tests/app/test_app_outputs.py holds the contract)
+#: that call them positionally rely on these places (tests/app/tabs/test_app_outputs.py holds the contract)
 PUBLISHED_FIELDS = ("domain", "model", "text", "sampler", *FIRST_ROW, "seed",
                     *(name for name in list(KNOBS)[:PUBLISHED_KNOBS] if name not in FIRST_ROW))
 
@@ -146,7 +146,7 @@ def prepare(form: Form) -> InfillRun:
     # page's, under the server's budget) and says what is wrong. The hidden ones the sampler ignores are
     # not sent (the run takes the table's defaults), but a malformed or out-of-range one is refused
     # (unread_knob)
-    reads = SAMPLERS[form.sampler].params
+    reads = SAMPLERS[form.sampler].reads
     knobs = {name: v for name, v in form.knobs.items() if name in reads}
     for name, v in form.knobs.items():
         if name not in reads:

@@ -3,7 +3,7 @@
 Why: Gradio keeps at most INFILL_SESSIONS_MAX sessions (app.serving.memory) and, past that, drops
 the least recently used one, whoever it belongs to. A session hash is whatever the client sends,
 so strangers sending one-shot requests, each with a new hash, pushed out a visitor who had run
-seconds earlier: its player lost its trace (issue 36 for one address; issue 48 for 200 strangers
+seconds earlier: its player lost its trace (for one address, and for 200 strangers
 from 200 addresses, which IPv6 makes cheap). The request limits' middleware (app.serving.limits)
 notes the session of every call with the address it came from, before Gradio creates it, and:
 

@@ -4,7 +4,7 @@ A visitor may have INFILL_RUNS_PER_VISITOR runs in progress (default 2); a long 
 INFILL_SMALL_RUN_TOKENS masked tokens, default 32) needs one of INFILL_ACTIVE_RUNS long-run seats
 or a place in a line of INFILL_LONG_RUN_LINE, else it is refused with a message; and Gradio's
 concurrency for run events (`run_seats`) adds INFILL_SMALL_RUN_SEATS that no long run can hold, so
-a small run never waits for long runs to end (issue 28: 16 worst-case runs held every seat and
+a small run never waits for long runs to end (16 worst-case runs held every seat and
 6-token runs waited 20 s)."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def small_run_seats() -> int:
 
 def run_seats() -> int:
     """Gradio's concurrency for run events: the long runs' seats and line, plus small_run_seats(),
-    so long runs can never take every seat (issue 28: 16 worst-case runs made 6-token runs wait 20 s)."""
+    so long runs can never take every seat (16 worst-case runs made 6-token runs wait 20 s)."""
     return active_runs() + long_run_line() + small_run_seats()
 
 

@@ -1,4 +1,4 @@
-"""Per-address bounds on every endpoint: calls in flight and calls per minute (issue 48).
+"""Per-address bounds on every endpoint: calls in flight and calls per minute.
 
 Why: Gradio bounds only how many events of one function compute at once, not who sends them. One
 address keeping 40 `/run/stop` requests in flight held Gradio's thread pool and made every other

@@ -13,7 +13,7 @@ of the longest input (inputs.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped a
 surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values. The limit is
 that and no more because Gradio keeps a request's input values in the visitor's session even
 when the handler refuses them (app.serving.memory bounds how many sessions, and for how long): with a
-1 MiB limit, 300 refused 1 MB texts kept 350 MiB (issue 28)."""
+1 MiB limit, 300 refused 1 MB texts kept 350 MiB."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ class BodyLimit:
 def refused_request(scope, e: Exception) -> int:
     """Log one line for a request that raised in Gradio's routes (an unknown API name, a bad
     fn_index, a malformed body): its address, route, the error and where it was raised, so an
-    operator can still find a bug of ours, but no traceback (issue 36: 29 of 206 bad requests
+    operator can still find a bug of ours, but no traceback (29 of 206 bad requests
     each wrote one). The status to answer: the HTTP error's own, 404 for an unknown endpoint, else 400."""
     from app.serving.visitors import scope_address
 
@@ -347,5 +347,5 @@ def session_margin() -> int:
 
 #: Gradio's file cache (the CSV download of /stats lands there): every 5 minutes, delete what is
 #: older than 10 minutes (a download link stays valid that long; the hourly prune let 116 MB of
-#: CSV copies pile up in a minute of /stats calls, issue 28).
+#: CSV copies pile up in a minute of /stats calls).
 DELETE_CACHE = (300, 600)

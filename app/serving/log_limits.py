@@ -1,4 +1,4 @@
-"""A rate limit on repeated log lines: abuse must not grow the log without bound (issue 36: an
+"""A rate limit on repeated log lines: abuse must not grow the log without bound (an
 unreadable metrics.json logged a warning on every page event, dozens a second).
 
 `RepeatLimit` lets through at most `burst` records with the same logger, level and message

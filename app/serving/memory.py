@@ -3,7 +3,7 @@
 Why: Gradio keeps a session object per visitor (every component's config and the last input and
 output values: a 250 kB text a visitor sent stays there, refused or not) in an LRU of 10,000
 sessions by default, and never drops an idle one before that cap. Strangers arriving for weeks
-would fill it (issue 28: 300 refused 1 MB requests kept 350 MiB; normal runs about 0.3 MiB each).
+would fill it (300 refused 1 MB requests kept 350 MiB; normal runs about 0.3 MiB each).
 So here:
 
 - at most INFILL_SESSIONS_MAX sessions (default 64; Gradio's `state_session_capacity`): a 2-core

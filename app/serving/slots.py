@@ -12,7 +12,7 @@ hardly depends on them, small runs among themselves keep their arrival order (no
 sharing that would finish them all late), and a long run computes whenever no lighter run waits
 (its budget, engine.budget, counts only its computing time).
 
-Priorities age (issue 28: a 0.8 s run took 41 s among 20 visitors looping short runs): while runs
+Priorities age (a 0.8 s run took 41 s among 20 visitors looping short runs): while runs
 past level 0 wait, AGE_RATE x (number of slots) seconds of service are forgiven per second, all
 to the one that arrived first (`AgingClock`), so it climbs back to level 0, where its earlier
 arrival puts it before newer runs. The long runs together thus take at most about AGE_RATE of the
@@ -235,7 +235,7 @@ def estimate_wait(n_slots: int, busy: bool, level_: int, ahead_attained: list[fl
 #: seconds of computing that end priority levels 0, 1 and 2
 LEVELS = (0.5, 2.0, 8.0)
 #: seconds of service forgiven per second and per slot to the first arrived of the runs waiting
-#: past level 0 (AgingClock): it climbs back a level and no run waits unboundedly (issue 28: a
+#: past level 0 (AgingClock): it climbs back a level and no run waits unboundedly (a
 #: 0.8 s run took 41 s), and long runs together take at most about this share from short ones
 AGE_RATE = 0.25
 _arrivals = itertools.count()

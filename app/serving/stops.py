@@ -3,7 +3,7 @@ which works whether or not the web framework manages to cancel the streaming tas
 
 Stop answers from the run's own state (`track` / `tracked`: the player's runs in progress, and
 the last few that ended), never by polling the store: a run stopped before its first round is
-never stored, and polling for it held a server thread for 10 s per press (issue 48)."""
+never stored, and polling for it held a server thread for 10 s per press."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's size bound at every moment, not only at the retention pass (issue 48).
+"""The store's size bound at every moment, not only at the retention pass.
 
 Why: retention (storage.retention) deletes old sessions every INFILL_RETENTION_PERIOD seconds and
 never one younger than an hour, so between passes nothing bounded the store: one address at ~6

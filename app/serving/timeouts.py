@@ -2,7 +2,7 @@
 
 Why: uvicorn (under Gradio) arms a timer only between two requests (keep-alive, 5 s); a client
 that opens a connection and sends half a request line, or a body shorter than its Content-Length,
-held its connection and its server task forever (issue 36: 40 such connections all still held
+held its connection and its server task forever (40 such connections all still held
 after 10 s). Here every connection must deliver a request's headers within
 INFILL_HEADER_TIMEOUT seconds (default 10) of its first byte (or of the connection), and the body
 within INFILL_BODY_TIMEOUT seconds (default 30) of the headers; an idle keep-alive connection is

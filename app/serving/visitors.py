@@ -1,5 +1,5 @@
 """Who a visitor is, for the limits one visitor may use: the address it connects from, which it
-cannot mint at will, not Gradio's session hash, which the client chooses (issue 36: one script
+cannot mint at will, not Gradio's session hash, which the client chooses (one script
 cycling 20 session hashes held every long-run seat).
 
 - By default the socket's peer address. Behind a reverse proxy every visitor arrives from the

@@ -3,10 +3,10 @@
 Gradio copies a returned file into its own cache (pruned by `Blocks.delete_cache`, set in
 app.create), so our copy only has to live until the handler returns. Files are named by their
 content (the same statistics reuse one file) and only the newest KEEP are kept, so /stats called
-in a loop cannot fill the disk (it used to leave one mkstemp file per call).
+in a loop cannot fill the disk (one fresh file per call would).
 
 Gradio's cache keys a copy by the file's content, so statistics that change with every stored run
-used to leave a fresh copy per download (304 files, 116 MB in a minute, issue 28). `cached_export`
+would leave a fresh copy per download (304 files, 116 MB in a minute of /stats calls). `cached_export`
 therefore reuses one file per filter for EXPORT_TTL seconds: at most one new copy per filter a
 minute, and Gradio's cache is pruned every few minutes (app.serving.limits.DELETE_CACHE)."""
 

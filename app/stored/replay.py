@@ -20,8 +20,8 @@ class StoredTrace(Mapping):
     """A stored run's trace as a visitor's player state holds it: the run's id, the input's token
     view and a title; the steps are read from the store when the player needs them (the few most
     recent runs cached process-wide). Why: Gradio keeps each visitor's state in memory, and a
-    trace of a thousand steps with their probabilities per visitor added up (issue 28); an id
-    costs nothing. Reads like the {"view", "steps", "title"} dict the player used to hold."""
+    trace of a thousand steps with their probabilities per visitor added up; an id
+    costs nothing. It reads as a {"view", "steps", "title"} mapping, the shape the player's handlers take."""
 
     __slots__ = ("run_id", "view", "title")
 

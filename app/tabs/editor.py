@@ -113,7 +113,7 @@ def on_sampler(sampler, domain, model):
     if note and "status" not in found:  # a model fits: say when it is another one
         found["status"] = status_md(note, "info")
     spec = SAMPLERS.get(sampler)
-    listed = set(spec.params) if spec else set()
+    listed = set(spec.reads) if spec else set()
     return {**found, "sampler_help": choices.sampler_help(sampler, domain),
             **{p: gr.update(visible=p in listed) for p in PARAMS}}
 
@@ -284,7 +284,7 @@ def knob_control(name: str, visible: bool):
 def _parameters(p: Page) -> None:
     """The sampler parameters, each with its range at the control (only the sampler's own shown), in
     `p.knobs` by knob name."""
-    listed = set(SAMPLERS[p.first_sampler].params)
+    listed = set(SAMPLERS[p.first_sampler].reads)
     p.knobs = {}
     with gr.Accordion("Sampler parameters", open=True):
         p.sampler_help = gr.Markdown(choices.sampler_help(p.first_sampler, p.first_domain), elem_id="sampler-help")

@@ -40,7 +40,7 @@ def stats(domain, model, sampler):
     f1, f2, f3 = plots.stats_figures(groups)
     rows = [_row(g) for g in groups]
     path = cached_export(("stats", _opt(domain), _opt(model), _opt(sampler)), "infill-stats",
-                         lambda: stats_to_csv(groups))  # one file per filter a minute (issue 28)
+                         lambda: stats_to_csv(groups))  # one file per filter a minute
     table = {"headers": STATS_HEADERS, "data": rows or [[""] * len(STATS_HEADERS)]}
     return {"fig_acc": f1, "fig_tpc": f2, "fig_cvm": f3, "stats_table": table,
             "csv_btn": gr.update(value=path, visible=True)}

@@ -55,7 +55,7 @@ def speedup_for(share_id: str) -> tuple[Live | None, str]:
 
 
 #: below this much work (masked tokens, or compute for one cached sequential run) timing noise
-#: swamps any ratio: five identical one-token runs read 0.30x to 0.99x (issue 25)
+#: swamps any ratio: five identical one-token runs read 0.30x to 0.99x
 MIN_TIMED_TOKENS = 8
 MIN_TIMED_SECONDS = 0.05
 
@@ -76,7 +76,7 @@ def _rerun(live: Live, sampler: str) -> InfillRun:
     knobs = {name: p.get(name, k.default) for name, k in KNOBS.items()}  # the run's, else the table's default
     if not same:  # another sampler: its own draft length and step count
         knobs.update(k=KNOBS["k"].default, steps=KNOBS["steps"].default)
-    # the models the run holds, not their names: no second trip through the registry (issue 23)
+    # the models the run holds, not their names: no second trip through the registry
     return InfillRun(masked_input=run.mi, model=run.lm, sampler=sampler, seed=run.seed, **knobs,
                      draft_model=run.draft_lm if same and run.draft_lm else None,
                      allow_paths=False, budget=Budget.from_env())

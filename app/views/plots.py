@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from app.choices import shown_params
 from engine.params import KNOBS
-from engine.trace import DECIDING_KINDS, Step, StepKind
+from engine.trace import DECIDING_KINDS, Step
 
 # the legend sits under the plot, below the x-axis title (never over the data or the axis labels)
 LAYOUT = dict(template="plotly_white", height=400, margin=dict(l=60, r=20, t=50, b=40),
@@ -41,17 +41,6 @@ def revealed_curve(steps: list[Step]) -> tuple[list[float], list[int]]:
             xs.append(s.calls)
             ys.append(n)
     return xs, ys
-
-
-def accepted_run_lengths(steps: list[Step]) -> list[int]:
-    """Accepted drafts per round (the run length before the first rejection)."""
-    per: dict[int, int] = defaultdict(int)
-    seen: set[int] = set()
-    for s in steps:
-        seen.add(s.round)
-        if s.kind == StepKind.ACCEPT:
-            per[s.round] += len(s.positions)
-    return [per[r] for r in sorted(seen)]
 
 
 def decided_per_round(steps: list[Step]) -> list[int]:

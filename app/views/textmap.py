@@ -9,9 +9,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-#: shown for a token that only continues the character its left neighbour starts
-CONTINUATION = ""
-
 
 def bytes_fn(codec) -> Callable[[int], bytes]:
     """token id -> its exact bytes (`Codec.token_bytes`; a special token shows its own text)."""

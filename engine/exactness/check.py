@@ -169,7 +169,7 @@ class ExactnessCheck:
         self.names, self.samples, self.seed = names, samples, seed
         self.opts = opts
         # what the check records: every knob one of its samplers reads (engine.params.recorded)
-        self.params = {n: opts[n] for n in recorded({p for n in names for p in specs[n].params})}
+        self.params = {n: opts[n] for n in recorded({p for n in names for p in specs[n].reads})}
         if kind == "asarm":
             self.params.setdefault("k", opts["k"])  # the wrong rules' rounds, which the power simulates
         self.counts: dict[str, Counter] = {n: Counter() for n in names}

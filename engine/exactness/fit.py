@@ -5,7 +5,7 @@ is below 5); p-value from the chi-square law with cells - 1 degrees of freedom. 
 probability is 0 is an impossible outcome: p = 0. Consistent means p >= ALPHA.
 
 Its own module because the test needs no model: it is plain numbers in, a verdict out, checked
-on its own (tests/engine/test_exactness.py against scipy's chisquare) and read by the app's table and
+on its own (tests/engine/exactness/test_exactness.py against scipy's chisquare) and read by the app's table and
 the CLI as well as the check."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ moves mass between likely and unlikely tokens, which this order turns into a shi
 transforms; in token-id order the same shift is scattered and stays hidden.
 
 Its own module because it is the statistic alone: arrays in, a p-value out, checked without a
-sampler (tests/engine/test_exactness_power.py); engine/exactness/power.py reads it for power."""
+sampler (tests/engine/exactness/test_exactness_power.py); engine/exactness/power.py reads it for power."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The exactness check's deliberately broken samplers: ASSD that resamples a rejected draft from the
 target q instead of the residual, and ASSD that keeps every draft untested. A visitor sees what a
-failed check looks like next to the exact samplers (issue 26).
+failed check looks like next to the exact samplers.
 
 Their own module, apart from the sampler catalogue (engine.samplers.SAMPLERS never lists them), so
 a run, the CLI's `infill` and the app's sampler menus cannot reach them; only the check
@@ -18,7 +18,7 @@ from engine.samplers.assd import assd
 def residual_from_q(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator) -> Verdict:
     """A wrong speculative test: on rejection it draws from the target q instead of the residual
     norm(max(q - p, 0)), so tokens the draft over-proposes come out too often (mutant M1 of
-    tests/engine/test_mutations.py)."""
+    tests/engine/samplers/test_mutations.py)."""
     px, qx = float(p[draft]), float(q[draft])
     a = min(1.0, qx / px)
     if uniform(gen) < a:
@@ -46,16 +46,16 @@ def _wrong(accept):
 WRONG_SAMPLERS: dict[str, SamplerSpec] = {
     s.name: s
     for s in [
-        SamplerSpec("wrong-assd-residual-from-q", "asarm", True,
-                    "DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
+        SamplerSpec(name="wrong-assd-residual-from-q", kind="asarm", cache=True,
+                    help="DELIBERATELY WRONG: ASSD (cached) that resamples a rejected draft from the target q "
                     "instead of the residual max(q - p, 0). Offered only in the exactness check, to show "
                     "what a failed check looks like.",
-                    _wrong(residual_from_q)),
-        SamplerSpec("wrong-assd-accept-all", "asarm", True,
-                    "DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
+                    run=_wrong(residual_from_q)),
+        SamplerSpec(name="wrong-assd-accept-all", kind="asarm", cache=True,
+                    help="DELIBERATELY WRONG: ASSD (cached) that keeps every draft without testing it, i.e. parallel "
                     "decoding: each token of a round comes from its own marginal, ignoring the others. Offered "
                     "only in the exactness check.",
-                    _wrong(accept_every_draft)),
+                    run=_wrong(accept_every_draft)),
     ]
 }
 

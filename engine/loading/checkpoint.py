@@ -1,4 +1,4 @@
-"""What the loader checks in a model folder before it allocates anything (issue 28).
+"""What the loader checks in a model folder before it allocates anything.
 
 A folder an operator lists, or one a Python caller passes, may be half-copied or edited by hand. Read
 as it is, a truncated config.json took every model down, a 99-layer config on 4-layer weights ran on

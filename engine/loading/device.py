@@ -16,7 +16,6 @@ import torch
 from engine.errors import BadParameterError
 
 ENV = "INFILL_DEVICE"
-CHOICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(setting: str | torch.device | None = None) -> torch.device:

@@ -4,7 +4,7 @@ model's card (metrics.json).
 
 Its own module because the Hub (engine/loading/hub.py), the loader (engine/loading/loaded_model.py) and the
 listing (engine/loading/registry.py) all ask "which folders are there?", and a broken operator folder
-must be skipped, with one warning, in one place (issue 28)."""
+must be skipped, with one warning, in one place."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ log = logging.getLogger("engine.loading.registry")  # the name operators filter 
 def listed_folders() -> dict[str, Path]:
     """Listed checkpoint folders by name. A folder that fails engine/loading/checkpoint.py's checks is
     skipped with a warning naming it and why: one broken operator folder must not take down the
-    others (issue 28: a truncated config.json disabled every model)."""
+    others (a truncated config.json disabled every model)."""
     roots = [ASSETS] + [Path(p) for p in os.environ.get("INFILL_MODEL_DIRS", "").split(":") if p]
     found: dict[str, Path] = {}
     for root in roots:
@@ -50,7 +50,7 @@ def _state(path: Path) -> tuple:
 
 def warn_on_change(folder: Path, topic: str, state: object, msg: str, *args: object) -> None:
     """Log a warning about a model folder once per change of it: the listing runs on every page
-    event, and an unreadable metrics.json logged dozens of lines a second (issue 36). `state` is
+    event, and an unreadable metrics.json logged dozens of lines a second. `state` is
     what the warning depends on; the same warning comes again only after it changed."""
     key = (str(folder), topic)
     if _warned.get(key) == state:

@@ -116,7 +116,7 @@ _probe: dict[str, tuple[float, bool]] = {}
 def hub_reachable() -> bool:
     """Whether the Hub's endpoint (HF_ENDPOINT) accepts a TCP connection within HUB_PROBE_SECONDS,
     remembered for a minute. Without it an unknown id on a machine with no network spent 23 s in
-    huggingface_hub's retries before saying so (issue 28); with it that is one short wait."""
+    huggingface_hub's retries before saying so; with it that is one short wait."""
     import socket
     import time
     from urllib.parse import urlsplit

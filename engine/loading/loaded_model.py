@@ -46,7 +46,7 @@ class LoadedModel:
 
 
 #: one load at a time per process: transformers' lazily imported modules raced when 8 threads loaded
-#: their first hybrid at once ("cannot import name 'AutoConfig'", issue 28), and two threads missing
+#: their first hybrid at once ("cannot import name 'AutoConfig'"), and two threads missing
 #: the cache together would both build the model. A cache hit waits only while another load runs.
 _LOAD_LOCK = threading.RLock()
 

@@ -1,6 +1,6 @@
 """Our model classes. Importing `engine.models.asarm` / `.hybrid` / `.judge` registers them with
 transformers' Auto classes; this package itself imports nothing heavy, so that loading a bundled
-AS-ARM through `engine.models.asarm_core` never imports transformers (issue 13: CLI start-up)."""
+AS-ARM through `engine.models.asarm_core` never imports transformers (CLI start-up)."""
 
 from __future__ import annotations
 

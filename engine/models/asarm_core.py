@@ -8,7 +8,7 @@ earlier ranks); a query row with limit L attends to keys of rank < L. Because a 
 never sees later ranks, its per-layer K/V never change, which is what makes the cache exact.
 
 This module holds the model's logic without importing transformers, so that the CLI and the app can
-load a bundled checkpoint without paying for transformers' import (issue 13): `AsArmLite` is the
+load a bundled checkpoint without paying for transformers' import: `AsArmLite` is the
 same network on a plain nn.Module; `AsArmModel` (engine/models/asarm.py) is the Hugging Face
 class for training, saving and the Auto classes. Both share `AsArmMixin`, so they compute the same.
 """
@@ -36,7 +36,7 @@ class KVCache:
     """Per-layer K/V of content rows, in rank order, with their ranks. Truncate to roll back.
 
     The rows live in preallocated buffers (grown by doubling) so a call writes its new rows in
-    place and attends to a view: no per-call concatenation of the whole cache (issue 13)."""
+    place and attends to a view: no per-call concatenation of the whole cache."""
 
     k: list[torch.Tensor] = field(default_factory=list)  # [B, H, capacity, D] per layer
     v: list[torch.Tensor] = field(default_factory=list)

@@ -1,11 +1,11 @@
 """Transformer pieces shared by our models: rotary positions, a pre-norm block that can attend
 from one set of rows to another set of keys, the weight initialisation and the special-token mask.
 
-Speed notes (issue 13): the rotary cos/sin come from a table built once per (head size, theta,
+Speed notes: the rotary cos/sin come from a table built once per (head size, theta,
 device) instead of being recomputed in every layer of every call; a forward computes them once per
 set of rows (`rope`) and hands them to every block. The table holds exactly the numbers the
 per-call formula gave (same float32 products, same cos/sin), so outputs stay bitwise identical;
-tests/engine/test_speed_exact.py checks that against the original code.
+tests/engine/models/test_speed_exact.py checks that against the original code.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Block(nn.Module):
         self, x: torch.Tensor, nc: int, r_all: Rope, r_c: Rope, mask: torch.Tensor, cache=None, layer: int = 0,
         last: bool = False,
     ) -> torch.Tensor:
-        """One layer of the two-stream forward with both streams in one tensor (issue 24): x [B, nc + nq, D]
+        """One layer of the two-stream forward with both streams in one tensor: x [B, nc + nq, D]
         holds the content rows then the query rows, which share every weight, so each weight
         matrix is streamed from memory once per layer instead of once per stream. Content rows
         also give K/V (one matmul with the stacked K|V weight, written to `cache` if given);
@@ -124,7 +124,7 @@ class Block(nn.Module):
         = may attend, or additive: 0 / -inf). With `last`, only the query rows are carried on (the
         last layer's content rows feed nothing) and mask holds the query rows' part alone. Same
         arithmetic as `qkv`/`attend`, batched differently: float rounding may differ in the last
-        bits (tests/engine/test_speed_exact.py bounds it)."""
+        bits (tests/engine/models/test_speed_exact.py bounds it)."""
         b, n, d = x.shape
         xn = self.ln1(x)
         kv = _rows_linear(xn[:, :nc], self.kv_weight())

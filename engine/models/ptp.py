@@ -1,49 +1,12 @@
-"""Parallel Token Prediction (PTP) drafter for the AS-ARM's any-subset order.
+"""Parallel Token Prediction (PTP) drafter head: one AS-ARM call, k *dependent* drafts.
 
-PTP (Draxler et al.) makes one model call produce k *dependent* tokens: token t_j is a
-deterministic function of the context and the sampling auxiliaries u_1..u_j (their Theorem 1),
-and conditioning on u_1..u_{j-1} alone gives t_j's exact conditional (Theorem 2).
-
-Our realisation is categorical PTP with a small autoregressive head:
-
-* one AS-ARM call gives, for the next k masked positions r_1..r_k (lattice order: left to right
-  among the masked), the final query-stream states g_j = norm(...) of the frozen AS-ARM given the
-  decided tokens only (the rows pipelined ASSD already computes);
-* this head (a few pre-norm blocks over the <= k draft rows, causal, rotary on the true
-  positions) reads g_j plus the embedding of the previous draft d_{j-1} and outputs a residual
-  on the AS-ARM's own logits: p_j = softmax(logits_asarm(r_j) + head_j);
-* optionally (config.window = W > 0) the head also reads, as W extra rows in front, the tokens
-  at the W positions just left of r_1. In lattice order every one of them is known when the
-  round is drafted (visible or decided), so this costs no exactness; it hands the head the
-  local text that the next tokens continue, which g_j holds only as a summary;
-* drafts are drawn left to right, d_j = F^-1_{p_j}(u_j) (inverse CDF, `sample_categorical`),
-  so d_j is a deterministic function of the context and u_1..u_j, which is PTP's functional form.
-
-Two modes (config.mode; old checkpoints have no field and load as "draft"):
-
-* "draft" (above): row j reads d_{j-1}, so a round takes k sequential head steps (`step`, with a
-  K/V cache) plus a window pass: about k + 1 head passes a round;
-* "onepass": row j reads u_{j-1} instead, as the paper has it: its 32 float bits through a linear
-  layer (`u_embed`, PTP §3.1 eq. 14) plus the embedding of e_{j-1} = F^-1_{softmax(asarm_{j-1})}(u_{j-1}),
-  the token the AS-ARM's parallel row would draw at that uniform (a distribution fixed before the
-  round, so e_{j-1} is a function of the context and u_{j-1} only). Every row of a round then
-  comes out of ONE pass of the head (`draft_pass`). Optionally (config.prev_rank = r > 0) each row
-  adds a low-rank logit term on the real previous draft, prev_out(prev_in[d_{j-1}] * (1 +
-  prev_gate(h_j))): a table lookup and a [V, r] matvec per row, not a pass of the head, and d_{j-1}
-  is itself a function of u_<j, so p_j is still fixed before u_j.
-
-Why categorical and not one-hot: the inverse CDF over the vocabulary is computed exactly rather than
-learned; the head learns only the conditional distribution, by distillation against the teacher's
-full rows; and row j is kept with probability 1 - TV(p_j, q_j), the best any coupling can do.
-Exactness does not depend on the head (engine/samplers/ptp.py); its output projection starts at zero.
-
-Training (`python -m engine train --kind ptp --teacher DIR`) distils from the frozen AS-ARM on
-the training corpus: the data tokens play the drafts d_<j (the paper's teacher-forced
-auxiliaries: a data token is what the teacher's inverse CDF returns for a u drawn uniformly
-within that token's CDF interval, so conditioning on u_<j there is conditioning on the data
-prefix), and the target for row j is the teacher's row at r_j given the data prefix. A one-pass
-head gets u_{j-1} uniform within the data token's CDF interval under the teacher's exact row j-1
-(the paper's teacher-forced auxiliaries, its appendix on training) and e_{j-1} from that u.
+Why a head: pipelined ASSD's k parallel rows are drawn independently and so conflict; this small
+causal head reads each row's AS-ARM query state and what came before it (the previous draft in
+"draft" mode, the previous uniform in "onepass" mode) and adds a residual to the AS-ARM's logits.
+Draft j is an inverse-CDF draw of row j at its own uniform, so it is a function of the context and
+u_1..u_j (PTP's form), and the shared speculative test keeps the output exact whatever the head
+learnt; its output projection starts at zero, so an untrained head drafts as pipelined ASSD.
+How it reads, trains and measures: docs/DESIGN.md §7 and §7.1, docs/MODELS.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sampler catalogue: each name maps to a generator of Steps, the model kind it drives, the
 knobs it reads (each knob is described once, in engine.params.KNOBS; `readers` turns the
 catalogue around) and, for samplers that draft with a second network, that network's kind and
-fit check (`SecondModel`, engine/samplers/drafting.py). Each entry (engine/samplers/spec.py
+fit check (`SecondModel`, engine/samplers/drafter_contract.py). Each entry (engine/samplers/spec.py
 `SamplerSpec`) is written at the end of its sampler's module; this module gathers them and reads
 the domains' default samplers from the domain registry.
 
@@ -53,7 +53,7 @@ SAMPLERS: dict[str, SamplerSpec] = {
 
 def readers(knob: str) -> list[str]:
     """The samplers that read a knob (from their catalogue entries), in catalogue order."""
-    return [s.name for s in SAMPLERS.values() if knob in s.params]
+    return [s.name for s in SAMPLERS.values() if knob in s.reads]
 
 
 #: Samplers that also load a second network -> the model kind it must be (from the catalogue above)

@@ -16,7 +16,7 @@ from engine.samplers.acceptance import Verdict, sample_categorical, speculative_
 
 from ..trace import DECIDING_KINDS, Step, StepKind
 from .base import DensityOracle, Recorder
-from .drafting import Drafter
+from .drafter_contract import Drafter
 from .spec import SamplerSpec
 
 
@@ -244,16 +244,16 @@ def _assd_pipelined(ctx, *, k: int, temperature: float) -> Iterator[Step]:
 
 
 SPECS = [
-    SamplerSpec("assd", "asarm", False,
-                "Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
-                "verify them with one density pass. Exact.", _assd),
-    SamplerSpec("assd-bonus", "asarm", False,
-                "ASSD whose density pass also answers the next position: a free token when all drafts pass.",
-                _assd_bonus),
-    SamplerSpec("assd-cache", "asarm", True,
-                "ASSD with a KV cache of decided tokens (rejected drafts rolled back): same samples, less compute.",
-                _assd),
-    SamplerSpec("assd-pipelined", "asarm", True,
-                "One network call per round: each density pass also proposes the next round. Exact.",
-                _assd_pipelined),
+    SamplerSpec(name="assd", kind="asarm", cache=False,
+                help="Any-Subset Speculative Decoding (paper's Algorithm 1): draft k tokens in parallel, "
+                "verify them with one density pass. Exact.", run=_assd),
+    SamplerSpec(name="assd-bonus", kind="asarm", cache=False,
+                help="ASSD whose density pass also answers the next position: a free token when all drafts pass.",
+                run=_assd_bonus),
+    SamplerSpec(name="assd-cache", kind="asarm", cache=True,
+                help="ASSD with a KV cache of decided tokens (rejected drafts rolled back): same samples, less compute.",
+                run=_assd),
+    SamplerSpec(name="assd-pipelined", kind="asarm", cache=True,
+                help="One network call per round: each density pass also proposes the next round. Exact.",
+                run=_assd_pipelined),
 ]

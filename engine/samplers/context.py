@@ -52,7 +52,7 @@ class RunContext:
 
     def steps(self) -> Iterator[Step]:
         """The sampler's steps: its entry's run function with each knob it reads passed by name."""
-        return self.spec.run(self, **{name: self.knobs[name] for name in self.spec.params})
+        return self.spec.run(self, **{name: self.knobs[name] for name in self.spec.reads})
 
     def calls(self) -> float:
         """Network calls so far, in the run's units: the oracle's or the hybrid's counter plus a

@@ -20,12 +20,12 @@ import torch
 from engine.samplers.acceptance import sample_categorical, tempered_probs
 
 from ..errors import IncompatibleModelsError
-from .drafting import Drafter
+from .drafter_contract import Drafter
 from .hybrid_passes import cosine_remaining, nc_pass
 
 
 class DiffusionDrafter(Drafter):
-    """A `Drafter` (engine/samplers/drafting.py), built by engine/samplers/drafters.py's DRAFTERS.
+    """A `Drafter` (engine/samplers/drafter_contract.py), built by engine/samplers/drafters.py's DRAFTERS.
     Drafts a round with T steps of the hybrid's non-causal head, left to right in chunks, so each
     draft's row depends only on the context and earlier drafts (what exactness needs)."""
 

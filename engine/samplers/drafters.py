@@ -1,6 +1,6 @@
 """Proposals that do not come from the AS-ARM itself, and the one place drafters are built.
 
-A drafter (the `Drafter` contract of engine/samplers/drafting.py) returns, for the next positions
+A drafter (the `Drafter` contract of engine/samplers/drafter_contract.py) returns, for the next positions
 of a round, draft tokens and the full proposal rows they were drawn from; ASSD then verifies them
 against the AS-ARM with the shared acceptance routine. Exactness needs only that the proposal is
 fixed before the acceptance randomness is drawn.
@@ -25,7 +25,7 @@ from ..trace import Step
 from .assd import assd_drafted
 from .diffusion_drafter import DiffusionDrafter
 from .diffusion_drafter import check_pair as diffusion_fits
-from .drafting import Drafter, SecondModel
+from .drafter_contract import Drafter, SecondModel
 from .spec import SamplerSpec, knob_names
 
 
@@ -132,14 +132,14 @@ def drafted(name: str) -> Callable[..., Iterator[Step]]:
 
 #: the catalogue's entries (engine.samplers.SAMPLERS) of ASSD drafted by a drafter of the table above
 NGRAM_SPEC = SamplerSpec(
-    "assd-ngram", "asarm", True,
-    "ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
-    drafted("ngram"))
+    name="assd-ngram", kind="asarm", cache=True,
+    help="ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
+    run=drafted("ngram"))
 DIFFUSION_SPEC = SamplerSpec(
-    "assd-diffusion", "asarm", True,
-    "ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
+    name="assd-diffusion", kind="asarm", cache=True,
+    help="ASSD whose drafts come from T masked-diffusion steps of a hybrid on the same tokenizer; "
     "the AS-ARM verifies them. Exact. A few steps per round (default 4) keep drafting cheap.",
-    drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),
+    run=drafted("diffusion"), default_steps=4, second=SecondModel("hybrid", diffusion_fits),
     calls_note="Its calls can exceed the tokens it fills: each round spends a few diffusion steps of the "
                "drafter (counted as calls) before the AS-ARM checks the drafts, and rejected drafts are "
                "redrawn next round.")

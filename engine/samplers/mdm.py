@@ -71,9 +71,9 @@ def _run(ctx, *, steps: int, temperature: float) -> Iterator[Step]:
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "mdm", "hybrid", False,
-    "Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
+    name="mdm", kind="hybrid", cache=False,
+    help="Masked diffusion baseline: T steps on a cosine grid, each samples every masked token "
     "and reveals a schedule-sized random subset. Calls: raw (best case in the notes).",
-    _run,
+    run=_run,
     calls_note="Its calls can exceed the tokens it fills: every one of its steps is a full network pass over "
                "all masked positions, however few tokens that step reveals.")

@@ -41,7 +41,7 @@ from ..errors import IncompatibleModelsError
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
-from .drafting import SecondModel
+from .drafter_contract import SecondModel
 from .spec import SamplerSpec
 
 
@@ -92,7 +92,7 @@ def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[l
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
     round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
-    exactness argument (tests/engine/test_ptp.py replaces this function by one that leaks u_j and watches
+    exactness argument (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and watches
     the enumeration test fail)."""
     m = len(u)
     e_prev = [prev] + [inverse_cdf(base_p[j - 1], u[j - 1]) for j in range(1, m)]
@@ -226,9 +226,9 @@ def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "assd-ptp", "asarm", True,
-    "Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
+    name="assd-ptp", kind="asarm", cache=True,
+    help="Parallel Token Prediction drafts: a small head distilled from the AS-ARM turns one call's "
     "parallel rows into k dependent drafts in one pass (draft j sees the uniforms, and so the "
     "drafts, before it); the next call verifies them and proposes the next round. Exact. Needs "
     "a PTP drafter (text-ptp1, code-ptp).",
-    run_ptp, second=SecondModel("ptp", check_pair, "python -m engine train --kind ptp --teacher {model} ..."))
+    run=run_ptp, second=SecondModel("ptp", check_pair, "python -m engine train --kind ptp --teacher {model} ..."))

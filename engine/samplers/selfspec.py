@@ -117,9 +117,9 @@ def _run(ctx, *, dtau: float, window: str, inner: int, temperature: float) -> It
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)
 SPEC = SamplerSpec(
-    "self-spec", "hybrid", False,
-    "Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
+    name="self-spec", kind="hybrid", cache=False,
+    help="Self-speculative masked diffusion (paper's Algorithm 3): the non-causal head drafts a "
     "window, the causal head verifies it; fractional calls per pass.",
-    _run,
+    run=_run,
     calls_note="Its calls can exceed the tokens it fills: each outer step drafts with one pass and checks "
                "with more, and a rejected window is drafted again.")

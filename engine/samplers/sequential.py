@@ -37,9 +37,9 @@ def _run(ctx, *, temperature: float) -> Iterator[Step]:
 
 
 SPECS = [
-    SamplerSpec("sequential", "asarm", False,
-                "One network call per masked token, left to right: the exact reference.", _run),
-    SamplerSpec("sequential-cache", "asarm", True,
-                "Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
-                "one small call per token. The strongest non-speculative baseline.", _run),
+    SamplerSpec(name="sequential", kind="asarm", cache=False,
+                help="One network call per masked token, left to right: the exact reference.", run=_run),
+    SamplerSpec(name="sequential-cache", kind="asarm", cache=True,
+                help="Sequential decoding with a KV cache of decided tokens: same samples as sequential, "
+                "one small call per token. The strongest non-speculative baseline.", run=_run),
 ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..params import KNOBS
 from ..trace import Step
-from .drafting import SecondModel
+from .drafter_contract import SecondModel
 
 
 def knob_names(fn: Callable) -> tuple[str, ...]:
@@ -49,7 +49,7 @@ def knob_problems(fn: Callable) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplerSpec:
     """One entry of the sampler catalogue: which model kind it drives (the `kind` of
     engine.loading.loaded_model.LoadedModel), whether it caches, its help text, how to run it (the
@@ -68,7 +68,7 @@ class SamplerSpec:
     calls_note: str = ""
 
     @property
-    def params(self) -> tuple[str, ...]:
+    def reads(self) -> tuple[str, ...]:
         """The knobs it reads (names of engine.params.KNOBS): its run function's keyword arguments."""
         return knob_names(self.run)
 

@@ -1,6 +1,6 @@
 """`python -m engine report [--quick]`: the results report, docs/REPORT.md plus PNG figures.
 
-Sections (issue 7): exact samplers against sequential decoding, acceptance explained, the
+Sections: exact samplers against sequential decoding, acceptance explained, the
 self-speculative sampler against MDM, HumanEval single-line infilling, scaling with length and
 masking rate, provenance. Every sentence with a number in it is written from measured values.
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from engine.inputs.domains import studio_domains
 
+from ..bench_samplers import BASELINES, MEASURED
+
 DOMAINS = tuple(studio_domains())  # the report measures the studio's domains (engine/inputs/domains.py)
-EXACT = ["sequential", "sequential-cache", "assd", "assd-cache", "assd-pipelined", "assd-ngram", "assd-diffusion",
-         "assd-ptp"]
-BASELINES = ("sequential", "sequential-cache")  # always measured: uncached reference, strongest baseline
+EXACT = MEASURED  # lab/bench_samplers.py: every exact AS-ARM sampler of the engine's catalogue
 SPECULATIVE = [s for s in EXACT if s not in BASELINES]
 ALPHA = 0.01  # significance level of the exactness checks
 ERROR_MARK = "**error**"  # prefix of notes about a failed section (the test looks for it)

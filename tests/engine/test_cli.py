@@ -15,7 +15,7 @@ from engine.cli import main
 def tiny_world(tmp_path, monkeypatch):
     """Tiny AS-ARM and hybrid (same character tokenizer) listed in INFILL_MODEL_DIRS, and a text
     corpus made of the same characters."""
-    from tests.engine.test_hybrid import save_tiny_hybrid
+    from tests.engine.samplers.test_hybrid import save_tiny_hybrid
     from tools.tiny_models import make_tiny_models
 
     make_tiny_models(tmp_path / "models", names=("text-asarm",))
@@ -127,7 +127,7 @@ def test_default_sampler_is_the_measured_fastest_speculative_one():
     assert set(DEFAULT_SAMPLERS) == {"text", "code", "protein"}
     for domain, choice in DEFAULT_SAMPLERS.items():
         spec = SAMPLERS[choice.sampler]
-        assert spec.kind == "asarm" and "k" in spec.params, "a default that drafts (speculative)"
+        assert spec.kind == "asarm" and "k" in spec.reads, "a default that drafts (speculative)"
         assert choice.sampler not in ("sequential", "sequential-cache")
         assert default_sampler(domain) == choice.sampler
         assert f"{choice.ratio:.2f}x" in cost_sentence(domain)

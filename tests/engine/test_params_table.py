@@ -1,6 +1,6 @@
 """One home for the sampler knobs (issue 23): engine.params.KNOBS. Every knob a sampler reads has a
 row; the engine's checks, the API's and the exactness check's defaults and the CLI's flags are the
-table's (the app's controls: tests/app/test_app_knobs.py)."""
+table's (the app's controls: tests/app/tabs/test_app_knobs.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ NUMERIC = [n for n, k in KNOBS.items() if k.range is not None]
 
 
 def test_every_knob_a_sampler_reads_has_a_table_row():
-    missing = {s.name: [p for p in s.params if p not in KNOBS] for s in SAMPLERS.values()}
+    missing = {s.name: [p for p in s.reads if p not in KNOBS] for s in SAMPLERS.values()}
     assert not {s: m for s, m in missing.items() if m}, f"knobs without a row in engine.params.KNOBS: {missing}"
 
 
@@ -120,7 +120,7 @@ def test_a_run_records_the_knobs_its_sampler_reads_with_their_group():
     assert recorded(("dtau",)) == ["steps", "dtau", "window", "inner"]
     assert recorded(("steps", "temperature")) == ["temperature", "steps", "dtau", "window", "inner"]
     plain = InfillRun("a [MASK] b", sampler="assd", k=3).params  # no grouped knob read: none widened
-    assert set(plain) == {"k", "temperature", "cache", *SAMPLERS["assd"].params}
+    assert set(plain) == {"k", "temperature", "cache", *SAMPLERS["assd"].reads}
     assert (plain["k"], plain["temperature"], plain["cache"]) == (3, 1.0, False)
     assert not {"steps", "dtau", "window", "inner"} & set(plain)
     run = InfillRun("a [MASK] b", sampler="self-spec", inner=2)
@@ -137,7 +137,7 @@ def test_a_two_word_knob_gets_a_hyphenated_flag(monkeypatch):
     from engine.cli import add_knob_args
     from engine.params import Knob
 
-    row = Knob("k_first", int, 0, (0, 64), "How many tokens the first round drafts.")
+    row = Knob(name="k_first", type=int, default=0, range=(0, 64), help="How many tokens the first round drafts.")
     monkeypatch.setattr(engine.params, "KNOBS", {**KNOBS, "k_first": row})
     p = argparse.ArgumentParser()
     add_knob_args(p)

@@ -1,5 +1,5 @@
 """Hand-written mutants of the sampler contract (issue 23): each breaks one promise of one sampler
-or of the run's preparation, and tests/engine/test_sampler_contract.py must fail on every one.
+or of the run's preparation, and tests/engine/samplers/test_sampler_contract.py must fail on every one.
 
     python tests/mutation/contract_mutants.py        # all of them
     python tests/mutation/contract_mutants.py M2 M5  # some
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST = "tests/engine/test_sampler_contract.py"
+TEST = "tests/engine/samplers/test_sampler_contract.py"
 
 #: (name, file, original text, mutated text, pytest -k selection)
 MUTANTS = [
@@ -48,7 +48,7 @@ MUTANTS = [
      "        yield rec(StepKind.DRAFT, rnd, [p - 1 if p else p for p in positions], chain,", "self-spec"),
     ("M7 the n-gram drafter's rows are not normalised", "engine/samplers/drafters.py",
      "            rows.append(row)", "            rows.append(row * 2)", "drafter_contract and ngram"),
-    ("M8 InfillRun no longer refuses a wrong model kind up front", "engine/run_steps.py",
+    ("M8 InfillRun no longer refuses a wrong model kind up front", "engine/run_setup.py",
      "    require_kind(lm, spec)\n", "", "wrong_kind"),
     ("M9 assd-ptp records a first draft other than the one it verifies", "engine/samplers/ptp.py",
      "        yield rec(StepKind.DRAFT, rnd, positions, drafts,",
@@ -56,7 +56,7 @@ MUTANTS = [
      "assd-ptp]"),
     ("M10 the diffusion drafter reports no calls for its passes", "engine/samplers/diffusion_drafter.py",
      "            spent += self.model.config.nc_share", "            spent += 0.0", "diffusion"),
-    ("M11 InfillRun skips the catalogue's drafter fit check", "engine/run_steps.py",
+    ("M11 InfillRun skips the catalogue's drafter fit check", "engine/run_setup.py",
      "        spec.second.check(lm, draft_lm)\n", "", "wrong_kind"),
     ("M12 mdm's entry promises calls <= masked tokens", "engine/samplers/mdm.py",
      '    calls_note="Its calls', '    calls_note="" and "Its calls', "mdm or page"),

@@ -36,34 +36,34 @@ EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
 # a sampler module ends with its catalogue entries, run functions that take the context and the knobs
 # as keyword arguments: test_rounds.py runs the AS-ARM entries on the table model; the hybrid and PTP
 # entries are reached through the catalogue, by the contract test (it runs every entry)
-CONTRACT = "tests/engine/test_sampler_contract.py"
-SAMPLER_TESTS = ["tests/engine/test_rounds.py"]
+CONTRACT = "tests/engine/samplers/test_sampler_contract.py"
+SAMPLER_TESTS = ["tests/engine/samplers/test_rounds.py"]
 # module -> the fast test files that check its rules (mutmut runs, per mutant, only the tests among
 # these that reach the mutated function)
 MODULES: dict[str, list[str]] = {
-    "engine/samplers/acceptance.py": ["tests/engine/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
-                                      "tests/engine/test_nan_path.py"],
+    "engine/samplers/acceptance.py": ["tests/engine/samplers/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
+                                      "tests/engine/samplers/test_nan_path.py"],
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
     "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT],
-    # the hand-built table model and heads (fast); tests/engine/test_ptp.py (a real random head, minutes) stays out
-    "engine/samplers/ptp.py": ["tests/engine/test_ptp_rules.py", CONTRACT],
+    # the hand-built table model and heads (fast); tests/engine/samplers/test_ptp.py (a real random head, minutes) stays out
+    "engine/samplers/ptp.py": ["tests/engine/samplers/test_ptp_rules.py", CONTRACT],
     # the hybrid samplers: a hand-built hybrid with known conditionals (tests/support/hybrid_model.py), in seconds
-    # (tests/engine/test_selfspec.py and tests/engine/test_hybrid.py drive real tiny networks: minutes per mutant)
-    "engine/samplers/selfspec.py": ["tests/engine/test_hybrid_rounds.py", CONTRACT],
-    "engine/samplers/mdm.py": ["tests/engine/test_hybrid_rounds.py", CONTRACT],
-    "engine/samplers/diffusion_drafter.py": ["tests/engine/test_hybrid_rounds.py"],
-    "engine/samplers/hybrid_passes.py": ["tests/engine/test_hybrid_rounds.py"],
-    "engine/inputs/masking.py": ["tests/engine/test_masking_rules.py", "tests/engine/test_inputs.py"],
+    # (tests/engine/samplers/test_selfspec.py and test_hybrid.py drive real tiny networks: minutes per mutant)
+    "engine/samplers/selfspec.py": ["tests/engine/samplers/test_hybrid_rounds.py", CONTRACT],
+    "engine/samplers/mdm.py": ["tests/engine/samplers/test_hybrid_rounds.py", CONTRACT],
+    "engine/samplers/diffusion_drafter.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
+    "engine/samplers/hybrid_passes.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
+    "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
-    "app/views/render.py": ["tests/app/test_render_rules.py",
+    "app/views/render.py": ["tests/app/views/test_render_rules.py",
                       "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
     # the write path row by row against literal rows (tests/storage/test_storage.py takes 10 s a mutant: its
     # SIGKILL and 16-writer tests; it stays in `make test`)
     # a comparison's sides stored in one transaction (RunGroup, Store.record_runs): the app's atomic-compare tests
-    "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
-    "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/test_compare_atomic.py"],
+    "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
+    "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
 }
 # seconds added to a mutant's tests' measured time before the timeout multiplier (mutmut's timeout_constant,
 # default 1): mutmut measures only the tests' call phase, so a module-scoped fixture's set-up and the imports are

@@ -1,5 +1,5 @@
 """The README is a front door and docs/ holds the rest by topic: every link and file path in them
-resolves, no doc names an issue number, the README stays short, its Python example runs, and the
+resolves, no doc and no runtime module names an issue number, the README stays short, its Python example runs, and the
 speed figures it and docs/RESULTS.md quote are the ones the default samplers were chosen by
 (engine.samplers.DEFAULT_SAMPLERS), so a re-measured default cannot leave the docs behind."""
 
@@ -71,6 +71,19 @@ def test_no_doc_names_an_issue_number():
     hits = [f"{doc.relative_to(ROOT)}:{i} {line.strip()}" for doc in [README, *DOCS]
             for i, line in enumerate(doc.read_text().splitlines(), 1) if pattern.search(line)]
     assert not hits, "docs name issue numbers (say what holds now instead):\n" + "\n".join(hits)
+
+
+#: the packages whose code is read as it is, not as it came to be
+CODE = ("app", "engine", "storage", "lab")
+
+
+def test_no_runtime_code_names_an_issue_number():
+    """The docs' rule, for code: a comment or docstring says why, not which issue asked for it."""
+    pattern = re.compile(r"\bissues? #?\d+|\(#\d+\)", re.IGNORECASE)
+    hits = [f"{py.relative_to(ROOT)}:{i} {line.strip()}" for top in CODE
+            for py in sorted((ROOT / top).rglob("*.py")) if "tests" not in py.relative_to(ROOT).parts
+            for i, line in enumerate(py.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hits, "code names issue numbers (say why instead):\n" + "\n".join(hits)
 
 
 def test_the_readme_is_a_front_door():

@@ -1,6 +1,6 @@
 """The tree a newcomer walks into: engine/ grouped by the run with a short root (the runtime only: the
 research tooling is the top-level lab/ beside it), the page in app/ grouped by what a visitor does, tools apart
-from the runtime, and tests/ mirroring the packages.
+from the runtime, and tests/ mirroring the packages (tests/engine/ and tests/app/ down to their subpackages).
 
 Why: a reader finds a concept by its folder (docs/TESTING.md, README "Where things are"). These rules
 keep the grouping from silting up again: a module dropped at engine/'s root, a load test beside the
@@ -37,9 +37,18 @@ def misplaced(root: Path = ROOT) -> list[str]:
         if len(mods) > most:
             out.append(f"{pkg}/ root holds {len(mods)} modules (at most {most}): "
                        f"move some into {sorted(groups)}: {mods}")
-        for d in sorted(p for p in (root / pkg).iterdir() if p.is_dir() and (p / "__init__.py").exists()):
-            if d.name not in groups:
-                out.append(f"{pkg}/{d.name}/ is not one of its groups {sorted(groups)}")
+        subpackages = sorted(p.name for p in (root / pkg).iterdir() if p.is_dir() and (p / "__init__.py").exists())
+        for d in subpackages:
+            if d not in groups:
+                out.append(f"{pkg}/{d}/ is not one of its groups {sorted(groups)}")
+        # tests/<pkg>/ mirrors the package: one test package per subpackage, and no other folder
+        tests = root / "tests" / pkg
+        for d in subpackages:
+            if not (tests / d / "__init__.py").is_file():
+                out.append(f"tests/{pkg}/{d}/ is missing (with its __init__.py): {pkg}/{d}/'s tests go there")
+        for d in sorted(p.name for p in tests.iterdir() if p.is_dir()) if tests.is_dir() else []:
+            if not d.startswith((".", "__")) and d not in subpackages:
+                out.append(f"tests/{pkg}/{d}/ mirrors no subpackage of {pkg}/ {subpackages}")
     for pkg in ("app", "storage"):
         for p in (root / pkg).rglob("*.py"):
             if p.stem in TOOL_NAMES or p.stem.startswith(("loadtest", "soak", "bench")):
@@ -67,8 +76,13 @@ def test_the_layout_check_sees_what_it_must(tmp_path):
     for i in range(APP_ROOT_MAX):
         (tmp_path / "app" / f"m{i}.py").write_text("")
     (tmp_path / "storage").mkdir()
-    (tmp_path / "tests" / "engine").mkdir(parents=True)
+    for tests in ("engine/inputs", "app/run"):
+        (tmp_path / "tests" / tests).mkdir(parents=True)
+        (tmp_path / "tests" / tests / "__init__.py").write_text("")
     assert misplaced(tmp_path) == []
+    (tmp_path / "engine" / "samplers").mkdir()  # a group whose tests have no folder yet
+    (tmp_path / "engine" / "samplers" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "app" / "odds").mkdir()  # a test folder that mirrors nothing
     (tmp_path / "engine" / "one_more.py").write_text("")
     (tmp_path / "engine" / "stuff").mkdir()
     (tmp_path / "engine" / "stuff" / "__init__.py").write_text("")
@@ -83,5 +97,6 @@ def test_the_layout_check_sees_what_it_must(tmp_path):
     found = "\n".join(misplaced(tmp_path))
     for needle in ("engine/ root holds 13", "engine/stuff/", "engine/lab/", "app/loadtest.py", "storage/bench.py",
                    "app/ root holds 13", "app/misc/",
-                   "tests/test_flat.py", "tests/misc/"):
+                   "tests/test_flat.py", "tests/misc/", "tests/engine/samplers/ is missing",
+                   "tests/app/odds/ mirrors no subpackage"):
         assert needle in found, (needle, found)

@@ -84,6 +84,6 @@ def test_postgres_fresh_database_is_at_head() -> None:
 def test_retention_on_postgres(store: Store) -> None:
     """The retention policy (storage.retention) on PostgreSQL: size by pg_total_relation_size,
     deletes cascading (the same checks as on SQLite)."""
-    from tests.app.test_serving import check_retention
+    from tests.app.serving.test_serving import check_retention
 
     check_retention(store)

@@ -1,6 +1,6 @@
 """The bad-input sweep of issue 28, as tables: every case must come back as a readable message,
 through the engine's Python API, through the app's /infill handler and through Gradio's request
-layer (what the HTTP API answers). tests/engine/test_harden_engine.py runs the tables; run this module to
+layer (what the HTTP API answers). tests/engine/loading/test_harden_engine.py runs the tables; run this module to
 print them with the message each case gets:
 
     python -m tests.support.sweep_bad_inputs

@@ -11,7 +11,7 @@ import torch
 
 from engine.models.xlnet_adapter import XLNetOracle
 from engine.models.xlnet_cache import XLNetKV
-from tests.engine.test_xlnet_reference import random_xlnet
+from tests.engine.models.test_xlnet_reference import random_xlnet
 from tests.support.tiny import masked_input, tiny_codec
 from tests.support.xlnet_reference import reference_rows
 

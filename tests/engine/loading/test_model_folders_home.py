@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OLD_HOME = re.compile(r"\bregistry\.ASSETS\b|setattr\(\s*registry\s*,\s*[\"']ASSETS[\"']")
 
 

@@ -1,5 +1,5 @@
 """How a run is built, in four named steps, each a function with its own tests
-(tests/engine/test_run_steps.py); engine.api.InfillRun calls them in this order:
+(tests/engine/test_run_setup.py); engine.api.InfillRun calls them in this order:
 
 1. `resolve_request`: the sampler (the domain's default when none is named), the seed and every
    knob read by its table type and checked against its range (engine.params.read_knobs, the one
@@ -106,7 +106,7 @@ def resolve_request(sampler: str = DOMAIN_DEFAULT, *, domain: str | None = None,
         values["steps"] = spec.default_steps
     # what the run records: k and temperature always (the sessions list shows them), the cache, and
     # every knob its sampler reads (with the rest of that knob's group: engine.params.recorded)
-    params = {n: values[n] for n in recorded({"k", "temperature", *spec.params})}
+    params = {n: values[n] for n in recorded({"k", "temperature", *spec.reads})}
     params["cache"] = spec.cache if cache is None else cache
     return Request(spec, seed, values, params)
 
@@ -139,7 +139,7 @@ def load_models(spec: SamplerSpec, model: str | LoadedModel | None = None, *, do
                 draft_model: str | LoadedModel | None = None, allow_paths: bool = True,
                 device=None) -> tuple[LoadedModel, LoadedModel | None]:
     """Step 2: the run's model (the domain's bundled one of the sampler's kind when none is named) and
-    the drafting network its entry names (engine.samplers.drafting.SecondModel), each checked."""
+    the drafting network its entry names (engine.samplers.drafter_contract.SecondModel), each checked."""
     lm = loaded(model or default_model(domain or "text", spec.kind), allow_paths, device)
     require_kind(lm, spec)
     draft_lm = None

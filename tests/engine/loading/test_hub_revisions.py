@@ -27,7 +27,7 @@ from engine.inputs.tokenization import Codec
 from engine.loading import hub, registry
 from engine.loading import loaded_model as model_loading
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPECIALS = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
 PIECES = ["▁", "a", "b", "c", "▁a", "▁b", "▁c", "▁def", "▁return", "(", ")", ":", "x", "▁x", "f", "▁f"]
 

@@ -37,7 +37,7 @@ def page():
 
 
 def test_the_controls_are_built_from_the_table(page):
-    listed = set(SAMPLERS["assd-cache"].params)
+    listed = set(SAMPLERS["assd-cache"].reads)
     for name, k in KNOBS.items():
         c = page.knobs[name]
         assert page.component(name) is c
@@ -57,7 +57,7 @@ def test_a_sampler_shows_exactly_the_knobs_it_reads(sampler, monkeypatch):
     out = editor.on_sampler(sampler, "text", None)
     vis = {name: u for name, u in out.items() if name in KNOBS}  # the knobs it updates, by name
     assert set(vis) == set(KNOBS)
-    assert {n for n, u in vis.items() if u["visible"]} == set(SAMPLERS[sampler].params)
+    assert {n for n, u in vis.items() if u["visible"]} == set(SAMPLERS[sampler].reads)
 
 
 def test_form_fields_are_the_knobs_and_the_handlers_take_them_in_order():
@@ -79,7 +79,7 @@ def test_a_new_knob_row_reaches_the_form_the_handlers_and_the_api(monkeypatch):
     parameters and the Python API's signature follow the table without being edited."""
     from engine import api, params
 
-    row = params.Knob("nudge", int, 3, (1, 9), "A knob that exists only in this test.")
+    row = params.Knob(name="nudge", type=int, default=3, range=(1, 9), help="A knob that exists only in this test.")
     monkeypatch.setitem(params.KNOBS, "nudge", row)
     try:
         assert form.form_fields() == (*common.FORM_FIELDS, "nudge")
@@ -164,7 +164,7 @@ def test_no_fitting_model_says_so_in_the_status(monkeypatch):
 LATE_ROW_PAGE = """
 import json, pathlib, sys
 from engine import api, params
-params.KNOBS["nudge"] = params.Knob("nudge", int, 3, (1, 9), "A knob that exists only in this test.")
+params.KNOBS["nudge"] = params.Knob(name="nudge", type=int, default=3, range=(1, 9), help="A knob that exists only in this test.")
 params.with_knobs(api.InfillRun.__init__, after="seed")
 from tests.support import sweep_bad_inputs as sweep
 root = pathlib.Path(sys.argv[1])
@@ -172,7 +172,7 @@ sweep.setup(root)
 from app import create
 from app.stored import store as app_store
 from storage import open_store
-from tests.app.test_app_knobs import restore_outputs
+from tests.app.tabs.test_app_knobs import restore_outputs
 app_store._store = open_store(f"sqlite:///{root / 'studio.db'}")
 demo = create()
 infill = next(f for f in demo.fns.values() if f.api_name == "infill")
@@ -207,7 +207,7 @@ def test_a_knob_row_added_after_publication_keeps_the_http_api_as_published(tmp_
 
     assert list(sweep.FORM) == list(form.PUBLISHED_FIELDS)  # the request below: the published values only
     before = restore_outputs(create())
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-c", LATE_ROW_PAGE, str(tmp_path)], cwd=root, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -16,7 +16,7 @@ from engine.api import InfillRun, infill, score
 from engine.cli import main as engine_main
 from engine.errors import IncompatibleModelsError, ModelNotFoundError
 from engine.loading import hub, registry
-from tests.engine.test_xlnet_adapter import save_tiny_xlnet
+from tests.engine.models.test_xlnet_adapter import save_tiny_xlnet
 
 HUB_ID = "someorg/tiny-xlnet"
 

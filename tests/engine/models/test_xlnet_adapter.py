@@ -9,7 +9,7 @@ from transformers import XLNetConfig, XLNetLMHeadModel
 from engine.api import InfillRun
 from engine.errors import IncompatibleModelsError
 from engine.loading import registry
-from tests.engine.test_assd_exactness import histogram
+from tests.engine.samplers.test_assd_exactness import histogram
 from tests.support.tiny import exact_distribution, g_test, masked_input, tiny_codec
 
 

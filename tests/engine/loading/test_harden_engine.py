@@ -26,7 +26,7 @@ from engine.loading import hub, registry
 from tests.support import sweep_bad_inputs as sweep
 from tests.support.studio import restore_env
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.filterwarnings("ignore:.*:UserWarning:gradio")  # the handler's toasts outside a request
 
 
@@ -148,7 +148,7 @@ def test_eight_concurrent_first_loads_in_a_fresh_process_all_succeed(tmp_path):
     """The probe's cold start: 8 threads load a transformers-backed model (a hybrid) at once in a
     process that has not imported transformers yet. Without the load lock 7 failed with
     "cannot import name 'AutoConfig' from 'transformers'"."""
-    from tests.engine.test_hybrid import save_tiny_hybrid
+    from tests.engine.samplers.test_hybrid import save_tiny_hybrid
 
     folder = save_tiny_hybrid(tmp_path / "tiny-hybrid")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
@@ -163,7 +163,7 @@ def test_eight_concurrent_first_loads_in_a_fresh_process_all_succeed(tmp_path):
 
 
 def _tiny_models(root: Path) -> dict[str, Path]:
-    from tests.engine.test_hybrid import save_tiny_hybrid
+    from tests.engine.samplers.test_hybrid import save_tiny_hybrid
     from tools.tiny_models import make_tiny_models
 
     make_tiny_models(root, ("text-asarm", "protein-asarm"))

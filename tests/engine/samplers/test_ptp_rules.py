@@ -14,7 +14,7 @@ sampler should produce has a reference computed apart from engine/samplers/ptp.p
 * the helpers (`row_inputs`, `known_window`, `check_pair`, `run_ptp`) against values written out.
 
 The table model is a dictionary look-up and the heads are table look-ups too, so each test takes
-seconds: `make mutation` runs this file for engine/samplers/ptp.py (tests/engine/test_ptp.py keeps the
+seconds: `make mutation` runs this file for engine/samplers/ptp.py (tests/engine/samplers/test_ptp.py keeps the
 end-to-end checks with a real, random PtpHead on the tiny AS-ARM).
 """
 
@@ -32,8 +32,10 @@ import torch
 from engine.errors import IncompatibleModelsError
 from engine.samplers.ptp import SPEC, assd_ptp, check_pair, known_window, row_inputs, run_ptp
 from engine.trace import DECIDING_KINDS, StepKind
-from tests.engine.test_acceptance_rule import inverse_cdf  # the reference draw, written apart from engine.samplers.acceptance
-from tests.engine.test_rounds import FOUR, SALT, SCALE, SIX, check_trace, outcome
+from tests.engine.samplers.test_acceptance_rule import (
+    inverse_cdf,  # the reference draw, written apart from engine.samplers.acceptance
+)
+from tests.engine.samplers.test_rounds import FOUR, SALT, SCALE, SIX, check_trace, outcome
 from tests.support.rounds_model import CODEC, TableOracle, V, exact_joint, make_input, recorder, table_logits
 from tests.support.tiny import g_test
 
@@ -501,7 +503,7 @@ def test_run_ptp_wires_the_run_and_says_which_head_drafts(monkeypatch):
 
 
 def test_catalogue_entry():
-    assert (SPEC.name, SPEC.kind, SPEC.cache, SPEC.params, SPEC.run) == ("assd-ptp", "asarm", True,
+    assert (SPEC.name, SPEC.kind, SPEC.cache, SPEC.reads, SPEC.run) == ("assd-ptp", "asarm", True,
                                                                           ("k", "temperature"), run_ptp)
     assert SPEC.second.kind == "ptp" and SPEC.second.check is check_pair and "--kind ptp" in SPEC.second.how
 

@@ -61,7 +61,7 @@ def test_a_replay_looks_the_tokenizer_up_once(studio, codec_loads):
 
 
 def test_the_speedup_reruns_take_the_models_the_run_holds(studio, monkeypatch):
-    import engine.run_steps
+    import engine.run_setup
     from app.run import streaming
     from app.timing import speedup
 
@@ -72,7 +72,7 @@ def test_the_speedup_reruns_take_the_models_the_run_holds(studio, monkeypatch):
     def no_registry(*a, **kw):
         raise AssertionError("the rerun went through the registry")
 
-    monkeypatch.setattr(engine.run_steps, "load", no_registry)
+    monkeypatch.setattr(engine.run_setup, "load", no_registry)
     for sampler in (speedup.BASELINE_SAMPLER, live.run.spec.name):
         rerun = speedup._rerun(live, sampler)
         assert rerun.lm is live.run.lm and rerun.mi is live.run.mi

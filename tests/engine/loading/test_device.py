@@ -20,7 +20,7 @@ from engine.errors import BadParameterError
 from engine.loading import registry
 from engine.loading.device import resolve_device
 from engine.trace import decided_tokens
-from tests.engine.test_hybrid import save_tiny_hybrid
+from tests.engine.samplers.test_hybrid import save_tiny_hybrid
 from tests.support.tiny import masked_input, save_tiny_asarm
 
 META = torch.device("meta")
@@ -88,7 +88,7 @@ def test_every_sampler_runs_with_the_model_on_the_device(folders, sampler, which
 
 
 def test_xlnet_adapter_on_the_device(tmp_path):
-    from tests.engine.test_xlnet_adapter import save_tiny_xlnet
+    from tests.engine.models.test_xlnet_adapter import save_tiny_xlnet
 
     lm = registry.load(str(save_tiny_xlnet(tmp_path / "tiny-xlnet")))
     mi = masked_input(lm.codec, {0: "a", 3: "c"}, 5)

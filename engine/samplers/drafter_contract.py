@@ -5,7 +5,8 @@ that each draft's proposal row is fixed before the acceptance randomness of that
 depends only on the context and on the drafts of earlier ranks (the verification walks left to
 right). A drafter that broke this would still produce plausible text, so no output check would
 notice; the rule is stated here, once, so a new drafter is written against it and the exactness
-tests (tests/engine/test_rounds.py, tests/engine/test_selfspec.py, tests/engine/test_sampler_contract.py) hold it to it.
+tests (tests/engine/samplers/test_rounds.py, tests/engine/samplers/test_selfspec.py,
+tests/engine/samplers/test_sampler_contract.py) hold it to it.
 
 Adding a drafter (docs/EXTENDING.md, "Add a drafter"): a class with `propose` (below), one row in engine/samplers/drafters.py's
 DRAFTERS (how it is built from a RunContext), one catalogue entry beside it (a `SamplerSpec`,

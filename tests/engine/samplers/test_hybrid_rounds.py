@@ -427,7 +427,7 @@ def hybrid_ctx(model, mi, seed, kind="hybrid"):
 
 
 def _reads(spec) -> dict:
-    return {n: HYBRID_KNOBS[n] for n in spec.params}
+    return {n: HYBRID_KNOBS[n] for n in spec.reads}
 
 
 def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
@@ -455,11 +455,11 @@ def test_catalogue_entries_run_the_samplers_with_the_runs_knobs():
         with pytest.raises(IncompatibleModelsError, match="table-hybrid is a asarm model; this sampler needs a hybrid"):
             spec.run(hybrid_ctx(TableHybrid(), mi, 0, kind="asarm"), **_reads(spec))
     s = selfspec_mod.SPEC
-    assert (s.name, s.kind, s.cache, s.params, s.calls_bounded, s.second) == \
+    assert (s.name, s.kind, s.cache, s.reads, s.calls_bounded, s.second) == \
         ("self-spec", "hybrid", False, ("dtau", "window", "inner", "temperature"), False, None)
     assert s.default_steps == 32 and s.help.startswith("Self-speculative")
     s = mdm_mod.SPEC
-    assert (s.name, s.kind, s.cache, s.params, s.calls_bounded, s.second) == \
+    assert (s.name, s.kind, s.cache, s.reads, s.calls_bounded, s.second) == \
         ("mdm", "hybrid", False, ("steps", "temperature"), False, None)
     assert s.default_steps == 32 and s.help.startswith("Masked diffusion")
 

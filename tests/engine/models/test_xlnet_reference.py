@@ -12,7 +12,7 @@ from transformers import XLNetConfig, XLNetLMHeadModel
 from engine.inputs.masking import parse_masked_text
 from engine.inputs.tokenization import ASSD_CODE_MAP, Codec
 from engine.models.xlnet_adapter import XLNetOracle, banned_ids
-from tests.engine.test_hub_revisions import SPECIALS, xlnet_style_tokenizer
+from tests.engine.loading.test_hub_revisions import SPECIALS, xlnet_style_tokenizer
 from tests.support.xlnet_reference import reference_rows
 
 TEXT = "a b [MASK:4] c a [MASK:2] b"

@@ -1,4 +1,4 @@
-"""The four named steps a run is built in (engine/run_steps.py), each on its own: resolve the
+"""The four named steps a run is built in (engine/run_setup.py), each on its own: resolve the
 request, load the models, parse the input, admit it. engine.api.InfillRun is those four in order
 (tests/engine/test_params_table.py and test_sampler_contract.py hold the whole)."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import engine.run_steps as steps
+import engine.run_setup as steps
 from engine.budget import Budget
 from engine.errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
 from engine.params import KNOBS
-from engine.run_steps import admit, load_models, parse_input, resolve_request
+from engine.run_setup import admit, load_models, parse_input, resolve_request
 from engine.samplers import SAMPLERS, default_sampler
 from tests.support.tiny import masked_input
 

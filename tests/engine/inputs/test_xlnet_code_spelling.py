@@ -20,7 +20,7 @@ from transformers import XLNetTokenizer
 
 from engine.inputs.masking import parse_masked_text
 from engine.inputs.tokenization import ASSD_CODE_MAP, Codec
-from tests.engine.test_hub_revisions import SPECIALS, standin_xlnet_tokenizer
+from tests.engine.loading.test_hub_revisions import SPECIALS, standin_xlnet_tokenizer
 
 AUTHORS_ORDER = [("\n", "<cls>"), ("\t", "<sep>"), ("  ", "<unk>"), ("   ", "<pad>")]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

@@ -22,12 +22,12 @@ from engine.inputs.masking import MaskedInput
 from engine.loading import registry
 from engine.samplers import SAMPLERS
 from engine.samplers.context import RunContext
+from engine.samplers.drafter_contract import Drafter
 from engine.samplers.drafters import DRAFTERS, build_drafter
-from engine.samplers.drafting import Drafter
 from engine.samplers.spec import SamplerSpec, knob_names, knob_problems
 from engine.trace import DECIDING_KINDS, PASS_KINDS, Step, StepKind
-from tests.engine.test_hybrid import save_tiny_hybrid
-from tests.engine.test_ptp import save_tiny_ptp
+from tests.engine.samplers.test_hybrid import save_tiny_hybrid
+from tests.engine.samplers.test_ptp import save_tiny_ptp
 from tests.support.tiny import masked_input
 
 #: visible characters of the length-6 inputs: one, none, both ends, a gap in the middle
@@ -133,7 +133,7 @@ def test_every_sampler_keeps_the_contract_on_its_model_kind(models, name):
     for visible in VISIBLE:
         mi = masked_input(codec, visible, 6)
         for seed in SEEDS:
-            for k in KS if "k" in SAMPLERS[name].params else KS[:1]:
+            for k in KS if "k" in SAMPLERS[name].reads else KS[:1]:
                 _check_run(_run(models, name, mi, seed, k), mi)
 
 
@@ -221,13 +221,13 @@ def test_the_page_warns_of_extra_calls_exactly_where_the_catalogue_makes_no_prom
 
 @pytest.mark.parametrize("name", [n for n, s in SAMPLERS.items() if s.second is not None])
 def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models, name, monkeypatch):
-    import engine.run_steps as run_steps
+    import engine.run_setup as run_setup
     from engine.errors import ModelNotFoundError
 
     def none_bundled(domain, kind):
         raise ModelNotFoundError(f"no {domain}-{kind}")
 
-    monkeypatch.setattr(run_steps, "default_model", none_bundled)
+    monkeypatch.setattr(run_setup, "default_model", none_bundled)
     spec = SAMPLERS[name]
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
     with pytest.raises(ModelNotFoundError, match=f"{name} drafts with a {spec.second.kind} model") as e:
@@ -284,8 +284,8 @@ def test_an_entrys_knobs_are_its_samplers_typed_keyword_arguments(name):
     spec = {**SAMPLERS, **WRONG_SAMPLERS}[name]
     assert knob_problems(spec.run) == [], name
     sig = inspect.signature(spec.run).parameters
-    assert spec.params == tuple(n for n, p in sig.items() if p.kind is p.KEYWORD_ONLY) and spec.params
-    assert "temperature" in spec.params
+    assert spec.reads == tuple(n for n, p in sig.items() if p.kind is p.KEYWORD_ONLY) and spec.reads
+    assert "temperature" in spec.reads
 
 
 @pytest.mark.parametrize("name", list(DRAFTERS))
@@ -293,7 +293,7 @@ def test_a_drafter_builders_knobs_keep_the_same_rule_and_reach_its_entry(name):
     build = DRAFTERS[name]
     assert knob_problems(build) == [], name
     entry = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
-    assert set(knob_names(build)) <= set(entry.params)
+    assert set(knob_names(build)) <= set(entry.reads)
 
 
 def test_the_signature_check_refuses_what_breaks_the_rule():
@@ -312,8 +312,8 @@ def test_the_signature_check_refuses_what_breaks_the_rule():
     assert knob_problems(hidden) == ["*knobs: every knob is named in the signature"]
     assert knob_problems(positional) == ["takes 2 positional parameters; a run function takes the context only"]
     assert knob_problems(untyped) and "annotated" in knob_problems(untyped)[0]
-    entry = SamplerSpec("x", "asarm", False, "help", wrong_type)
-    assert entry.params == ("k", "temperature")
+    entry = SamplerSpec(name="x", kind="asarm", cache=False, help="help", run=wrong_type)
+    assert entry.reads == ("k", "temperature")
 
 
 def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
@@ -325,7 +325,7 @@ def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
         seen.update(k=k, temperature=temperature)
         return iter(())
 
-    spec = SamplerSpec("spy", "asarm", False, "help", spy)
+    spec = SamplerSpec(name="spy", kind="asarm", cache=False, help="help", run=spy)
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
     ctx = RunContext(models["asarm"], mi, spec, {"k": 7, "temperature": 0.3, "dtau": 0.5, "cache": False}, 0)
     assert list(ctx.steps()) == [] and seen == {"k": 7, "temperature": 0.3}
@@ -337,7 +337,7 @@ def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
 @pytest.fixture(scope="module")
 def tiny_xlnet(tmp_path_factory):
     """A tiny random Hugging Face XLNet on the same 'abc' tokenizer (the adapter, cached and uncached)."""
-    from tests.engine.test_xlnet_adapter import save_tiny_xlnet
+    from tests.engine.models.test_xlnet_adapter import save_tiny_xlnet
 
     return registry.load(str(save_tiny_xlnet(tmp_path_factory.mktemp("contract-xl") / "tiny-xlnet")))
 
@@ -355,5 +355,5 @@ def test_every_asarm_sampler_keeps_the_contract_on_an_xlnet(models, tiny_xlnet, 
     for visible in VISIBLE:
         mi = masked_input(codec, visible, 6)
         for seed in SEEDS[:2]:
-            for k in KS if "k" in SAMPLERS[name].params else KS[:1]:
+            for k in KS if "k" in SAMPLERS[name].reads else KS[:1]:
                 _check_run(_run({**models, "asarm": tiny_xlnet}, name, mi, seed, k), mi)

@@ -18,7 +18,7 @@ from engine.exactness.result import from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS
 from engine.loading import registry
 from engine.samplers import SAMPLERS
-from tests.engine.test_hybrid import tiny_hybrid
+from tests.engine.samplers.test_hybrid import tiny_hybrid
 from tests.support.tiny import exact_distribution, masked_input, save_tiny_asarm, tiny_codec
 
 TEXT = "[MASK:1]b[MASK:2]"  # positions 0, 2 and 3 masked: 27 fills over the alphabet 'abc'
@@ -27,7 +27,7 @@ N = 300
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The mutation tests' tiny AS-ARM (seed 56, weights N(0, 0.8)) on 'xbxx' (tests/engine/test_mutations.py
+    """The mutation tests' tiny AS-ARM (seed 56, weights N(0, 0.8)) on 'xbxx' (tests/engine/samplers/test_mutations.py
     asserts its conditionals depend on each other by TV >= 0.1: parallel decoding is far from the chain)."""
     folder = save_tiny_asarm(tmp_path_factory.mktemp("exact") / "asarm", seed=56, length=4, scale=0.8)
     return folder, registry.load(str(folder))

@@ -517,7 +517,7 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
                                 extra_calls=[0.0], drafter_passes=[0], lm=types.SimpleNamespace(codec=CODEC))
     spec = SAMPLERS[entry]
     knobs = {"k": k, "temperature": temperature}  # any other knob an entry reads: the table's default
-    got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.params}))
+    got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.reads}))
 
     def shape(steps):
         return [(s.kind, tuple(s.positions), tuple(s.tokens)) for s in steps]

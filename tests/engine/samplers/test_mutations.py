@@ -21,8 +21,8 @@ from engine.loading import registry
 from engine.models.asarm import KVCache
 from engine.samplers.acceptance import Verdict, sample_categorical, tempered_probs, uniform
 from engine.samplers.oracle import AsArmOracle
-from tests.engine.test_assd_exactness import histogram
-from tests.engine.test_hybrid import tiny_hybrid
+from tests.engine.samplers.test_assd_exactness import histogram
+from tests.engine.samplers.test_hybrid import tiny_hybrid
 from tests.support.tiny import (
     ALPHABET,
     asarm_dependence,
@@ -70,7 +70,7 @@ def hybrid():
     block's token embedding and output projection are scaled by 6, so the causal targets depend
     strongly on the chain (what M6 gets wrong)."""
     from engine.samplers.hybrid_passes import causal_pass, model_ids, nc_pass
-    from tests.engine.test_selfspec import _exact
+    from tests.engine.samplers.test_selfspec import _exact
 
     model = tiny_hybrid(seed=11, length=4, scale=1.0)
     with torch.no_grad():
@@ -114,7 +114,7 @@ def pvalue(asarm, exact, sampler: str, mutated: bool = True, **kw) -> float:
 
 
 def self_spec_counts(hybrid) -> Counter:
-    from tests.engine.test_selfspec import _sample
+    from tests.engine.samplers.test_selfspec import _sample
 
     model, mi, _ = hybrid
     gen = torch.Generator().manual_seed(11)
@@ -277,7 +277,7 @@ def test_untempered_likelihood_is_rejected(asarm, exact):
 
 def test_self_spec_likelihood_without_inner_loops_is_rejected(hybrid):
     """L2: Proposition 3.1 with one verify loop for a run with two (the re-targeting forgotten)."""
-    from tests.engine.test_selfspec import _exact
+    from tests.engine.samplers.test_selfspec import _exact
 
     model, mi, exact = hybrid
     wrong = _exact(model, mi, ORDER, **{**SELF_SPEC, "inner": 1})

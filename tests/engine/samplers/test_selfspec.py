@@ -21,7 +21,7 @@ from engine.samplers.oracle import AsArmOracle
 from engine.samplers.selfspec import self_spec, window_size
 from engine.samplers.selfspec_likelihood import log_prob_given_order, log_prob_marginal
 from engine.trace import DECIDING_KINDS, StepKind
-from tests.engine.test_hybrid import tiny_hybrid
+from tests.engine.samplers.test_hybrid import tiny_hybrid
 from tests.support.tiny import ALPHABET, exact_distribution, g_test, masked_input, residual_from_q, save_tiny_asarm, tiny_codec
 
 

@@ -14,7 +14,7 @@ from engine.inputs import domains
 from engine.inputs.domains import CORPORA, DOMAINS, Domain, studio_domains
 from engine.inputs.tokenization import Codec, char_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_bundled_model_belongs_to_its_domain_and_every_listed_one_is_bundled():
@@ -58,7 +58,8 @@ def test_studio_domains_have_examples_with_masks():
 @pytest.fixture
 def dna(monkeypatch):
     """A DNA domain added the way a contributor adds one: a registry entry (nothing else)."""
-    entry = Domain("dna", "DNA", True, (6, ""), "chars", None, "", "test data", (), alphabet="ACGT", fluent_ppl=3,
+    entry = Domain(name="dna", about="DNA", studio=True, span=(6, ""), tokenizer="chars", separator=None,
+                   quality="", data="test data", models=(), alphabet="ACGT", fluent_ppl=3,
                    normalise=lambda t: (t.upper(), "upper-cased" if t != t.upper() else ""),
                    examples=("ACGT[MASK]ACGT[MASK:2]",))
     monkeypatch.setitem(DOMAINS, "dna", entry)
