@@ -127,8 +127,7 @@ class InfillRun:
     def stream(self) -> Iterator[Step]:
         """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
-        ctx = RunContext(self.lm, self.mi, self.spec, {**self.knobs, "cache": self.params["cache"]}, self.seed,
-                         self.draft_lm)
+        ctx = RunContext(self.lm, self.mi, self.spec, self.knobs, self.seed, self.draft_lm, cache=self.params["cache"])
         self.drafter_passes = ctx.drafter_passes
         self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         for lm in (self.lm, self.draft_lm):

@@ -20,7 +20,9 @@ Refusing here, before a model loads, is what keeps `steps=2.5` from failing mid-
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .errors import BadParameterError
 
@@ -106,6 +108,62 @@ def read_knobs(given: dict[str, object], served: bool = False) -> dict[str, obje
                                         f"({k.help})")
         out[name] = v
     return out
+
+
+class KnobValues(Mapping):
+    """Every knob's value for one run, settled once where the request enters (`settle`) and read,
+    never filled again, by everything after it: the sampler's keyword arguments (RunContext), what
+    the run records and stores (`recorded`), the speed-up rerun and the exactness check and its law.
+    Frozen, so no reader can change a value another reader sees. Why one value: with defaults filled
+    at each reader, a knob added to the table needed a line in each, and two readers could disagree
+    on a value the caller left out."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, object]):
+        missing = [n for n in KNOBS if n not in values]
+        if missing or set(values) - set(KNOBS):
+            raise ValueError(f"KnobValues holds every knob of the table and no other: {sorted(values)}")
+        object.__setattr__(self, "_values", MappingProxyType(dict(values)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("KnobValues is frozen: settle() builds a new one")
+
+    def __getitem__(self, name: str) -> object:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"KnobValues({dict(self._values)!r})"
+
+    def __reduce__(self):  # copies and pickles (a page's state may be copied) rebuild it whole
+        return (KnobValues, (dict(self._values),))
+
+
+def refuse_unknown(given: Mapping[str, object], who: str) -> None:
+    """BadParameterError naming every given name that is not a knob of the table (`who`: what was called)."""
+    unknown = sorted(set(given) - set(KNOBS))
+    if unknown:
+        raise BadParameterError(f"{who} got unknown argument(s) {', '.join(unknown)}; its sampler knobs "
+                                f"are {', '.join(KNOBS)}.")
+
+
+def settle(given: Mapping[str, object], *, default_steps: int | None = None, served: bool = False,
+           who: str = "InfillRun") -> KnobValues:
+    """The one place a request's knobs become values: unknown names refused (`refuse_unknown`), each
+    given value read by its type and checked against its range, every other one the table's default
+    (`read_knobs`), and steps, whose default is the sampler's own, `default_steps` (None: left None,
+    for a caller that runs several samplers, each with its own)."""
+    refuse_unknown(given, who)
+    values = read_knobs(given, served)
+    if values["steps"] is None and default_steps is not None:
+        values["steps"] = default_steps
+    return KnobValues(values)
 
 
 def recorded(reads: set[str] | tuple[str, ...]) -> list[str]:

@@ -28,7 +28,7 @@ from engine.loading.registry import default_model, load
 
 from .budget import Budget
 from .errors import BadParameterError, IncompatibleModelsError, ModelNotFoundError
-from .params import KNOBS, read_knobs, recorded, seed_number
+from .params import KnobValues, recorded, refuse_unknown, seed_number, settle
 from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 
 
@@ -73,14 +73,15 @@ def loaded(model: str | LoadedModel, allow_paths: bool = True, device=None) -> L
     return model if isinstance(model, LoadedModel) else load(model, allow_paths, device)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Request:
-    """A run's request, resolved: its catalogue entry, its seed, every knob's value (read by the
-    table's type, range-checked; steps: the sampler's own where not given) and what it records."""
+    """A run's request, resolved: its catalogue entry, its seed, every knob's value (settled once,
+    engine.params.settle: read by the table's type, range-checked; steps: the sampler's own where not
+    given) and what it records."""
 
     spec: SamplerSpec
     seed: int
-    knobs: dict[str, object]
+    knobs: KnobValues
     params: dict[str, object]  # what the run records: its sampler's knobs (with their group) and the cache
 
 
@@ -91,24 +92,19 @@ def resolve_request(sampler: str = DOMAIN_DEFAULT, *, domain: str | None = None,
     """Step 1: which sampler, which seed, which knob values, what is recorded (see the module's doc).
     `served`: a run a server admits (one with a budget) takes the page's knob ranges (read_knobs)."""
     knobs = knobs or {}
-    unknown = sorted(set(knobs) - set(KNOBS))
-    if unknown:
-        raise BadParameterError(f"InfillRun got unknown argument(s) {', '.join(unknown)}; its sampler knobs "
-                                f"are {', '.join(KNOBS)}.")
+    refuse_unknown(knobs, "InfillRun")  # before the sampler is resolved, which may load a model
     if sampler == DOMAIN_DEFAULT:  # the domain's default (engine.samplers.DEFAULT_SAMPLERS)
         sampler = default_sampler(domain or (loaded(model, allow_paths, device).domain if model else "text"))
     if sampler not in SAMPLERS:
         raise BadParameterError(f"Unknown sampler {sampler[:40]!r}. Choose one of: {', '.join(SAMPLERS)}.")
     spec = SAMPLERS[sampler]
     seed = seed_number(seed)  # the one seed rule (engine.params.seed_number)
-    values = read_knobs(knobs, served)  # each knob read by the table's type and range, or its default
-    if values["steps"] is None:
-        values["steps"] = spec.default_steps
+    values = settle(knobs, default_steps=spec.default_steps, served=served)  # the run's one knob value
     # what the run records: k and temperature always (the sessions list shows them), the cache, and
     # every knob its sampler reads (with the rest of that knob's group: engine.params.recorded)
     params = {n: values[n] for n in recorded({"k", "temperature", *spec.reads})}
     params["cache"] = spec.cache if cache is None else cache
-    return Request(spec, seed, values, params)
+    return Request(spec=spec, seed=seed, knobs=values, params=params)
 
 
 #: what each model kind is, in the words of a refusal

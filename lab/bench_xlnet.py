@@ -19,7 +19,7 @@ import torch
 from engine.inputs.masking import MaskedInput
 from engine.inputs.tokenization import Codec, char_tokenizer
 from engine.loading.loaded_model import LoadedModel
-from engine.models.xlnet_adapter import XLNetOracle
+from engine.samplers.oracle import XLNetOracle
 
 VOCAB = 32000
 

@@ -40,7 +40,7 @@ from engine.inputs.domains import DOMAINS as REGISTRY
 
 from .code_sources import CODE_FRACTIONS, CODE_SEPARATOR, fetch_code  # noqa: F401
 
-# Re-exported: every name that lived here before the split stays importable from lab.data.
+# Re-exported: scripts and tests import these names from lab.data, the corpora's front door.
 from .corpus_clean import (  # noqa: F401
     LEAK_KMER,
     LEAK_STRIDE,

@@ -29,7 +29,7 @@ from engine.inputs.domains import DOMAINS, studio_domains
 from engine.inputs.masking import parse_masked_text
 from engine.loading.registry import available, load
 
-from .cards import DATA_TEXT, KIND_TEXT, stored_dtype, train_command, write_card  # noqa: F401 (their old home)
+from .cards import DATA_TEXT, KIND_TEXT, stored_dtype, train_command, write_card  # noqa: F401 (callers import them from here)
 from .metrics import spelling_accuracy, train_words
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain

@@ -16,7 +16,7 @@ from app.run.inputs import check_sentinels, check_text, normalize
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
-from engine.params import KNOBS, SEED, SEED_RULE, read_knob, seed_number
+from engine.params import KNOBS, SEED, SEED_RULE, read_knob, refuse_unknown, seed_number
 from engine.samplers import SAMPLERS
 
 #: one plain sentence per knob, shown at the control (its range follows it there): the table's
@@ -99,9 +99,7 @@ class Form:
 
     def __init__(self, domain: str, model: str | None, text: str, sampler: str, seed: object = SEED.default,
                  **knobs: object):
-        unknown = sorted(set(knobs) - set(KNOBS))
-        if unknown:
-            raise BadParameterError(f"Unknown setting(s) {', '.join(unknown)}; the knobs are {', '.join(KNOBS)}.")
+        refuse_unknown(knobs, "Form")  # the engine's one check of knob names
         self.domain, self.model, self.text, self.sampler, self.seed = domain, model, text, sampler, seed
         self.knobs: dict[str, object] = {name: knobs.get(name, k.page_default) for name, k in KNOBS.items()}
         self.note = ""  # what the domain's normaliser changed in the text (prepare() reads it, once)

@@ -36,6 +36,7 @@ from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
 from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
+from engine.params import KNOBS
 
 from .common import Page, components, guarded, named, status_md, warn
 
@@ -263,7 +264,8 @@ def restore_updates(p: Page, share_id: str, res: CheckResult, request=None) -> d
         p.ex_model: gr.update(choices=sorted(set(model_choices()) | {res.model}), value=res.model),
         p.ex_samplers: [r.name for r in res.samplers],
         p.ex_n: res.samples, p.ex_seed: res.seed,
-        p.ex_temperature: res.params.get("temperature", 1.0), p.ex_k: res.params.get("k", 5),
+        p.ex_temperature: res.params.get("temperature", KNOBS["temperature"].default),
+        p.ex_k: res.params.get("k", KNOBS["k"].default),
         p.ex_status: status_md(f"Restored exactness check {share_id}: its chart and table are read from the "
                                 "store; no model was run. Press Run the check to sample it again.", "ok"),
         p.ex_plot: figure(res), p.ex_table: table_html(res), p.ex_link: share.share_link(request, share_id),
@@ -294,8 +296,10 @@ def layout(p: Page) -> None:
         p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=DEFAULT_SAMPLES, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
-        p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
-        p.ex_k = gr.Number(label="k (drafts per round)", value=5, precision=0, minimum=1, maximum=64)
+        t, k = KNOBS["temperature"], KNOBS["k"]  # their ranges (and k's start value): the knob table's
+        p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=t.range[0], maximum=t.range[1])
+        p.ex_k = gr.Number(label="k (drafts per round)", value=k.default, precision=0, minimum=k.range[0],
+                           maximum=k.range[1])
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
     p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")

@@ -71,9 +71,8 @@ def speedup_seconds() -> float:
 def _rerun(live: Live, sampler: str) -> InfillRun:
     """The finished run again (same masked input, model, seed and knobs), or with another sampler."""
     run = live.run
-    p = run.params
     same = sampler == run.spec.name
-    knobs = {name: p.get(name, k.default) for name, k in KNOBS.items()}  # the run's, else the table's default
+    knobs = dict(run.knobs)  # the values the run was settled with (engine.params.settle)
     if not same:  # another sampler: its own draft length and step count
         knobs.update(k=KNOBS["k"].default, steps=KNOBS["steps"].default)
     # the models the run holds, not their names: no second trip through the registry

@@ -46,7 +46,7 @@ def _records(chk: ExactnessCheck, counts: Counter) -> Records:
     out: list[FillRecord] = []
     for fill, c in sorted(counts.items()):
         if fill not in cache:
-            cache[fill] = fill_record(chk.lm, chk.mi, fill, chk.params["temperature"], chk.params["k"])
+            cache[fill] = fill_record(chk.lm, chk.mi, fill, chk.knobs["temperature"], chk.knobs["k"])
         out += [cache[fill]] * c
     return Records.of(out, len(chk.mi.masked))
 
@@ -59,7 +59,7 @@ def contrast_records(chk: ExactnessCheck) -> dict[str, Records]:
 
 def chain_reports(chk: ExactnessCheck, enumerate_max: int) -> CheckResult:
     """Every AS-ARM sampler's combined test, power against each wrong rule, verdict and advice."""
-    n, m, temperature = chk.samples, len(chk.mi.masked), chk.params["temperature"]
+    n, m, temperature = chk.samples, len(chk.mi.masked), chk.knobs["temperature"]
     t0 = time.perf_counter()
     recs = {name: _records(chk, chk.counts[name]) for name in chk.names}
     crecs = contrast_records(chk)
@@ -114,7 +114,7 @@ def hybrid_reports(chk: ExactnessCheck) -> CheckResult:
     between the two likeliest fills that it sees at power 0.8."""
     n = chk.samples
     drawn = set().union(*chk.counts.values())
-    exact = {f: hybrid_prob(chk.lm, chk.mi, f, chk.params) for f in drawn}
+    exact = {f: hybrid_prob(chk.lm, chk.mi, f, chk.knobs) for f in drawn}
     reports = []
     for name in chk.names:
         rep = SamplerReport(name, dict(chk.counts[name]), chk.calls[name] / n, chk.seconds[name] / n)

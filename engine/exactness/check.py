@@ -39,7 +39,7 @@ from engine.exactness.power import AUTO_POWER, n_for_power
 from engine.exactness.result import CheckResult
 from engine.exactness.wrong_samplers import check_samplers
 from engine.loading.registry import default_model, load
-from engine.params import KNOBS, read_knobs, recorded, seed_number, whole_number, with_knobs
+from engine.params import recorded, refuse_unknown, seed_number, settle, whole_number, with_knobs
 from engine.samplers import SAMPLERS
 from engine.seeding import SEED_MAX
 from engine.trace import decided_tokens, trace_counts
@@ -122,10 +122,7 @@ class ExactnessCheck:
         device: str | torch.device | None = None,
         **knobs: object,
     ):
-        unknown = sorted(set(knobs) - set(KNOBS))
-        if unknown:
-            raise BadParameterError(f"The exactness check got unknown argument(s) {', '.join(unknown)}; its "
-                                    f"sampler knobs are {', '.join(KNOBS)}.")
+        refuse_unknown(knobs, "The exactness check")
         names = [s.strip() for s in samplers.split(",")] if isinstance(samplers, str) else list(samplers)
         names = list(dict.fromkeys(n for n in names if n))
         specs = check_samplers()
@@ -147,7 +144,8 @@ class ExactnessCheck:
             raise BadParameterError(
                 f"N = {samples:,} for {len(names)} sampler(s) is {samples * len(names):,} runs, over this server's "
                 f"budget of {self.budget.max_draws:,} runs per check: take N <= {most:,} or fewer samplers.")
-        opts = read_knobs(knobs)  # the same types and ranges as every run; steps None: each sampler's own
+        # the check's one knob value: the same types and ranges as every run; steps None: each sampler's own
+        opts = settle(knobs, who="The exactness check")
         self.kind = kind = _kind(names)
         self.lm = load(model or default_model(domain or "text", kind), allow_paths, device)
         if self.lm.kind != kind:
@@ -167,7 +165,7 @@ class ExactnessCheck:
                 f"enumerating fills of at most {ENUMERATE_MAX} tokens (write [MASK:2] or [MASK:3]). AS-ARM "
                 f"samplers take any span length.")
         self.names, self.samples, self.seed = names, samples, seed
-        self.opts = opts
+        self.knobs = opts  # what every draw, the power and the law read
         # what the check records: every knob one of its samplers reads (engine.params.recorded)
         self.params = {n: opts[n] for n in recorded({p for n in names for p in specs[n].reads})}
         if kind == "asarm":
@@ -192,7 +190,7 @@ class ExactnessCheck:
     def _run(self, name: str, seed: int) -> InfillRun:
         spec = check_samplers()[name]
         base = name if name in SAMPLERS else "assd-cache"  # a wrong sampler borrows its base's checks
-        o = self.opts
+        o = self.knobs
         run = InfillRun(masked_input=self.mi, model=self.lm, sampler=base, seed=seed, **o, device=self.lm.device)
         if name not in SAMPLERS:
             run.spec = spec

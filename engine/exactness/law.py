@@ -19,7 +19,7 @@ import math
 import torch
 
 from engine.loading.loaded_model import LoadedModel
-from engine.params import KNOBS
+from engine.params import KnobValues
 from engine.samplers.acceptance import tempered_probs
 from engine.samplers.context import make_oracle
 
@@ -61,12 +61,13 @@ def asarm_prob(lm: LoadedModel, mi, fill: Fill, temperature: float) -> float:
 LAW_KNOBS = ("temperature", "dtau", "window", "inner")
 
 
-def hybrid_prob(lm: LoadedModel, mi, fill: Fill, params: dict) -> float:
+def hybrid_prob(lm: LoadedModel, mi, fill: Fill, knobs: KnobValues) -> float:
     """The self-speculative sampler's probability of one fill (Proposition 3.1), averaged over the
-    decode orders, under the check's LAW_KNOBS (a knob the check does not record: its table default)."""
+    decode orders, under the check's LAW_KNOBS, read from the check's settled knob values (the ones its
+    draws ran with)."""
     from engine.samplers.selfspec_likelihood import log_prob_marginal
 
     tokens = list(mi.tokens)
     for pos, tok in zip(mi.masked, fill):
         tokens[pos] = tok
-    return math.exp(log_prob_marginal(lm.model, mi, tokens, **{n: params.get(n, KNOBS[n].default) for n in LAW_KNOBS}))
+    return math.exp(log_prob_marginal(lm.model, mi, tokens, **{n: knobs[n] for n in LAW_KNOBS}))

@@ -142,13 +142,6 @@ class MaskedInput:
         return "".join(out), spans
 
 
-def oracle_rows(mi: MaskedInput, logits: torch.Tensor, banned: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
-    """A density oracle's answer as samplers read it, for every model family alike (the AS-ARM and
-    the XLNet adapter): `banned` ids (special tokens) at -inf, then the input's word-start and
-    one-line rules (MaskedInput.constrain) at the query positions."""
-    return mi.constrain(logits.masked_fill(banned, float("-inf")), positions)
-
-
 def _check_length(n_tokens: int, max_tokens: int) -> None:
     if n_tokens > max_tokens:
         raise InputTooLongError(

@@ -18,7 +18,7 @@ from engine.loading.checkpoint import check_folder
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 KIND_BY_TYPE = {"asarm": "asarm", "xlnet": "asarm", "hybrid": "hybrid", "judge": "judge", "ptp": "ptp"}
-log = logging.getLogger("engine.loading.registry")  # the name operators filter on, kept from before the split
+log = logging.getLogger("engine.loading.registry")  # the name operators filter their logs on
 
 
 def listed_folders() -> dict[str, Path]:

@@ -9,44 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.errors import IncompatibleModelsError
 from engine.inputs.masking import MaskedInput
 from engine.loading.loaded_model import LoadedModel
-from engine.params import KNOBS
+from engine.params import KnobValues
 from engine.samplers.base import Recorder
-from engine.samplers.oracle import AsArmOracle
+from engine.samplers.oracle import make_oracle  # noqa: F401 - RunContext's oracle (tests patch it here)
 from engine.samplers.spec import SamplerSpec
 from engine.seeding import generator_for
 from engine.trace import Step
 
 
-def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
-    """The density oracle an AS-ARM sampler drives: our AS-ARM (cached or not) or an XLNet adapter;
-    refuses a model that is not an AS-ARM."""
-    if lm.kind != "asarm":
-        raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
-    if lm.model_type == "xlnet":
-        from engine.models.xlnet_adapter import XLNetOracle
-
-        return XLNetOracle(lm.model, mi, lm.codec, use_cache=use_cache, exclude_special=lm.exclude_special)
-    return AsArmOracle(lm.model, mi, use_cache=use_cache)
-
-
 class RunContext:
     """Everything one sampler run reads apart from its knobs; samplers take what they need from it.
-    `params`: the run's knob values (and "cache"); a knob not given takes the table's default
-    (steps: the sampler's own)."""
+    `knobs`: the run's knob values as the request settled them (engine.params.settle), passed on as
+    they are: nothing here fills a default. `cache`: the AS-ARM's KV cache on or off (None: the entry's)."""
 
-    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, params: dict, seed: int,
-                 draft_lm: LoadedModel | None = None):
+    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, knobs: KnobValues, seed: int,
+                 draft_lm: LoadedModel | None = None, *, cache: bool | None = None):
+        if not isinstance(knobs, KnobValues):
+            raise TypeError("RunContext takes the settled knob values (engine.params.settle), not a dict")
         self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm
         self.gen = generator_for(seed)
-        self.knobs: dict[str, object] = {
-            name: params.get(name, spec.default_steps if name == "steps" else knob.default)
-            for name, knob in KNOBS.items()}
+        self.knobs = knobs
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
         self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
-        self.oracle = make_oracle(lm, mi, params["cache"]) if spec.kind == "asarm" else None
+        self.oracle = make_oracle(lm, mi, spec.cache if cache is None else cache) if spec.kind == "asarm" else None
         self.counter = None  # hybrid samplers install their own call counter
         self.rec = Recorder(lm.codec.token_text, self.calls)
 

@@ -26,7 +26,7 @@ from engine.inputs.masking import MaskedInput, completed_from_ranges
 from engine.samplers.acceptance import tempered_probs
 
 from ..errors import BadParameterError
-from ..params import KNOBS
+from ..params import KNOBS, settle
 from ..trace import DECIDING_KINDS
 from .hybrid_passes import causal_pass, model_ids, nc_pass
 from .selfspec import window_size
@@ -151,7 +151,11 @@ def score_self_spec(
     if lm.kind != "hybrid":
         raise BadParameterError(f"{lm.name} is a {lm.kind} model; the self-spec likelihood needs a hybrid.")
     given = {"temperature": temperature, "dtau": dtau, "window": window, "inner": inner}
-    kw = {n: v if v is not None else params.get(n, KNOBS[n].default) for n, v in given.items()}
+    # what is given, else the run's recorded value, else the table's default: settled in the one place
+    # (engine.params.settle), with the same types and ranges as a run
+    knobs = settle({**{n: v for n, v in params.items() if n in KNOBS},
+                    **{n: v for n, v in given.items() if v is not None}}, who="score_self_spec")
+    kw = {n: knobs[n] for n in given}
     if order is not None:
         return log_prob_given_order(lm.model, mi, tokens, list(order), **kw)
     return log_prob_marginal(lm.model, mi, tokens, **kw)

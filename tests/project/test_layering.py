@@ -103,3 +103,44 @@ def test_importing_the_engine_loads_no_tooling():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+#: what engine/models/ may import from the engine: models give distributions and know nothing of how
+#: they are found and loaded (engine/loading/) or driven (engine/samplers/, the oracle's home)
+MODELS_MAY_IMPORT = ("engine.models", "engine.errors", "engine.inputs")
+
+
+def upward_imports(root: Path = ROOT) -> dict[str, list[str]]:
+    """engine/models/ modules -> the engine modules they import beyond MODELS_MAY_IMPORT."""
+    out = {}
+    for p in sorted((root / "engine" / "models").rglob("*.py")):
+        bad = [n for n in _imports_under(p, root) if n.startswith("engine.") and n != "engine"
+               and not any(n == a or n.startswith(a + ".") for a in MODELS_MAY_IMPORT)]
+        if bad:
+            out[str(p.relative_to(root))] = sorted(set(bad))
+    return out
+
+
+def _imports_under(path: Path, root: Path) -> list[str]:
+    pkg = list(path.relative_to(root).with_suffix("").parts[:-1])
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = pkg[: len(pkg) - node.level + 1] if node.level else []
+            names.append(".".join(base + ([node.module] if node.module else [])))
+    return names
+
+
+def test_models_import_neither_loading_nor_samplers():
+    assert not upward_imports(), f"engine/models/ imports upward: {upward_imports()}"
+
+
+def test_the_upward_import_rule_bites(tmp_path):
+    (tmp_path / "engine" / "models").mkdir(parents=True)
+    (tmp_path / "engine" / "models" / "ok.py").write_text("from ..errors import X\nfrom .layers import Block\n")
+    assert upward_imports(tmp_path) == {}
+    (tmp_path / "engine" / "models" / "bad.py").write_text("from engine.loading.device import host64\n"
+                                                          "from ..samplers import oracle\n")
+    assert upward_imports(tmp_path) == {"engine/models/bad.py": ["engine.loading.device", "engine.samplers"]}

@@ -10,7 +10,7 @@ authors feed it: the token ids of the window, `<mask>` where nothing is known, n
 encoding uses add_special_tokens=False). Only a window with nothing visible (which the authors never
 run) gets one `<s>` before it, so the first query has something to attend to.
 
-Deliberately unlike engine/models/xlnet_adapter.py: one Hugging Face forward per query, the mask
+Deliberately unlike engine/samplers/oracle.py's XLNetOracle: one Hugging Face forward per query, the mask
 built by two plain loops over positions, probabilities in float64 with the banned ids removed.
 """
 

@@ -378,7 +378,7 @@ def test_positions_without_a_ban_tensor_constrain_nothing(chars):
 def test_oracle_rows_bans_the_special_ids_and_applies_the_inputs_rules_at_the_positions_asked(chars):
     """What every density oracle (AS-ARM and XLNet alike) hands the samplers: banned ids at -inf on
     every row, then the input's one-line rule at the rows whose position it covers."""
-    from engine.inputs.masking import oracle_rows
+    from engine.samplers.oracle import oracle_rows
 
     mi = parse_masked_text("ab\n[MASK]\nx", chars, max_tokens=64, default_span=2, line_masks=True)
     assert mi.line_positions == [3, 4]

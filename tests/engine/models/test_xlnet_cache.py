@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.models.xlnet_adapter import XLNetOracle
 from engine.models.xlnet_cache import XLNetKV
+from engine.samplers.oracle import XLNetOracle
 from tests.engine.models.test_xlnet_reference import random_xlnet
 from tests.support.tiny import masked_input, tiny_codec
 from tests.support.xlnet_reference import reference_rows

@@ -11,7 +11,7 @@ from transformers import XLNetConfig, XLNetLMHeadModel
 
 from engine.inputs.masking import parse_masked_text
 from engine.inputs.tokenization import ASSD_CODE_MAP, Codec
-from engine.models.xlnet_adapter import XLNetOracle, banned_ids
+from engine.samplers.oracle import XLNetOracle, banned_ids
 from tests.engine.loading.test_hub_revisions import SPECIALS, xlnet_style_tokenizer
 from tests.support.xlnet_reference import reference_rows
 
