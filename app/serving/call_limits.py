@@ -201,6 +201,15 @@ _limits: CallLimits | None = None
 _limits_lock = threading.Lock()
 
 
+def fresh_call_limits() -> CallLimits:
+    """A newly launched server's own record: a process that launches several servers (the tests
+    do) must not carry one server's minute into the next."""
+    global _limits
+    with _limits_lock:
+        _limits = CallLimits()
+        return _limits
+
+
 def call_limits() -> CallLimits:
     """This process's bounds (created on first use)."""
     global _limits

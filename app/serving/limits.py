@@ -25,7 +25,7 @@ import uuid
 
 from app.serving import operator_stats
 from app.serving.address_sessions import SessionsFull, address_sessions
-from app.serving.call_limits import call_limits
+from app.serving.call_limits import call_limits, fresh_call_limits
 from app.serving.visitors import scope_address
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
@@ -331,6 +331,7 @@ def launch_limits() -> dict:
     from app.serving.memory import lifespan
 
     timeouts.install()
+    fresh_call_limits()
 
     return {"app_kwargs": {"middleware": [Middleware(BodyLimit)], "lifespan": lifespan},
             "max_file_size": "1kb", "state_session_capacity": sessions_max() + session_margin()}

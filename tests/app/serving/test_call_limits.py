@@ -300,3 +300,13 @@ def test_a_v2_call_body_reaches_gradio_as_sent():
 
     asyncio.run(calls())
     assert bodies[0] == {"history": "x"} and bodies[1]["data"] == ["x"] and len(bodies[1]["session_hash"]) == 11
+
+
+def test_each_launched_server_keeps_its_own_minute(monkeypatch):
+    """launch_limits() gives the server it installs a fresh record: a process that launches
+    several servers (the tests do) does not carry one server's spent minute into the next."""
+    monkeypatch.setenv("INFILL_LIMIT_RUN", "0,1")
+    assert cl.call_limits().admit("10.0.0.1", "run") is None
+    assert cl.call_limits().admit("10.0.0.1", "run") is not None  # this server's minute is spent
+    limits_mod.launch_limits()
+    assert cl.call_limits().admit("10.0.0.1", "run") is None
