@@ -399,8 +399,10 @@ def test_the_body_limit_fits_the_longest_legitimate_request_and_no_more():
 
 @pytest.mark.slow
 def test_sessions_stay_capped_on_a_running_server(studio, monkeypatch):
-    """Through the real routes: many visitors, at most INFILL_SESSIONS_MAX sessions kept, and idle
-    ones swept away."""
+    """Through the real routes: one address opening session after session keeps at most
+    INFILL_SESSIONS_PER_ADDRESS of them (its own least recently used goes: strangers' readers are
+    never evicted, app.serving.address_sessions), within INFILL_SESSIONS_MAX, and idle ones are
+    swept away."""
     import uuid
 
     from gradio_client import Client
@@ -409,6 +411,8 @@ def test_sessions_stay_capped_on_a_running_server(studio, monkeypatch):
     from tools.tiny_models import launch_for_tests
 
     monkeypatch.setenv("INFILL_SESSIONS_MAX", "4")
+    monkeypatch.setenv("INFILL_SESSIONS_PER_ADDRESS", "3")
+    monkeypatch.setattr("app.serving.address_sessions._sessions", None)  # the record reads them when made
     demo, url = launch_for_tests()
     try:
         c = Client(url, verbose=False)
@@ -416,7 +420,7 @@ def test_sessions_stay_capped_on_a_running_server(studio, monkeypatch):
             c.session_hash = str(uuid.uuid4())
             c.submit("text", "text-asarm", "x" * 30_000, "assd", 4, 1.0, i, 32, 0.05, "cosine", 1,
                      api_name="/infill").result(timeout=60)
-        assert len(demo.state_holder.session_data) <= 4
+        assert len(demo.state_holder.session_data) <= 3
         # the server's sweep (app.serving.memory.lifespan) drops sessions idle for longer than the setting
         monkeypatch.setenv("INFILL_SESSION_IDLE_SECONDS", "1")
         deadline = time.monotonic() + 3 * memory.SWEEP_SECONDS
