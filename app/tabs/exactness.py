@@ -29,7 +29,7 @@ from app.stored.store import store
 from app.views.plots import _layout
 from app.views.render import esc
 from engine.errors import BadParameterError, InfillError
-from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
+from engine.exactness.check import CheckBudget, ExactnessCheck
 from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
 from engine.exactness.judgement import CANNOT_TELL
 from engine.exactness.law import fill_key
@@ -41,6 +41,10 @@ from .common import Page, components, guarded, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
 EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
+#: the tab's example per domain: it follows the editor's domain and model (a stock example is swapped,
+#: a sentence the visitor typed is kept)
+EXAMPLES = {"text": EXAMPLE, "code": "def area(width, height):\n    return [MASK:3]\n",
+            "protein": "MKTAYIAKQRQISFVKSH[MASK:2]LDNLS"}
 DEFAULT_SAMPLERS = ["sequential-cache", "assd-cache", "assd-pipelined", "assd-ptp", "wrong-assd-residual-from-q"]
 TOP_FILLS = 12  # fills drawn as bars (most likely first); the rest are one "other" group
 INTRO = (
@@ -65,6 +69,26 @@ def _domain_of(model: str) -> str:
         if row["name"] == model:
             return str(row["domain"])
     return "text"
+
+
+def follow_editor(model, ex_text, ex_model):
+    """The editor's model changed (also by a domain switch): the check takes it when it can run
+    it (an AS-ARM or hybrid), else that domain's AS-ARM; a stock example of another domain is
+    swapped for this domain's. Returns (ex_model update, ex_text, the line naming what is checked)."""
+    allowed = model_choices()
+    domain = _domain_of(model) if isinstance(model, str) and model else "text"
+    if model not in allowed:
+        model = next((m for m in allowed if _domain_of(m) == domain and m.endswith("-asarm")),
+                     ex_model if ex_model in allowed else None)
+    text = EXAMPLES.get(domain, ex_text) if (ex_text in EXAMPLES.values() or not ex_text) else ex_text
+    return gr.update(value=model), text, in_view(model)
+
+
+def in_view(model) -> str:
+    """The line over the check naming the model and domain it runs on."""
+    if not model:
+        return "No model the check can run is listed here."
+    return f"The check runs on **{esc(model)}** ({esc(_domain_of(model))}), the model in the editor."
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -159,10 +183,17 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
     if not samplers:
         raise BadParameterError("Choose at least one sampler to check.")
     count = as_int("N", n)
+    budget = CheckBudget.from_env()
+    if count == 0:  # N chosen for me: from the power calculation, within AUTO_SECONDS of computing
+        budget = CheckBudget(budget.max_draws, min(budget.max_seconds or AUTO_SECONDS, AUTO_SECONDS))
     return ExactnessCheck(
         text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=served_seed(seed),
-        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
-        budget=CheckBudget.from_env())
+        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False, budget=budget)
+
+
+#: the page's default check (N = 0, chosen for me) computes at most this many seconds: N is the
+#: smallest with power 0.9 against the wrong rules, or the most this time allows
+AUTO_SECONDS = 45.0
 
 
 #: what a stored check is charged against its address's write budget (app.serving.store_budget): its
@@ -205,13 +236,20 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     try:
         # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
         with admission().enter(owner, True):
+            t0 = time.perf_counter()
+            yield {"ex_status": status_md(f"Preparing the check on {model}: loading the model, a first draw of each "
+                                          "sampler" + (" and a pilot of the wrong rules to choose N…"
+                                                       if str(n).strip() in ("0", "0.0") else "…")),
+                   "ex_link": ""}
             with turns.turn():
                 chk = prepare(text, model, samplers, n, seed, temperature, k)
+            chosen = f" N = {chk.samples:,} per sampler ({chk.chosen})." if chk.chosen else ""
             for name, done, total in turns.iterate(chk.stream()):
                 now = time.perf_counter()
                 if now - last >= 0.5:
                     last = now
-                    yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), "ex_link": ""}
+                    yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name}), "
+                                                  f"{now - t0:.0f} s so far.{chosen}"), "ex_link": ""}
             with turns.turn():
                 res = chk.result()
     except InfillError as e:
@@ -283,15 +321,16 @@ def layout(p: Page) -> None:
     """The check's inputs, its Run button, the status line, the chart, the table and the link."""
     gr.Markdown(INTRO)
     models = model_choices()
+    first = "text-asarm" if "text-asarm" in models else (models[0] if models else None)
+    p.ex_in_view = gr.Markdown(in_view(first), elem_id="exactness-in-view")
     with gr.Row():
         p.ex_text = gr.Textbox(label="Text with a masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
-        p.ex_model = gr.Dropdown(label="Model", choices=models,
-                                 value="text-asarm" if "text-asarm" in models else (models[0] if models else None))
+        p.ex_model = gr.Dropdown(label="Model", choices=models, value=first, elem_id="exactness-model")
     names = list(check_samplers())
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
                                      value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
     with gr.Row():
-        p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=DEFAULT_SAMPLES, precision=0, minimum=0,
+        p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=0, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
         p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
@@ -304,9 +343,14 @@ def layout(p: Page) -> None:
 
 
 def wire(p: Page, remember) -> None:
-    """Run the check, then add its link to this browser's sessions list."""
+    """Run the check, then add its link to this browser's sessions list. The check follows the
+    editor's model and domain (follow_editor)."""
+    p.model.change(follow_editor, [p.model, p.ex_text, p.ex_model], [p.ex_model, p.ex_text, p.ex_in_view],
+                   api_visibility="private", queue=False, show_progress="hidden")
+    p.ex_model.change(lambda m: in_view(m), [p.ex_model], [p.ex_in_view], api_visibility="private", queue=False,
+                      show_progress="hidden")
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
-                   components(p, CHECK_OUTPUTS), api_name="exactness",
+                   components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
                    concurrency_id="model", concurrency_limit=p.run_limit,
                    preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -24,9 +24,13 @@ from app.views.render import DETAIL_HEADERS, counters_md, view_html
 
 from . import freshness
 from .common import (
+    CLEARED,
     FORM_FIELDS,
+    STARTING,
+    STOPPED_FIRST,
     Page,
     busy,
+    cleared,
     components,
     detail_table,
     empty_table,
@@ -122,20 +126,23 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
     sampler = values["sampler"]
+    owner = getattr(request, "session_hash", None)
+    t0 = time.monotonic()  # Stop pressed from here on, before the run has an id, stops it (stop_run)
     try:
-        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None),
-                              address=request_address(request))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=owner, address=request_address(request))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
             yield {"status": status_md(f"Preparing {sampler}: loading the model (a model's first run takes a "
-                                       "few seconds)…"), "completed": "", "link": "", "run_sid": ""}
+                                       "few seconds)…"), **cleared(f"Preparing {sampler}…"), "run_sid": ""}
             live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         warn(msg)
-        yield {"status": status_md(msg, "error"), "counters": "", "player": view_html(None, message=msg),
-               "detail": empty_table(DETAIL_HEADERS), "completed": "", "link": "", "run_sid": ""}
+        yield {"status": status_md(msg, "error"), **cleared(msg), "run_sid": ""}
+        return
+    live.created = min(live.created, t0)  # a cancel while it was prepared counts (streaming._called_off)
+    if stops.owner_stopped_since(owner, t0):  # Stop came while it was prepared: no frame, nothing stored
         return
     stops.track(live.share_id, live)  # Stop answers from this run's own state (stop_run)
     try:
@@ -151,9 +158,9 @@ def _run_tracked(live: Live, watch: bool, request):
     note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
+    # nothing of the previous run stays on screen as if it were this one
     yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
-           "completed": "", "link": "", "scrub_sl": gr.update(interactive=False), "trace_state": None,
-           "run_sid": live.share_id}
+           **cleared(f"Running {sampler}… computing the first round."), "run_sid": live.share_id}
     try:
         yield from _streamed(live, note)
     except Exception as e:  # noqa: BLE001
@@ -199,7 +206,12 @@ def speedup(link):
 STOP_WAIT = 2.0
 
 
-def stop_run(sid, request: gr.Request = None):
+def stop_api(sid, request: gr.Request = None):
+    """The API's /stop: stop_run without the page's link (a Stop that finds no run says so)."""
+    return stop_run(sid, None, request)
+
+
+def stop_run(sid, link=None, request: gr.Request = None):
     """Stop pressed: answered from the run's own state (app.serving.stops.tracked), never by polling
     the store. Before the first round was shown the run stops at its next check and stores nothing:
     said at once. After it, the run ends after the round it is in and is stored as cancelled: the
@@ -207,19 +219,26 @@ def stop_run(sid, request: gr.Request = None):
     finished first (Watch was replaying it) is shown complete. Every answer clears the page's run id,
     so pressing Stop again is "Nothing is running." at once. Updates STOP_OUTPUTS by name."""
     buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": ""}
-    live = stops.tracked(sid) if isinstance(sid, str) and sid else None
+    owner = getattr(request, "session_hash", None)
+    if not (isinstance(sid, str) and sid):  # the run's id has not reached the page yet
+        sid = stops.running_for(owner)
+        if not sid and owner and isinstance(link, str) and not share.share_id_from_link(link):
+            # Stop came while the run was prepared or queued (Stop is enabled only while a run is on)
+            stops.request_owner_stop(owner, time.monotonic())
+            return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
+    live = stops.tracked(sid) if sid else None
     if live is None:
         return {"status": status_md("Nothing is running."), **buttons}
     if not live.stop():
-        return {"status": status_md("Stopped before the first round was shown; nothing is stored."), **buttons}
+        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
     watching = WATCH_ENDS.get(sid)
     if watching is not None:  # the Watch replay ends at its next frame
         watching.wait(STOP_WAIT)
-    if not live.ended.wait(STOP_WAIT) or live.run_id is None:
-        said = ("Stopping after the round in progress; the partial run is stored as cancelled and the link "
-                "opens it." if not live.ended.is_set() else "Stopped; nothing was stored.")
-        return {"status": status_md(said), "link": share.share_link(request, sid) if not live.ended.is_set() else "",
-                **buttons}
+    if not live.ended.wait(STOP_WAIT):
+        said = "Stopping after the round in progress; the partial run is stored as cancelled and the link opens it."
+        return {"status": status_md(said), "link": share.share_link(request, sid), **buttons}
+    if live.run_id is None:  # it ended storing nothing: nothing of it stays on screen
+        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
     stops.clear_stop(sid)
     # the player, counters, round table, scrubber and completed text all show the stored run's end
     title = run_title(live.run.spec.name, live.run.lm.name)
@@ -329,9 +348,12 @@ def wire(p: Page, remember) -> None:
     limit = p.run_limit
     outputs = components(p, RUN_OUTPUTS)
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
-    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], ""), None,
-                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line], queue=False,
-                              api_visibility="private").then(
+    # at the click, before the run is queued: Stop enabled, and nothing of the previous run left on screen
+    starting = ("status", *CLEARED)
+    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], "", status_md(STARTING),
+                                       *(cleared(STARTING)[k] for k in CLEARED)), None,
+                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line, *components(p, starting)],
+                              queue=False, api_visibility="private").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
@@ -349,10 +371,14 @@ def wire(p: Page, remember) -> None:
         api_visibility="private").then(
         speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden")
-    p.stop_btn.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
-                     cancels=[run_evt], api_name="stop", queue=False).then(
+    # the page's Stop also sends the link (a Stop before the run's id reached the page: stop_run);
+    # the API's /stop keeps its published signature (an invisible button carries it)
+    p.api_stop_btn = gr.Button(visible=False)
+    p.api_stop_btn.click(named(p, stop_api), [p.run_sid], components(p, STOP_OUTPUTS), api_name="stop", queue=False)
+    p.stop_btn.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
+                     cancels=[run_evt], api_visibility="private", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
-    p.player_stop.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
+    p.player_stop.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
                         cancels=[run_evt], api_visibility="private", queue=False).then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
