@@ -233,9 +233,16 @@ def verdict(link):
     if pair is None:
         yield ""
         return
-    yield ("**Verdict:** timing A against B: alternating unstored reruns of both sides on this server "
-           "(a few seconds)…")
-    yield compare_verdict.judge(*pair)
+    yield (f"**Verdict:** timing A against B: alternating unstored reruns of both sides on this server, until "
+           f"the speed ratio's interval decides (at most {compare_verdict.MAX_PAIRS} pairs or "
+           f"{compare_verdict.compare_seconds():g} s of compute)…")
+    said = compare_verdict.judge(*pair)
+    if said:  # kept with the comparison: its share link shows the verdict it was stored with
+        try:
+            store().annotate_session(share.share_id_from_link(link), "verdict", said)
+        except Exception:  # noqa: BLE001 - the verdict is shown even when it cannot be kept
+            said += " (Not kept with the comparison: its link will not show this verdict.)"
+    yield said
 
 
 #: on Compare: its button, Stop, status, verdict and both panels scroll to the top of the window
