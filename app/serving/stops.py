@@ -8,6 +8,7 @@ never stored, and polling for it held a server thread for 10 s per press (issue 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 #: Stop / Skip requests remembered at most (oldest forgotten first: a flood of made-up share ids
@@ -21,6 +22,8 @@ _stops_lock = threading.Lock()
 _running: dict[str, object] = {}
 _ended: OrderedDict[str, object] = OrderedDict()
 _owners: OrderedDict[str, str] = OrderedDict()  # a page (Gradio session hash) -> the share id of its run in progress
+_clicks: OrderedDict[str, float] = OrderedDict()  # a page -> when it last pressed Run
+_latest: OrderedDict[str, str] = OrderedDict()  # a page -> the share id of the last run it started
 _owner_stops: OrderedDict[str, float] = OrderedDict()  # a page -> when it pressed Stop with no run id yet
 
 
@@ -80,10 +83,46 @@ def track(share_id: str, run: object) -> None:
         _ended.pop(share_id, None)
         owner = getattr(run, "owner", None)
         if owner:
-            _owners[owner] = share_id
-            _owners.move_to_end(owner)
-            while len(_owners) > _REQUESTS_MAX:
-                _owners.popitem(last=False)
+            for latest in (_owners, _latest):
+                latest[owner] = share_id
+                latest.move_to_end(owner)
+                while len(latest) > _REQUESTS_MAX:
+                    latest.popitem(last=False)
+
+
+def note_click(owner: str | None) -> None:
+    """A page pressed Run (its click handler, before the run is queued)."""
+    if owner:
+        with _stops_lock:
+            _clicks[owner] = time.monotonic()
+            _clicks.move_to_end(owner)
+            while len(_clicks) > _REQUESTS_MAX:
+                _clicks.popitem(last=False)
+
+
+def clicked_at(owner: str | None) -> float:
+    """When this page last pressed Run (time.monotonic; infinity when never noted)."""
+    with _stops_lock:
+        return _clicks.get(owner or "", float("inf"))
+
+
+def note_start(owner: str | None, token: str) -> None:
+    """A page pressed Run: its last run is now this one (`token` until it has a share id)."""
+    if owner:
+        with _stops_lock:
+            _latest[owner] = token
+            _latest.move_to_end(owner)
+            while len(_latest) > _REQUESTS_MAX:
+                _latest.popitem(last=False)
+
+
+def started_since(owner: str | None, share_id: str) -> bool:
+    """Whether this page (its session hash) has started a run after the one under `share_id`."""
+    if not owner or not share_id:
+        return False
+    with _stops_lock:
+        latest = _latest.get(owner)
+    return latest is not None and latest != share_id
 
 
 def running_for(owner: str | None) -> str:

@@ -19,7 +19,6 @@ from app.stored import share
 from app.stored.replay import trace_ref
 from app.stored.store import store
 from app.timing.speedup import remember_for_speedup, speedup_for
-from app.views import token_views
 from app.views.render import DETAIL_HEADERS, counters_md, view_html
 
 from . import freshness
@@ -27,7 +26,6 @@ from .common import (
     CLEARED,
     FORM_FIELDS,
     STARTING,
-    STOPPED_FIRST,
     Page,
     busy,
     cleared,
@@ -36,15 +34,15 @@ from .common import (
     empty_table,
     form_components,
     idle,
-    idle_named,
     make_form,
     named,
     status_md,
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, play, replay, scrub, step_back, step_forward
-from .watch import WATCH_ENDS, WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, play, replay, scrub, step_back, step_forward
+from .stopping import STOP_OUTPUTS, STOP_WAIT, _stopped_msg, stop_api, stop_run, stopped_first  # noqa: F401 (re-exported)
+from .watch import WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
 
@@ -61,13 +59,6 @@ def watch_default() -> bool:
 
 #: what Run (and the /infill API) updates, in the order API clients receive it
 RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
-#: what Stop updates: everything that shows the run, so all of it describes the stored state
-STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn", "counters", "player", "detail",
-                "completed", "player_stop", "run_sid")
-
-
-
-
 def _player(live: Live, status: str) -> dict:
     st = live.state
     return {"status": status, "counters": counters_md(st),
@@ -76,11 +67,6 @@ def _player(live: Live, status: str) -> dict:
 
 def _scrub_to_end(n: int):
     return gr.update(minimum=0, maximum=n, value=n, interactive=True)
-
-
-def _stopped_msg(st) -> str:
-    return status_md(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
-                     "cancelled; Play replays it and the link opens it.")
 
 
 def _streamed(live: Live, note: str):
@@ -127,7 +113,10 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
     sampler = values["sampler"]
     owner = getattr(request, "session_hash", None)
-    t0 = time.monotonic()  # Stop pressed from here on, before the run has an id, stops it (stop_run)
+    # Stop pressed from Run's click on (the run may have waited in the queue), before the run has an
+    # id, stops it (stop_run)
+    t0 = min(time.monotonic(), stops.clicked_at(owner))
+    stops.note_start(owner, f"starting-{t0}")  # the last run's speed line no longer lands (speedup)
     try:
         prep = _PREPARE.submit(streaming.start, make_form(values), owner=owner, address=request_address(request))
         try:
@@ -142,7 +131,8 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         yield {"status": status_md(msg, "error"), **cleared(msg), "run_sid": ""}
         return
     live.created = min(live.created, t0)  # a cancel while it was prepared counts (streaming._called_off)
-    if stops.owner_stopped_since(owner, t0):  # Stop came while it was prepared: no frame, nothing stored
+    if stops.owner_stopped_since(owner, t0):  # Stop came while it was queued or prepared: nothing stored
+        yield stopped_first()
         return
     stops.track(live.share_id, live)  # Stop answers from this run's own state (stop_run)
     try:
@@ -158,6 +148,9 @@ def _run_tracked(live: Live, watch: bool, request):
     note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
+    if stops.stop_requested(live.share_id) or stops.owner_stopped_since(live.owner, live.created):
+        yield stopped_first()  # Stop came before this frame: no "Running" after Stop's answer
+        return
     # nothing of the previous run stays on screen as if it were this one
     yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
            **cleared(f"Running {sampler}… computing the first round."), "run_sid": live.share_id}
@@ -176,7 +169,8 @@ def _run_tracked(live: Live, watch: bool, request):
                "run_sid": ""}
         return
     stops.clear_stop(live.share_id)
-    if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
+    if live.cancelled:  # stopped or cancelled before its first round: nothing stored, nothing of it shown
+        yield stopped_first()
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
         if (yield from watched(live, note)):
@@ -192,69 +186,18 @@ def skip_to_end(sid):
         stops.request_skip(sid)
 
 
-def speedup(link):
+def speedup(link, request: gr.Request = None):
     """After Run: the speed-up against cached sequential decoding of the same input (a second,
     unstored run on a compute slot), in its own line under the figures, so stepping through the
-    trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link,
-    which appears only once the run is stored."""
-    _, line = speedup_for(share.share_id_from_link(link))
-    return line
-
-
-#: seconds Stop waits for the round in progress to end (and the run to be stored) before it
-#: answers anyway; a run stopped before its first round answers at once
-STOP_WAIT = 2.0
-
-
-def stop_api(sid, request: gr.Request = None):
-    """The API's /stop: stop_run without the page's link (a Stop that finds no run says so)."""
-    return stop_run(sid, None, request)
-
-
-def stop_run(sid, link=None, request: gr.Request = None):
-    """Stop pressed: answered from the run's own state (app.serving.stops.tracked), never by polling
-    the store. Before the first round was shown the run stops at its next check and stores nothing:
-    said at once. After it, the run ends after the round it is in and is stored as cancelled: the
-    answer waits for that (at most STOP_WAIT seconds), then shows the stored partial trace; a run that
-    finished first (Watch was replaying it) is shown complete. Every answer clears the page's run id,
-    so pressing Stop again is "Nothing is running." at once. Updates STOP_OUTPUTS by name."""
-    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": ""}
+    trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link (the
+    run is stored). A page that started another run meanwhile keeps that run's line."""
+    sid = share.share_id_from_link(link)
     owner = getattr(request, "session_hash", None)
-    if not (isinstance(sid, str) and sid):  # the run's id has not reached the page yet
-        sid = stops.running_for(owner)
-        if not sid and owner and isinstance(link, str) and not share.share_id_from_link(link):
-            # Stop came while the run was prepared or queued (Stop is enabled only while a run is on)
-            stops.request_owner_stop(owner, time.monotonic())
-            return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
-    live = stops.tracked(sid) if sid else None
-    if live is None:
-        return {"status": status_md("Nothing is running."), **buttons}
-    if not live.stop():
-        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
-    watching = WATCH_ENDS.get(sid)
-    if watching is not None:  # the Watch replay ends at its next frame
-        watching.wait(STOP_WAIT)
-    if not live.ended.wait(STOP_WAIT):
-        said = "Stopping after the round in progress; the partial run is stored as cancelled and the link opens it."
-        return {"status": status_md(said), "link": share.share_link(request, sid), **buttons}
-    if live.run_id is None:  # it ended storing nothing: nothing of it stays on screen
-        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
-    stops.clear_stop(sid)
-    # the player, counters, round table, scrubber and completed text all show the stored run's end
-    title = run_title(live.run.spec.name, live.run.lm.name)
-    trace = trace_ref(live.run_id, live.view, live.steps, title)
-    st = token_views.new_state(live.view, live.steps)
-    shown = frame(trace, len(live.steps), st)
-    if live.result is not None:  # it finished computing first (Watch was replaying it): shown complete
-        said = ("Stopped the replay: the run had finished computing before Stop arrived, so it is stored "
-                "complete and shown in full.")
-        msg, completed = status_md(said, "ok"), live.result.text
-    else:
-        said = f"Stopped after {st.decided} of {len(st.masked)} tokens; the partial run is stored as cancelled."
-        msg, completed = _stopped_msg(st), ""
-    return {**shown, "counters": f"{shown['counters']} · {said}", "status": msg, "completed": completed,
-            "link": share.share_link(request, sid), "trace_state": trace,
-            "scrub_sl": _scrub_to_end(len(live.steps)), **buttons}
+    if stops.started_since(owner, sid):
+        speedup_for(sid)  # forget it untimed
+        return gr.update()
+    _, line = speedup_for(sid)
+    return gr.update() if stops.started_since(owner, sid) else line
 
 
 def remembering_run(remember):
@@ -350,8 +293,11 @@ def wire(p: Page, remember) -> None:
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
     # at the click, before the run is queued: Stop enabled, and nothing of the previous run left on screen
     starting = ("status", *CLEARED)
-    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], "", status_md(STARTING),
-                                       *(cleared(STARTING)[k] for k in CLEARED)), None,
+    def clicked(request: gr.Request = None):
+        stops.note_click(getattr(request, "session_hash", None))  # a Stop from now on stops this run
+        return (*busy(), busy()[1], "", status_md(STARTING), *(cleared(STARTING)[k] for k in CLEARED))
+
+    run_evt = p.run_btn.click(clicked, None,
                               [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line, *components(p, starting)],
                               queue=False, api_visibility="private").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",

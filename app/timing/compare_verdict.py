@@ -33,7 +33,7 @@ log = logging.getLogger("app")
 
 #: the budget of one verdict: at most MAX_PAIRS alternating pairs (the Compare run is the first) and
 #: compare_seconds() of compute; it ends sooner once the speed ratio's interval decides
-MAX_PAIRS = 24
+MAX_PAIRS = 48
 #: no call before this many pairs (a t interval from fewer is too wide to trust)
 MIN_PAIRS_TO_CALL = 4
 #: "no difference": the whole interval of the speed ratio lies within 1 -+ this
