@@ -256,14 +256,14 @@ def wire(p: Page, remember) -> None:
     """Compare (in the model pool shared with Run) and its Stop, then the verdict."""
     p.cmp_btn.click(None, None, None, js=COMPARE_JS, api_visibility="private")
     cmp_evt = p.cmp_btn.click(lambda: (*busy(), ""), None, [p.cmp_btn, p.cmp_stop, p.cmp_verdict], queue=False,
-                              api_visibility="private").then(
+                              api_visibility="private", show_progress="hidden").then(
         named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
     )
-    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
+    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private", show_progress="hidden").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private").then(
         verdict, [p.cmp_link], [p.cmp_verdict], api_name="compare_verdict", concurrency_id="model",
         concurrency_limit=p.run_limit, show_progress="hidden")
     p.cmp_stop.click(named(p, stop_compare), [p.cmp_sid], components(p, ("cmp_status", "cmp_btn", "cmp_stop")), queue=False,
-                     api_visibility="private")
+                     api_visibility="private", show_progress="hidden")

@@ -69,13 +69,17 @@ def _scrub_to_end(n: int):
     return gr.update(minimum=0, maximum=n, value=n, interactive=True)
 
 
-def _streamed(live: Live, note: str):
+def _streamed(live: Live, note: str, watch: bool = False):
     """The frames while the run streams (one per round, throttled; the round table at most twice
-    a second: nobody reads it faster, and each one costs the run time)."""
+    a second: nobody reads it faster, and each one costs the run time). With `watch`, no round is
+    shown while the run has computed under WATCH_UNDER seconds: a quick run is then shown from its
+    start at the Watch pace, and nothing already shown is rewound; a longer one streams on from there."""
     first, table_at = True, 0.0
     for lv in streaming.throttled(streaming.rounds(live)):
         if lv.done:
             break
+        if watch and lv.run.compute_seconds < WATCH_UNDER:
+            continue  # the Watch pace will show this round (the run is quick so far)
         update = _player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}"))
         now = time.perf_counter()
         if now - table_at < TABLE_INTERVAL:
@@ -155,7 +159,7 @@ def _run_tracked(live: Live, watch: bool, request):
     yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
            **cleared(f"Running {sampler}… computing the first round."), "run_sid": live.share_id}
     try:
-        yield from _streamed(live, note)
+        yield from _streamed(live, note, watch)
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
@@ -299,7 +303,7 @@ def wire(p: Page, remember) -> None:
 
     run_evt = p.run_btn.click(clicked, None,
                               [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line, *components(p, starting)],
-                              queue=False, api_visibility="private").then(
+                              queue=False, api_visibility="private", show_progress="hidden").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
@@ -311,7 +315,7 @@ def wire(p: Page, remember) -> None:
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
     run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
-                 api_visibility="private").then(
+                 api_visibility="private", show_progress="hidden").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
         api_visibility="private").then(
@@ -322,10 +326,10 @@ def wire(p: Page, remember) -> None:
     p.api_stop_btn = gr.Button(visible=False)
     p.api_stop_btn.click(named(p, stop_api), [p.run_sid], components(p, STOP_OUTPUTS), api_name="stop", queue=False)
     p.stop_btn.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
-                     cancels=[run_evt], api_visibility="private", queue=False).then(
+                     cancels=[run_evt], api_visibility="private", queue=False, show_progress="hidden").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     p.player_stop.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
-                        cancels=[run_evt], api_visibility="private", queue=False).then(
+                        cancels=[run_evt], api_visibility="private", queue=False, show_progress="hidden").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
     p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",

@@ -169,3 +169,43 @@ def test_exactness_checks_the_model_in_view_and_refuses_a_one_token_span(chromiu
     assert "no number of draws can tell" in status and "N =" not in status, status
     _shot(page, request, "one-token")
     page.close()
+
+
+COUNTS_JS = """() => { window.__counts = [];
+  const read = () => { const m = /tokens (\\d+)\\/(\\d+)/.exec(document.querySelector('#counters').innerText);
+    if (m) window.__counts.push(+m[1]); };
+  new MutationObserver(read).observe(document.querySelector('#counters'),
+    {subtree: true, childList: true, characterData: true}); }"""
+
+
+def test_watch_never_rewinds_what_was_shown(chromium, url, request, monkeypatch):
+    """Watch on, a run whose rounds arrive over a few seconds of wall time but compute in well under
+    WATCH_UNDER: the decided-token count shown never goes down (it used to climb live to 56/60, then
+    restart at 0/60 when the Watch replay began), and the status shows no Gradio timer."""
+    import time as _time
+
+    from app.run import streaming
+
+    fast = streaming.rounds
+
+    def slow(live):  # the wait is outside the sampler: its compute stays short, its wall time is not
+        for lv in fast(live):
+            _time.sleep(0.08)
+            yield lv
+
+    monkeypatch.setattr(streaming, "rounds", slow)
+    page = _page(chromium, url)
+    box = page.locator("#watch input")
+    if not box.is_checked():
+        box.click()
+    page.fill("#infill-text textarea", "a[MASK:40]b")
+    page.evaluate(COUNTS_JS)
+    page.click("#run")
+    _wait_text(page, "#status", "Watching", timeout=60_000)
+    assert page.query_selector("#status .progress-text, #status .eta-bar, #status .timer") is None
+    _wait_text(page, "#status", "Done", timeout=120_000)
+    counts = page.evaluate("window.__counts")
+    assert counts and counts[-1] == 40, counts
+    assert all(b >= a for a, b in zip(counts, counts[1:])), counts
+    _shot(page, request, "watched")
+    page.close()
