@@ -98,7 +98,7 @@ def components(p: Page, names) -> list:
 
 def status_md(msg: str, kind: str = "info") -> str:
     """A status line (escaped) with an icon for errors and successes."""
-    icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
+    icon = {"error": "⚠️ ", "ok": "✓ ", "info": ""}[kind]  # ✓, not ✅: Debian chromium has no emoji font
     return f"{icon}{html.escape(msg, quote=False)}" if msg else ""
 
 
@@ -205,3 +205,9 @@ STARTING = "Starting the run…"
 
 #: Stop's answer when the run had shown no round: nothing was stored, nothing of it is shown
 STOPPED_FIRST = "Stopped before the first round; nothing was stored."
+
+
+def plural(n, word: str) -> str:
+    """`n word` with the plural agreeing ("1 token", "2 tokens", "1.5 calls"; whole floats as whole)."""
+    shown = f"{n:g}" if isinstance(n, float) else str(n)
+    return f"{shown} {word}" + ("" if shown == "1" else "s")

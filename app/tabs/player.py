@@ -36,6 +36,7 @@ from .common import (
     idle,
     make_form,
     named,
+    plural,
     status_md,
     takes_form,
     warn,
@@ -103,7 +104,8 @@ def _finished(live: Live, note: str, request):
         return {**_player(live, _stopped_msg(live.state)), "completed": "", "trace_state": trace, **stored}
     trace = trace_ref(live.run_id, live.view, live.steps, run_title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
-    done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
+    done = status_md(f"Done: {plural(res.masked_tokens, 'token')} in {plural(res.calls, 'call')}{lp}. Stored; share it "
+                     "with the link."
                      + note, "ok")
     return {**_player(live, done), "completed": res.text, "trace_state": trace, **stored}
 

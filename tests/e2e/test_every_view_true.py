@@ -209,3 +209,64 @@ def test_watch_never_rewinds_what_was_shown(chromium, url, request, monkeypatch)
     assert all(b >= a for a, b in zip(counts, counts[1:])), counts
     _shot(page, request, "watched")
     page.close()
+
+
+#: every element that shows text of its own, and every button, text box and select, with its text
+#: colour composed over its real background (ancestors' fills and opacities): the contrast ratio
+CONTRAST_JS = r"""() => {
+  const lum = (c) => { const v = c / 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const parse = (s) => { const m = s.match(/[\d.]+/g); if (!m) return null; const [r, g, b, a] = m.map(Number);
+    return [r, g, b, a === undefined ? 1 : a]; };
+  const L = ([r, g, b]) => 0.2126 * lum(r) + 0.7152 * lum(g) + 0.0722 * lum(b);
+  const blend = (top, under) => top[3] >= 1 ? top : [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const bgOf = (el) => { const layers = []; for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor); if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let bg = [255, 255, 255, 1]; for (let i = layers.length - 1; i >= 0; i--) bg = blend(layers[i], bg); return bg; };
+  const out = [];
+  const seen = new Set();
+  for (const el of document.querySelectorAll('body *')) {
+    if (!el.offsetParent && getComputedStyle(el).position !== 'fixed') continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === 'hidden' || +st.opacity === 0) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    const control = ['BUTTON', 'SELECT', 'TEXTAREA'].includes(el.tagName)
+      || (el.tagName === 'INPUT' && !['checkbox', 'radio', 'range'].includes(el.type));
+    if (!own && !control) continue;
+    if (el.closest('svg, .js-plotly-plot, [data-testid="status-tracker"]')) continue;
+    const r = el.getBoundingClientRect(); if (r.width < 1 || r.height < 1) continue;
+    let op = 1; for (let e = el; e; e = e.parentElement) op *= +getComputedStyle(e).opacity;
+    const bg = bgOf(el);
+    let fg = parse(st.color); fg = blend([fg[0], fg[1], fg[2], fg[3] * op], bg);
+    const a = L(fg), b = L(bg);
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const text = (el.innerText || el.value || el.getAttribute('aria-label') || '').trim().slice(0, 40);
+    const key = el.tagName + '|' + text + '|' + st.color + '|' + bg.join(',');
+    if (seen.has(key)) continue; seen.add(key);
+    const disabled = el.disabled || el.closest('[disabled]');
+    out.push({tag: el.tagName, id: el.id, text, color: st.color, ratio: +ratio.toFixed(2), disabled: !!disabled,
+              bg: 'rgb(' + bg.slice(0, 3).map(Math.round).join(',') + ')'});
+  }
+  return out;
+}"""
+
+
+def test_every_text_and_control_meets_aa_contrast(chromium, url, request):
+    """Measured from the page in every tab, after a run (its tokens and status on screen): each
+    text and control (enabled) has contrast 4.5:1 or more; no emoji glyph Debian's chromium cannot
+    draw in the status; the Done line agrees in number ("1 token in 1 call")."""
+    page = _page(chromium, url)
+    page.fill("#infill-text textarea", "a[MASK:1]b")
+    page.click("#run")
+    _wait_text(page, "#status", "Done")
+    status = page.inner_text("#status")
+    assert "\u2705" not in status and "1 token in 1 call" in status, status
+    low = {}
+    for tab in ("Step player", "Compare", "Exactness", "Statistics", "Sessions"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(500)  # the tab is drawn (reads the page once it is)
+        for r in page.evaluate(CONTRAST_JS):
+            if r["ratio"] < 4.5 and not r["disabled"]:
+                low[(r["tag"], r["text"], r["color"], r["bg"])] = r["ratio"]
+    _shot(page, request, "contrast")
+    assert not low, low
+    page.close()
