@@ -334,14 +334,25 @@ def wire(p: Page, remember) -> None:
                         cancels=[run_evt], api_visibility="private", queue=False, show_progress="hidden").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
-    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",
-                     trigger_mode="always_last", show_progress="hidden")
-    play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed], frame_outputs, api_name="play",
-                                show_progress="hidden")
+    # the page's controls also send the share link (it lives in the browser: a page whose copy of the
+    # trace the server let go of is shown the link, playback.LOST); the API keeps its published
+    # signatures on invisible buttons
+    link, hidden = [p.link], {"api_visibility": "private", "show_progress": "hidden"}
+    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state, *link], components(p, FRAME_OUTPUTS[:3]),
+                     trigger_mode="always_last", api_name="scrub_page", **hidden)
+    play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed, *link], frame_outputs, api_name="play_page",
+                                **hidden)
     p.pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
-    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_forward",
-                    show_progress="hidden", cancels=[play_evt])
-    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
-                     show_progress="hidden", cancels=[play_evt])
-    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed], frame_outputs, api_name="replay", show_progress="hidden",
-                       cancels=[play_evt])
+    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+                    api_name="step_forward_page", **hidden)
+    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+                     api_name="step_back_page", **hidden)
+    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed, *link], frame_outputs, cancels=[play_evt],
+                       api_name="replay_page", **hidden)
+    api = gr.Button(visible=False)
+    for name, fn, inputs, outs in (("scrub", scrub, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS[:3]),
+                                   ("play", play, [p.scrub_sl, p.trace_state, p.speed], FRAME_OUTPUTS),
+                                   ("step_forward", step_forward, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS),
+                                   ("step_back", step_back, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS),
+                                   ("replay", replay, [p.trace_state, p.speed], FRAME_OUTPUTS)):
+        api.click(named(p, fn), inputs, components(p, outs), api_name=name, show_progress="hidden")
