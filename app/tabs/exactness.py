@@ -21,7 +21,7 @@ from app.errors import readable
 from app.run.form import served_seed
 from app.run.inputs import as_float, as_int, check_sentinels, check_text
 from app.serving.admission import admission
-from app.serving.slots import Turns, slots
+from app.serving.slots import Cancelled, Turns, slots
 from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
 from app.stored import share
@@ -220,11 +220,33 @@ def store_check(res: CheckResult) -> str:
 CHECK_OUTPUTS = ("ex_status", "ex_plot", "ex_table", "ex_link")
 
 
+#: a page (its Gradio session hash) -> when it pressed Stop the check (bounded, oldest forgotten)
+_STOPS: dict[str, float] = {}
+_STOPS_MAX = 4096
+
+
+def stop_check(request: gr.Request = None) -> dict:
+    """Stop the check: the page's check in progress ends at its next draw and stores nothing (a
+    check is stored only whole); its own last frame says how far it got."""
+    page = getattr(request, "session_hash", None)
+    if page:
+        _STOPS[page] = time.monotonic()
+        while len(_STOPS) > _STOPS_MAX:
+            _STOPS.pop(next(iter(_STOPS)))
+    return {"ex_status": status_md("Stopping the check at its next draw; nothing is stored.")}
+
+
+def _stopped(page: str | None, t0: float) -> bool:
+    return bool(page) and _STOPS.get(page, -1.0) >= t0
+
+
 @guarded
 def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = None):
     """Prepare, draw on the shared compute slots (a frame about twice a second), test, store.
-    Updates CHECK_OUTPUTS by name (app.tabs.common.named)."""
-    turns = Turns(slots())
+    Stop the check (stop_check) ends it at its next draw, storing nothing. Updates CHECK_OUTPUTS
+    by name (app.tabs.common.named)."""
+    page, started = getattr(request, "session_hash", None), time.monotonic()
+    turns = Turns(slots(), lambda: _stopped(page, started))
     last = 0.0
     owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
@@ -244,14 +266,27 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
             with turns.turn():
                 chk = prepare(text, model, samplers, n, seed, temperature, k)
             chosen = f" N = {chk.samples:,} per sampler ({chk.chosen})." if chk.chosen else ""
+            done, total = 0, chk.samples * len(chk.names)
             for name, done, total in turns.iterate(chk.stream()):
+                if _stopped(page, started):
+                    break
                 now = time.perf_counter()
                 if now - last >= 0.5:
                     last = now
                     yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name}), "
                                                   f"{now - t0:.0f} s so far.{chosen}"), "ex_link": ""}
+            if _stopped(page, started):
+                store_budget().release()
+                yield {"ex_status": status_md(f"Stopped after {done:,} of {total:,} draws "
+                                              f"({time.perf_counter() - t0:.0f} s); nothing is stored (a check is "
+                                              "stored only whole)."), "ex_link": ""}
+                return
             with turns.turn():
                 res = chk.result()
+    except Cancelled:  # Stop pressed while it was prepared or waited for a slot
+        store_budget().release()
+        yield {"ex_status": status_md("Stopped; nothing is stored (a check is stored only whole)."), "ex_link": ""}
+        return
     except InfillError as e:
         store_budget().release()
         warn(str(e))
@@ -336,6 +371,7 @@ def layout(p: Page) -> None:
         p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=0.05, maximum=10)
         p.ex_k = gr.Number(label="k (drafts per round)", value=5, precision=0, minimum=1, maximum=64)
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
+        p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", elem_id="exactness-stop")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
     p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
     p.ex_table = gr.HTML("", elem_id="exactness-table")
@@ -349,6 +385,8 @@ def wire(p: Page, remember) -> None:
                    api_visibility="private", queue=False, show_progress="hidden")
     p.ex_model.change(lambda m: in_view(m), [p.ex_model], [p.ex_in_view], api_visibility="private", queue=False,
                       show_progress="hidden")
+    p.ex_stop.click(named(p, stop_check), None, components(p, ("ex_status",)), queue=False,
+                    api_visibility="private", show_progress="hidden")
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
                    components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
                    concurrency_id="model", concurrency_limit=p.run_limit,
