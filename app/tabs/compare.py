@@ -152,11 +152,15 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
     wait = streaming.slots().estimate()  # the share id reaches the page at once: Stop works from the start
+    # nothing of the previous comparison stays on screen as if it were this one
     yield {"cmp_status": status_md(wait.message() if wait.busy else "Comparing… computing the first rounds."),
-           "cmp_link": "", "cmp_sid": sid}
+           **_cleared(), "cmp_sid": sid}
     try:
         yield from _alternate(a, b, sid)
-        if a.cancelled or b.cancelled:
+        if a.cancelled or b.cancelled:  # Stop (or a cancel) before the first rounds: nothing stored
+            stops.clear_stop(sid)
+            yield {"cmp_status": status_md("Stopped before the first round; nothing was stored."), **_cleared(),
+                   "cmp_sid": ""}
             return
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
@@ -175,6 +179,12 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
            "html_b": view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
            "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)), "summary": _summary([("A", a), ("B", b)]),
            "fig_rev": f1, "fig_run": f2, "cmp_link": link, "cmp_sid": ""}
+
+
+def _cleared() -> dict:
+    """Both sides, their counters, the summary and the link emptied."""
+    return {"html_a": "", "html_b": "", "cnt_a": "", "cnt_b": "", "summary": empty_table(SUMMARY_HEADERS),
+            "cmp_link": ""}
 
 
 def stop_compare(sid):
