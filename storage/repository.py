@@ -34,9 +34,11 @@ from storage.records import (
 )
 from storage.stats import group_stats
 from storage.validation import (
+    MAX_SPANS_CHARS,
     CheckedRun,
     check_run,
     is_valid_share_id,
+    json_text,
 )
 
 SHARE_ID_BYTES = 16
@@ -189,6 +191,21 @@ class Store:
         for sid, sampler in s.execute(q):
             out.setdefault(sid, []).append(sampler)
         return out
+
+    def annotate_session(self, share_id: object, key: str, value: Any) -> bool:
+        """Add `key: value` to a stored session's spans (a dict; a session whose spans are not one
+        is left alone), within the spans' size limit: what is learnt about a session after it was
+        stored (a comparison's verdict). False for an unknown id or spans that are not a dict."""
+        if not is_valid_share_id(share_id):
+            return False
+        with db.write_session(self.engine) as s:
+            row = s.scalars(select(SessionRow).where(SessionRow.share_id == share_id)).one_or_none()
+            if row is None or not isinstance(row.spans, dict):
+                return False
+            spans = {**row.spans, key: value}
+            json_text("spans", spans, MAX_SPANS_CHARS)
+            row.spans = spans  # a new dict: the JSON column sees the change
+            return True
 
     def delete_session(self, share_id: object) -> bool:
         """Delete a session and (by ON DELETE CASCADE) its runs and steps; False if unknown."""

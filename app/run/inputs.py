@@ -56,7 +56,8 @@ def mask_units(domain: str, codec) -> str:
     n, unit = default_span(domain)
     bare = f"{n} word" + ("s" if n != 1 else "") if unit == "w" else f"{n} tokens"
     tpw = tokens_per_word(codec)
-    words = (f"[MASK:nw] = about n words: n times {tpw:.1f}, this tokenizer's average tokens per word"
+    words = (f"[MASK:nw] = n times {tpw:.1f} tokens (this tokenizer's average per word), so about n words: the "
+             "fill has that many tokens, not always exactly n words"
              if tpw != 1.0 else "[MASK:nw] = n letters (one token each)")
     return f"[MASK] = {bare}; [MASK:n] = n tokens; {words}."
 
@@ -67,7 +68,8 @@ def word_masks(text: str, codec) -> str:
     found = [int(m.group(1)) for m in re.finditer(r"\[MASK:([0-9]+)w\]", text)]
     if not found:
         return ""
-    return "Here " + ", ".join(f"[MASK:{n}w] becomes {_tokens(words_to_tokens(n, codec))}" for n in found) + "."
+    said = ", ".join(f"[MASK:{n}w] becomes {_tokens(words_to_tokens(n, codec))}" for n in found)
+    return f"Here {said}: the run fills exactly that many tokens, which read as about, not exactly, n words."
 
 
 def _tokens(n: int) -> str:

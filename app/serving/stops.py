@@ -8,6 +8,7 @@ never stored, and polling for it held a server thread for 10 s per press."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 #: Stop / Skip requests remembered at most (oldest forgotten first: a flood of made-up share ids
@@ -20,6 +21,10 @@ _stops: OrderedDict[str, None] = OrderedDict()
 _stops_lock = threading.Lock()
 _running: dict[str, object] = {}
 _ended: OrderedDict[str, object] = OrderedDict()
+_owners: OrderedDict[str, str] = OrderedDict()  # a page (Gradio session hash) -> the share id of its run in progress
+_clicks: OrderedDict[str, float] = OrderedDict()  # a page -> when it last pressed Run
+_latest: OrderedDict[str, str] = OrderedDict()  # a page -> the share id of the last run it started
+_owner_stops: OrderedDict[str, float] = OrderedDict()  # a page -> when it pressed Stop with no run id yet
 
 
 def _remember(requests: OrderedDict, share_id: str) -> None:
@@ -71,16 +76,93 @@ def clear_skip(share_id: str) -> None:
 
 
 def track(share_id: str, run: object) -> None:
-    """A run of the player is in progress under this share id (Stop reads its state)."""
+    """A run of the player is in progress under this share id (Stop reads its state); its page
+    (`run.owner`, a session hash) finds it by `running_for` while the id has not reached the page."""
     with _stops_lock:
         _running[share_id] = run
         _ended.pop(share_id, None)
+        owner = getattr(run, "owner", None)
+        if owner:
+            for latest in (_owners, _latest):
+                latest[owner] = share_id
+                latest.move_to_end(owner)
+                while len(latest) > _REQUESTS_MAX:
+                    latest.popitem(last=False)
+
+
+def note_click(owner: str | None) -> None:
+    """A page pressed Run (its click handler, before the run is queued)."""
+    if owner:
+        with _stops_lock:
+            _clicks[owner] = time.monotonic()
+            _clicks.move_to_end(owner)
+            while len(_clicks) > _REQUESTS_MAX:
+                _clicks.popitem(last=False)
+
+
+def clicked_at(owner: str | None) -> float:
+    """When this page last pressed Run (time.monotonic; infinity when never noted)."""
+    with _stops_lock:
+        return _clicks.get(owner or "", float("inf"))
+
+
+def note_start(owner: str | None, token: str) -> None:
+    """A page pressed Run: its last run is now this one (`token` until it has a share id)."""
+    if owner:
+        with _stops_lock:
+            _latest[owner] = token
+            _latest.move_to_end(owner)
+            while len(_latest) > _REQUESTS_MAX:
+                _latest.popitem(last=False)
+
+
+def started_since(owner: str | None, share_id: str) -> bool:
+    """Whether this page (its session hash) has started a run after the one under `share_id`."""
+    if not owner or not share_id:
+        return False
+    with _stops_lock:
+        latest = _latest.get(owner)
+    return latest is not None and latest != share_id
+
+
+def running_for(owner: str | None) -> str:
+    """The share id of the run in progress on this page (its session hash), or "" when none is."""
+    if not owner:
+        return ""
+    with _stops_lock:
+        sid = _owners.get(owner, "")
+        return sid if sid in _running else ""
+
+
+def request_owner_stop(owner: str | None, now: float) -> None:
+    """Stop pressed on a page whose run has no share id yet (it is being prepared, or waits in the
+    queue): every run of that page started at or before `now` (time.monotonic) stops before its
+    first frame and stores nothing (bounded, oldest forgotten first)."""
+    if not owner:
+        return
+    with _stops_lock:
+        _owner_stops[owner] = now
+        _owner_stops.move_to_end(owner)
+        while len(_owner_stops) > _REQUESTS_MAX:
+            _owner_stops.popitem(last=False)
+
+
+def owner_stopped_since(owner: str | None, t0: float) -> bool:
+    """Whether this page pressed Stop (with no run id yet) at or after monotonic time t0."""
+    if not owner:
+        return False
+    with _stops_lock:
+        t = _owner_stops.get(owner)
+    return t is not None and t >= t0
 
 
 def untrack(share_id: str) -> None:
     """The run has left the player: kept among the last few ended runs, for a late Stop."""
     with _stops_lock:
         run = _running.pop(share_id, None)
+        owner = getattr(run, "owner", None)
+        if owner and _owners.get(owner) == share_id:
+            _owners.pop(owner, None)
         if run is not None:
             _ended[share_id] = run
             while len(_ended) > _ENDED_MAX:

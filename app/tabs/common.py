@@ -12,7 +12,7 @@ import gradio as gr
 
 from app.errors import readable
 from app.run.form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form_fields  # noqa: F401 (FORM_FIELDS: re-exported)
-from app.views.render import DETAIL_HEADERS
+from app.views.render import DETAIL_HEADERS, view_html
 from engine.errors import InfillError
 from engine.params import KNOBS
 
@@ -98,7 +98,7 @@ def components(p: Page, names) -> list:
 
 def status_md(msg: str, kind: str = "info") -> str:
     """A status line (escaped) with an icon for errors and successes."""
-    icon = {"error": "⚠️ ", "ok": "✅ ", "info": ""}[kind]
+    icon = {"error": "⚠️ ", "ok": "✓ ", "info": ""}[kind]  # ✓, not ✅: Debian chromium has no emoji font
     return f"{icon}{html.escape(msg, quote=False)}" if msg else ""
 
 
@@ -187,3 +187,27 @@ def idle():
 def idle_named(run: str, stop: str) -> dict:
     """idle() as a named update of the buttons called `run` and `stop` on the page."""
     return dict(zip((run, stop), idle()))
+
+
+def cleared(message: str) -> dict:
+    """Every view of the player emptied (counters, token view, round table, completed text, link,
+    scrubber, trace to replay), the token view saying `message`: a run that has shown nothing yet,
+    or that stored nothing, leaves nothing of itself or of the run before it on screen."""
+    return {"counters": "", "player": view_html(None, message=message), "detail": empty_table(DETAIL_HEADERS),
+            "completed": "", "link": "", "scrub_sl": gr.update(minimum=0, maximum=1, value=0, interactive=False),
+            "trace_state": None}
+
+
+#: what cleared() empties, in order
+CLEARED = ("counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state")
+#: the status at Run's click, until the run's first frame
+STARTING = "Starting the run…"
+
+#: Stop's answer when the run had shown no round: nothing was stored, nothing of it is shown
+STOPPED_FIRST = "Stopped before the first round; nothing was stored."
+
+
+def plural(n, word: str) -> str:
+    """`n word` with the plural agreeing ("1 token", "2 tokens", "1.5 calls"; whole floats as whole)."""
+    shown = f"{n:g}" if isinstance(n, float) else str(n)
+    return f"{shown} {word}" + ("" if shown == "1" else "s")

@@ -152,11 +152,15 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
                "summary": empty_table(SUMMARY_HEADERS), "cmp_link": "", "cmp_sid": ""}
         return
     wait = streaming.slots().estimate()  # the share id reaches the page at once: Stop works from the start
+    # nothing of the previous comparison stays on screen as if it were this one
     yield {"cmp_status": status_md(wait.message() if wait.busy else "Comparing… computing the first rounds."),
-           "cmp_link": "", "cmp_sid": sid}
+           **_cleared(), "cmp_sid": sid}
     try:
         yield from _alternate(a, b, sid)
-        if a.cancelled or b.cancelled:
+        if a.cancelled or b.cancelled:  # Stop (or a cancel) before the first rounds: nothing stored
+            stops.clear_stop(sid)
+            yield {"cmp_status": status_md("Stopped before the first round; nothing was stored."), **_cleared(),
+                   "cmp_sid": ""}
             return
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
@@ -175,6 +179,12 @@ def run_compare(values: dict, sampler_b, model_b, request: gr.Request = None):
            "html_b": view_html(b.state, f"B: {b.run.spec.name}") + _completed_html(b),
            "cnt_a": counters_md(_clocked(a)), "cnt_b": counters_md(_clocked(b)), "summary": _summary([("A", a), ("B", b)]),
            "fig_rev": f1, "fig_run": f2, "cmp_link": link, "cmp_sid": ""}
+
+
+def _cleared() -> dict:
+    """Both sides, their counters, the summary and the link emptied."""
+    return {"html_a": "", "html_b": "", "cnt_a": "", "cnt_b": "", "summary": empty_table(SUMMARY_HEADERS),
+            "cmp_link": ""}
 
 
 def stop_compare(sid):
@@ -233,9 +243,16 @@ def verdict(link):
     if pair is None:
         yield ""
         return
-    yield ("**Verdict:** timing A against B: alternating unstored reruns of both sides on this server "
-           "(a few seconds)…")
-    yield compare_verdict.judge(*pair)
+    yield (f"**Verdict:** timing A against B: alternating unstored reruns of both sides on this server, until "
+           f"the speed ratio's interval decides (at most {compare_verdict.MAX_PAIRS} pairs or "
+           f"{compare_verdict.compare_seconds():g} s of compute)…")
+    said = compare_verdict.judge(*pair)
+    if said:  # kept with the comparison: its share link shows the verdict it was stored with
+        try:
+            store().annotate_session(share.share_id_from_link(link), "verdict", said)
+        except Exception:  # noqa: BLE001 - the verdict is shown even when it cannot be kept
+            said += " (Not kept with the comparison: its link will not show this verdict.)"
+    yield said
 
 
 #: on Compare: its button, Stop, status, verdict and both panels scroll to the top of the window
@@ -249,14 +266,14 @@ def wire(p: Page, remember) -> None:
     """Compare (in the model pool shared with Run) and its Stop, then the verdict."""
     p.cmp_btn.click(None, None, None, js=COMPARE_JS, api_visibility="private")
     cmp_evt = p.cmp_btn.click(lambda: (*busy(), ""), None, [p.cmp_btn, p.cmp_stop, p.cmp_verdict], queue=False,
-                              api_visibility="private").then(
+                              api_visibility="private", show_progress="hidden").then(
         named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
     )
-    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private").then(
+    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private", show_progress="hidden").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private").then(
         verdict, [p.cmp_link], [p.cmp_verdict], api_name="compare_verdict", concurrency_id="model",
         concurrency_limit=p.run_limit, show_progress="hidden")
     p.cmp_stop.click(named(p, stop_compare), [p.cmp_sid], components(p, ("cmp_status", "cmp_btn", "cmp_stop")), queue=False,
-                     api_visibility="private")
+                     api_visibility="private", show_progress="hidden")

@@ -305,7 +305,7 @@ def _parameters(p: Page) -> None:
 def wire(p: Page) -> None:
     """The editor's events (the compare side's model list follows domain and sampler B too)."""
     p.domain.change(named(p, on_domain), [p.domain, p.sampler, p.model], components(p, ("model", "example", "status")),
-                    api_visibility="private")
+                    api_visibility="private", show_progress="hidden")
     # a person switching domain (not a restore) gets that domain's example in the input
     p.domain.input(named(p, domain_example), [p.domain], components(p, ("text", "sampler", "sampler_help")),
                    api_visibility="private")

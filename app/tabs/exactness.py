@@ -21,7 +21,7 @@ from app.errors import readable
 from app.run.form import served_seed
 from app.run.inputs import as_float, as_int, check_sentinels, check_text
 from app.serving.admission import admission
-from app.serving.slots import Turns, slots
+from app.serving.slots import Cancelled, Turns, slots
 from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
 from app.stored import share
@@ -29,7 +29,7 @@ from app.stored.store import store
 from app.views.plots import _layout
 from app.views.render import esc
 from engine.errors import BadParameterError, InfillError
-from engine.exactness.check import DEFAULT_SAMPLES, CheckBudget, ExactnessCheck
+from engine.exactness.check import CheckBudget, ExactnessCheck
 from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
 from engine.exactness.judgement import CANNOT_TELL
 from engine.exactness.law import fill_key
@@ -42,6 +42,10 @@ from .common import Page, components, guarded, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
 EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
+#: the tab's example per domain: it follows the editor's domain and model (a stock example is swapped,
+#: a sentence the visitor typed is kept)
+EXAMPLES = {"text": EXAMPLE, "code": "def area(width, height):\n    return [MASK:3]\n",
+            "protein": "MKTAYIAKQRQISFVKSH[MASK:2]LDNLS"}
 DEFAULT_SAMPLERS = ["sequential-cache", "assd-cache", "assd-pipelined", "assd-ptp", "wrong-assd-residual-from-q"]
 TOP_FILLS = 12  # fills drawn as bars (most likely first); the rest are one "other" group
 INTRO = (
@@ -66,6 +70,26 @@ def _domain_of(model: str) -> str:
         if row["name"] == model:
             return str(row["domain"])
     return "text"
+
+
+def follow_editor(model, ex_text, ex_model):
+    """The editor's model changed (also by a domain switch): the check takes it when it can run
+    it (an AS-ARM or hybrid), else that domain's AS-ARM; a stock example of another domain is
+    swapped for this domain's. Returns (ex_model update, ex_text, the line naming what is checked)."""
+    allowed = model_choices()
+    domain = _domain_of(model) if isinstance(model, str) and model else "text"
+    if model not in allowed:
+        model = next((m for m in allowed if _domain_of(m) == domain and m.endswith("-asarm")),
+                     ex_model if ex_model in allowed else None)
+    text = EXAMPLES.get(domain, ex_text) if (ex_text in EXAMPLES.values() or not ex_text) else ex_text
+    return gr.update(value=model), text, in_view(model)
+
+
+def in_view(model) -> str:
+    """The line over the check naming the model and domain it runs on."""
+    if not model:
+        return "No model the check can run is listed here."
+    return f"The check runs on **{esc(model)}** ({esc(_domain_of(model))}), the model in the editor."
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -160,10 +184,17 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
     if not samplers:
         raise BadParameterError("Choose at least one sampler to check.")
     count = as_int("N", n)
+    budget = CheckBudget.from_env()
+    if count == 0:  # N chosen for me: from the power calculation, within AUTO_SECONDS of computing
+        budget = CheckBudget(budget.max_draws, min(budget.max_seconds or AUTO_SECONDS, AUTO_SECONDS))
     return ExactnessCheck(
         text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=served_seed(seed),
-        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False,
-        budget=CheckBudget.from_env())
+        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False, budget=budget)
+
+
+#: the page's default check (N = 0, chosen for me) computes at most this many seconds: N is the
+#: smallest with power 0.9 against the wrong rules, or the most this time allows
+AUTO_SECONDS = 45.0
 
 
 #: what a stored check is charged against its address's write budget (app.serving.store_budget): its
@@ -190,11 +221,33 @@ def store_check(res: CheckResult) -> str:
 CHECK_OUTPUTS = ("ex_status", "ex_plot", "ex_table", "ex_link")
 
 
+#: a page (its Gradio session hash) -> when it pressed Stop the check (bounded, oldest forgotten)
+_STOPS: dict[str, float] = {}
+_STOPS_MAX = 4096
+
+
+def stop_check(request: gr.Request = None) -> dict:
+    """Stop the check: the page's check in progress ends at its next draw and stores nothing (a
+    check is stored only whole); its own last frame says how far it got."""
+    page = getattr(request, "session_hash", None)
+    if page:
+        _STOPS[page] = time.monotonic()
+        while len(_STOPS) > _STOPS_MAX:
+            _STOPS.pop(next(iter(_STOPS)))
+    return {"ex_status": status_md("Stopping the check at its next draw; nothing is stored.")}
+
+
+def _stopped(page: str | None, t0: float) -> bool:
+    return bool(page) and _STOPS.get(page, -1.0) >= t0
+
+
 @guarded
 def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = None):
     """Prepare, draw on the shared compute slots (a frame about twice a second), test, store.
-    Updates CHECK_OUTPUTS by name (app.tabs.common.named)."""
-    turns = Turns(slots())
+    Stop the check (stop_check) ends it at its next draw, storing nothing. Updates CHECK_OUTPUTS
+    by name (app.tabs.common.named)."""
+    page, started = getattr(request, "session_hash", None), time.monotonic()
+    turns = Turns(slots(), lambda: _stopped(page, started))
     last = 0.0
     owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
@@ -206,15 +259,35 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
     try:
         # a check is hundreds of runs: it is admitted as one long run (a long-run seat, the visitor's cap)
         with admission().enter(owner, True):
+            t0 = time.perf_counter()
+            yield {"ex_status": status_md(f"Preparing the check on {model}: loading the model, a first draw of each "
+                                          "sampler" + (" and a pilot of the wrong rules to choose N…"
+                                                       if str(n).strip() in ("0", "0.0") else "…")),
+                   "ex_link": ""}
             with turns.turn():
                 chk = prepare(text, model, samplers, n, seed, temperature, k)
+            chosen = f" N = {chk.samples:,} per sampler ({chk.chosen})." if chk.chosen else ""
+            done, total = 0, chk.samples * len(chk.names)
             for name, done, total in turns.iterate(chk.stream()):
+                if _stopped(page, started):
+                    break
                 now = time.perf_counter()
                 if now - last >= 0.5:
                     last = now
-                    yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name})"), "ex_link": ""}
+                    yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name}), "
+                                                  f"{now - t0:.0f} s so far.{chosen}"), "ex_link": ""}
+            if _stopped(page, started):
+                store_budget().release()
+                yield {"ex_status": status_md(f"Stopped after {done:,} of {total:,} draws "
+                                              f"({time.perf_counter() - t0:.0f} s); nothing is stored (a check is "
+                                              "stored only whole)."), "ex_link": ""}
+                return
             with turns.turn():
                 res = chk.result()
+    except Cancelled:  # Stop pressed while it was prepared or waited for a slot
+        store_budget().release()
+        yield {"ex_status": status_md("Stopped; nothing is stored (a check is stored only whole)."), "ex_link": ""}
+        return
     except InfillError as e:
         store_budget().release()
         warn(str(e))
@@ -285,15 +358,16 @@ def layout(p: Page) -> None:
     """The check's inputs, its Run button, the status line, the chart, the table and the link."""
     gr.Markdown(INTRO)
     models = model_choices()
+    first = "text-asarm" if "text-asarm" in models else (models[0] if models else None)
+    p.ex_in_view = gr.Markdown(in_view(first), elem_id="exactness-in-view")
     with gr.Row():
         p.ex_text = gr.Textbox(label="Text with a masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
-        p.ex_model = gr.Dropdown(label="Model", choices=models,
-                                 value="text-asarm" if "text-asarm" in models else (models[0] if models else None))
+        p.ex_model = gr.Dropdown(label="Model", choices=models, value=first, elem_id="exactness-model")
     names = list(check_samplers())
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
                                      value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
     with gr.Row():
-        p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=DEFAULT_SAMPLES, precision=0, minimum=0,
+        p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=0, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
         t, k = KNOBS["temperature"], KNOBS["k"]  # their ranges (and k's start value): the knob table's
@@ -301,6 +375,7 @@ def layout(p: Page) -> None:
         p.ex_k = gr.Number(label="k (drafts per round)", value=k.default, precision=0, minimum=k.range[0],
                            maximum=k.range[1])
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
+        p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", elem_id="exactness-stop")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
     p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
     p.ex_table = gr.HTML("", elem_id="exactness-table")
@@ -308,9 +383,16 @@ def layout(p: Page) -> None:
 
 
 def wire(p: Page, remember) -> None:
-    """Run the check, then add its link to this browser's sessions list."""
+    """Run the check, then add its link to this browser's sessions list. The check follows the
+    editor's model and domain (follow_editor)."""
+    p.model.change(follow_editor, [p.model, p.ex_text, p.ex_model], [p.ex_model, p.ex_text, p.ex_in_view],
+                   api_visibility="private", queue=False, show_progress="hidden")
+    p.ex_model.change(lambda m: in_view(m), [p.ex_model], [p.ex_in_view], api_visibility="private", queue=False,
+                      show_progress="hidden")
+    p.ex_stop.click(named(p, stop_check), None, components(p, ("ex_status",)), queue=False,
+                    api_visibility="private", show_progress="hidden")
     p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
-                   components(p, CHECK_OUTPUTS), api_name="exactness",
+                   components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
                    concurrency_id="model", concurrency_limit=p.run_limit,
                    preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

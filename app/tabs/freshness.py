@@ -52,6 +52,7 @@ def clear_fixed_error(status, text, model, domain):
 def wire(p: Page) -> None:
     """A person's domain switch (not a restored share link, which sets the domain itself) resets the
     run view; an input change clears a refusal it fixed."""
-    p.domain.input(named(p, reset_view), None, components(p, RESET_OUTPUTS), api_visibility="private", queue=False)
+    p.domain.input(named(p, reset_view), None, components(p, RESET_OUTPUTS), api_visibility="private", queue=False,
+                   show_progress="hidden")
     p.text.change(clear_fixed_error, [p.status, p.text, p.model, p.domain], [p.status], api_visibility="private",
                   trigger_mode="always_last", show_progress="hidden")

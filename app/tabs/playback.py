@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
+from app.stored import share
 from app.views import token_views
-from app.views.render import DETAIL_HEADERS, counters_md, view_html
+from app.views.render import DETAIL_HEADERS, counters_md, esc, view_html
 from engine.trace import DECIDING_KINDS, PASS_KINDS
 
 from .common import detail_table, empty_table, guarded
@@ -45,15 +46,29 @@ NO_TRACE = ("Run something (or open a share link) first. If a run was shown here
             "let go of this page's copy: the share link under the player reloads it from the store.")
 
 
-def _nothing(msg=NO_TRACE) -> dict:
+#: the same, when the page still shows the run's share link (it lives in the browser, so it outlasts
+#: the server's copy): the link itself, to reload the run from the store
+LOST = ("The server has let go of this page's copy of the run (the page was idle, or the server restarted); "
+        "the run is still stored. Its share link reloads it:")
+
+
+def _nothing(msg=NO_TRACE, link=None) -> dict:
+    """The player with nothing to play: `msg`, or, when the page holds a run's share link, LOST
+    with that link (escaped; only a link to this app's ?s= share id is made a link)."""
+    sid = share.share_id_from_link(link) if isinstance(link, str) and link.strip() else ""
+    if sid:
+        link = link.strip()
+        href = link if link.startswith(("http://", "https://")) else f"?{share.QUERY_KEY}={sid}"
+        html_ = f'<div class="tv-wrap tv-lost">{esc(LOST)} <a href="{esc(href)}">{esc(link)}</a></div>'
+        return {"player": html_, "detail": empty_table(DETAIL_HEADERS), "counters": ""}
     return {"player": view_html(None, message=msg), "detail": empty_table(DETAIL_HEADERS), "counters": ""}
 
 
 @guarded
-def scrub(i, trace):
+def scrub(i, trace, link=None):
     """Render the stored trace after its first i steps."""
     if not trace:
-        return _nothing()
+        return _nothing(link=link)
     update = frame(trace, i)
     del update["scrub_sl"]  # the visitor is dragging it
     return update
@@ -70,18 +85,18 @@ def _visible_step(steps, i: int, direction: int) -> int:
 
 
 @guarded
-def step_forward(i, trace):
+def step_forward(i, trace, link=None):
     """One visible step forward in the stored trace."""
     if not trace:
-        return _nothing()
+        return _nothing(link=link)
     return frame(trace, _visible_step(trace["steps"], int(i or 0), +1))
 
 
 @guarded
-def step_back(i, trace):
+def step_back(i, trace, link=None):
     """One visible step back in the stored trace."""
     if not trace:
-        return _nothing()
+        return _nothing(link=link)
     return frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
 
 
@@ -135,11 +150,11 @@ def paced(view: dict, steps: list, start: int, speed, stop=lambda: False, bytes_
 
 
 @guarded
-def play(i, trace, speed):
+def play(i, trace, speed, link=None):
     """Play a stored trace from the current step (from the start when at the end) at the chosen
     speed: "N tokens/s" shows N decided tokens a second. Pause stops it where it is. No model involved."""
     if not trace:
-        yield _nothing("Nothing stored to play yet.")
+        yield _nothing("Nothing stored to play yet.", link)
         return
     steps = trace["steps"]
     i = int(i or 0)
@@ -151,6 +166,6 @@ def play(i, trace, speed):
 
 
 @guarded
-def replay(trace, speed=DEFAULT_SPEED):
+def replay(trace, speed=DEFAULT_SPEED, link=None):
     """Play a stored trace from the start at the chosen speed (no model involved)."""
-    yield from play(0, trace, speed)
+    yield from play(0, trace, speed, link)

@@ -19,28 +19,31 @@ from app.stored import share
 from app.stored.replay import trace_ref
 from app.stored.store import store
 from app.timing.speedup import remember_for_speedup, speedup_for
-from app.views import token_views
 from app.views.render import DETAIL_HEADERS, counters_md, view_html
 
 from . import freshness
 from .common import (
+    CLEARED,
     FORM_FIELDS,
+    STARTING,
     Page,
     busy,
+    cleared,
     components,
     detail_table,
     empty_table,
     form_components,
     idle,
-    idle_named,
     make_form,
     named,
+    plural,
     status_md,
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, frame, play, replay, scrub, step_back, step_forward
-from .watch import WATCH_ENDS, WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, play, replay, scrub, step_back, step_forward
+from .stopping import STOP_OUTPUTS, STOP_WAIT, _stopped_msg, stop_api, stop_run, stopped_first  # noqa: F401 (re-exported)
+from .watch import WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
 
 TABLE_INTERVAL = 0.5  # seconds between two updates of the current-round table while a run streams
 
@@ -57,13 +60,6 @@ def watch_default() -> bool:
 
 #: what Run (and the /infill API) updates, in the order API clients receive it
 RUN_OUTPUTS = ("status", "counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state", "run_sid")
-#: what Stop updates: everything that shows the run, so all of it describes the stored state
-STOP_OUTPUTS = ("status", "link", "trace_state", "scrub_sl", "run_btn", "stop_btn", "counters", "player", "detail",
-                "completed", "player_stop", "run_sid")
-
-
-
-
 def _player(live: Live, status: str) -> dict:
     st = live.state
     return {"status": status, "counters": counters_md(st),
@@ -74,18 +70,17 @@ def _scrub_to_end(n: int):
     return gr.update(minimum=0, maximum=n, value=n, interactive=True)
 
 
-def _stopped_msg(st) -> str:
-    return status_md(f"Stopped after {st.decided} of {len(st.masked)} tokens. The partial run is stored as "
-                     "cancelled; Play replays it and the link opens it.")
-
-
-def _streamed(live: Live, note: str):
+def _streamed(live: Live, note: str, watch: bool = False):
     """The frames while the run streams (one per round, throttled; the round table at most twice
-    a second: nobody reads it faster, and each one costs the run time)."""
+    a second: nobody reads it faster, and each one costs the run time). With `watch`, no round is
+    shown while the run has computed under WATCH_UNDER seconds: a quick run is then shown from its
+    start at the Watch pace, and nothing already shown is rewound; a longer one streams on from there."""
     first, table_at = True, 0.0
     for lv in streaming.throttled(streaming.rounds(live)):
         if lv.done:
             break
+        if watch and lv.run.compute_seconds < WATCH_UNDER:
+            continue  # the Watch pace will show this round (the run is quick so far)
         update = _player(lv, status_md(f"Running {lv.run.spec.name}… round {lv.state.round + 1}.{note}"))
         now = time.perf_counter()
         if now - table_at < TABLE_INTERVAL:
@@ -109,7 +104,8 @@ def _finished(live: Live, note: str, request):
         return {**_player(live, _stopped_msg(live.state)), "completed": "", "trace_state": trace, **stored}
     trace = trace_ref(live.run_id, live.view, live.steps, run_title(res.sampler, res.model))
     lp = "" if res.log_prob is None else f", log-probability {res.log_prob:.2f}"
-    done = status_md(f"Done: {res.masked_tokens} tokens in {res.calls:g} calls{lp}. Stored; share it with the link."
+    done = status_md(f"Done: {plural(res.masked_tokens, 'token')} in {plural(res.calls, 'call')}{lp}. Stored; share it "
+                     "with the link."
                      + note, "ok")
     return {**_player(live, done), "completed": res.text, "trace_state": trace, **stored}
 
@@ -122,20 +118,27 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
     sampler = values["sampler"]
+    owner = getattr(request, "session_hash", None)
+    # Stop pressed from Run's click on (the run may have waited in the queue), before the run has an
+    # id, stops it (stop_run)
+    t0 = min(time.monotonic(), stops.clicked_at(owner))
+    stops.note_start(owner, f"starting-{t0}")  # the last run's speed line no longer lands (speedup)
     try:
-        prep = _PREPARE.submit(streaming.start, make_form(values), owner=getattr(request, "session_hash", None),
-                              address=request_address(request))
+        prep = _PREPARE.submit(streaming.start, make_form(values), owner=owner, address=request_address(request))
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
             yield {"status": status_md(f"Preparing {sampler}: loading the model (a model's first run takes a "
-                                       "few seconds)…"), "completed": "", "link": "", "run_sid": ""}
+                                       "few seconds)…"), **cleared(f"Preparing {sampler}…"), "run_sid": ""}
             live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
         warn(msg)
-        yield {"status": status_md(msg, "error"), "counters": "", "player": view_html(None, message=msg),
-               "detail": empty_table(DETAIL_HEADERS), "completed": "", "link": "", "run_sid": ""}
+        yield {"status": status_md(msg, "error"), **cleared(msg), "run_sid": ""}
+        return
+    live.created = min(live.created, t0)  # a cancel while it was prepared counts (streaming._called_off)
+    if stops.owner_stopped_since(owner, t0):  # Stop came while it was queued or prepared: nothing stored
+        yield stopped_first()
         return
     stops.track(live.share_id, live)  # Stop answers from this run's own state (stop_run)
     try:
@@ -151,11 +154,14 @@ def _run_tracked(live: Live, watch: bool, request):
     note = f" {live.note}" if live.note else ""  # the normaliser's note, from the form's one reading
     wait = streaming.slots().estimate()  # every slot busy: say so, and for how long, before the first round
     # the share id reaches the page at once, so that Stop works from the first moment (queued or drafting)
+    if stops.stop_requested(live.share_id) or stops.owner_stopped_since(live.owner, live.created):
+        yield stopped_first()  # Stop came before this frame: no "Running" after Stop's answer
+        return
+    # nothing of the previous run stays on screen as if it were this one
     yield {"status": status_md(wait.message() if wait.busy else f"Running {sampler}… computing the first round."),
-           "completed": "", "link": "", "scrub_sl": gr.update(interactive=False), "trace_state": None,
-           "run_sid": live.share_id}
+           **cleared(f"Running {sampler}… computing the first round."), "run_sid": live.share_id}
     try:
-        yield from _streamed(live, note)
+        yield from _streamed(live, note, watch)
     except Exception as e:  # noqa: BLE001
         msg = readable(e)
         warn(msg)
@@ -169,7 +175,8 @@ def _run_tracked(live: Live, watch: bool, request):
                "run_sid": ""}
         return
     stops.clear_stop(live.share_id)
-    if live.cancelled:  # cancelled while it waited for a model slot: nothing ran, nothing stored
+    if live.cancelled:  # stopped or cancelled before its first round: nothing stored, nothing of it shown
+        yield stopped_first()
         return
     if watch and live.result is not None and live.run.compute_seconds < WATCH_UNDER:
         if (yield from watched(live, note)):
@@ -185,57 +192,18 @@ def skip_to_end(sid):
         stops.request_skip(sid)
 
 
-def speedup(link):
+def speedup(link, request: gr.Request = None):
     """After Run: the speed-up against cached sequential decoding of the same input (a second,
     unstored run on a compute slot), in its own line under the figures, so stepping through the
-    trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link,
-    which appears only once the run is stored."""
-    _, line = speedup_for(share.share_id_from_link(link))
-    return line
-
-
-#: seconds Stop waits for the round in progress to end (and the run to be stored) before it
-#: answers anyway; a run stopped before its first round answers at once
-STOP_WAIT = 2.0
-
-
-def stop_run(sid, request: gr.Request = None):
-    """Stop pressed: answered from the run's own state (app.serving.stops.tracked), never by polling
-    the store. Before the first round was shown the run stops at its next check and stores nothing:
-    said at once. After it, the run ends after the round it is in and is stored as cancelled: the
-    answer waits for that (at most STOP_WAIT seconds), then shows the stored partial trace; a run that
-    finished first (Watch was replaying it) is shown complete. Every answer clears the page's run id,
-    so pressing Stop again is "Nothing is running." at once. Updates STOP_OUTPUTS by name."""
-    buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": ""}
-    live = stops.tracked(sid) if isinstance(sid, str) and sid else None
-    if live is None:
-        return {"status": status_md("Nothing is running."), **buttons}
-    if not live.stop():
-        return {"status": status_md("Stopped before the first round was shown; nothing is stored."), **buttons}
-    watching = WATCH_ENDS.get(sid)
-    if watching is not None:  # the Watch replay ends at its next frame
-        watching.wait(STOP_WAIT)
-    if not live.ended.wait(STOP_WAIT) or live.run_id is None:
-        said = ("Stopping after the round in progress; the partial run is stored as cancelled and the link "
-                "opens it." if not live.ended.is_set() else "Stopped; nothing was stored.")
-        return {"status": status_md(said), "link": share.share_link(request, sid) if not live.ended.is_set() else "",
-                **buttons}
-    stops.clear_stop(sid)
-    # the player, counters, round table, scrubber and completed text all show the stored run's end
-    title = run_title(live.run.spec.name, live.run.lm.name)
-    trace = trace_ref(live.run_id, live.view, live.steps, title)
-    st = token_views.new_state(live.view, live.steps)
-    shown = frame(trace, len(live.steps), st)
-    if live.result is not None:  # it finished computing first (Watch was replaying it): shown complete
-        said = ("Stopped the replay: the run had finished computing before Stop arrived, so it is stored "
-                "complete and shown in full.")
-        msg, completed = status_md(said, "ok"), live.result.text
-    else:
-        said = f"Stopped after {st.decided} of {len(st.masked)} tokens; the partial run is stored as cancelled."
-        msg, completed = _stopped_msg(st), ""
-    return {**shown, "counters": f"{shown['counters']} · {said}", "status": msg, "completed": completed,
-            "link": share.share_link(request, sid), "trace_state": trace,
-            "scrub_sl": _scrub_to_end(len(live.steps)), **buttons}
+    trace meanwhile loses nothing; "" where it does not apply. It reads the run's share link (the
+    run is stored). A page that started another run meanwhile keeps that run's line."""
+    sid = share.share_id_from_link(link)
+    owner = getattr(request, "session_hash", None)
+    if stops.started_since(owner, sid):
+        speedup_for(sid)  # forget it untimed
+        return gr.update()
+    _, line = speedup_for(sid)
+    return gr.update() if stops.started_since(owner, sid) else line
 
 
 def remembering_run(remember):
@@ -329,9 +297,15 @@ def wire(p: Page, remember) -> None:
     limit = p.run_limit
     outputs = components(p, RUN_OUTPUTS)
     p.run_btn.click(None, None, None, js=RUN_JS, api_visibility="private")
-    run_evt = p.run_btn.click(lambda: (*busy(), busy()[1], ""), None,
-                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line], queue=False,
-                              api_visibility="private").then(
+    # at the click, before the run is queued: Stop enabled, and nothing of the previous run left on screen
+    starting = ("status", *CLEARED)
+    def clicked(request: gr.Request = None):
+        stops.note_click(getattr(request, "session_hash", None))  # a Stop from now on stops this run
+        return (*busy(), busy()[1], "", status_md(STARTING), *(cleared(STARTING)[k] for k in CLEARED))
+
+    run_evt = p.run_btn.click(clicked, None,
+                              [p.run_btn, p.stop_btn, p.player_stop, p.speedup_line, *components(p, starting)],
+                              queue=False, api_visibility="private", show_progress="hidden").then(
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
@@ -343,27 +317,42 @@ def wire(p: Page, remember) -> None:
     p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
     run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
-                 api_visibility="private").then(
+                 api_visibility="private", show_progress="hidden").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
         api_visibility="private").then(
         speedup, [p.link], [p.speedup_line], api_name="speedup", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden")
-    p.stop_btn.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
-                     cancels=[run_evt], api_name="stop", queue=False).then(
+    # the page's Stop also sends the link (a Stop before the run's id reached the page: stop_run);
+    # the API's /stop keeps its published signature (an invisible button carries it)
+    p.api_stop_btn = gr.Button(visible=False)
+    p.api_stop_btn.click(named(p, stop_api), [p.run_sid], components(p, STOP_OUTPUTS), api_name="stop", queue=False)
+    p.stop_btn.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
+                     cancels=[run_evt], api_visibility="private", queue=False, show_progress="hidden").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
-    p.player_stop.click(named(p, stop_run), [p.run_sid], components(p, STOP_OUTPUTS),
-                        cancels=[run_evt], api_visibility="private", queue=False).then(
+    p.player_stop.click(named(p, stop_run), [p.run_sid, p.link], components(p, STOP_OUTPUTS),
+                        cancels=[run_evt], api_visibility="private", queue=False, show_progress="hidden").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     frame_outputs = components(p, FRAME_OUTPUTS)
-    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state], components(p, FRAME_OUTPUTS[:3]), api_name="scrub",
-                     trigger_mode="always_last", show_progress="hidden")
-    play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed], frame_outputs, api_name="play",
-                                show_progress="hidden")
+    # the page's controls also send the share link (it lives in the browser: a page whose copy of the
+    # trace the server let go of is shown the link, playback.LOST); the API keeps its published
+    # signatures on invisible buttons
+    link, hidden = [p.link], {"api_visibility": "private", "show_progress": "hidden"}
+    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state, *link], components(p, FRAME_OUTPUTS[:3]),
+                     trigger_mode="always_last", api_name="scrub_page", **hidden)
+    play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed, *link], frame_outputs, api_name="play_page",
+                                **hidden)
     p.pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
-    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_forward",
-                    show_progress="hidden", cancels=[play_evt])
-    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state], frame_outputs, api_name="step_back",
-                     show_progress="hidden", cancels=[play_evt])
-    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed], frame_outputs, api_name="replay", show_progress="hidden",
-                       cancels=[play_evt])
+    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+                    api_name="step_forward_page", **hidden)
+    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+                     api_name="step_back_page", **hidden)
+    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed, *link], frame_outputs, cancels=[play_evt],
+                       api_name="replay_page", **hidden)
+    api = gr.Button(visible=False)
+    for name, fn, inputs, outs in (("scrub", scrub, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS[:3]),
+                                   ("play", play, [p.scrub_sl, p.trace_state, p.speed], FRAME_OUTPUTS),
+                                   ("step_forward", step_forward, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS),
+                                   ("step_back", step_back, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS),
+                                   ("replay", replay, [p.trace_state, p.speed], FRAME_OUTPUTS)):
+        api.click(named(p, fn), inputs, components(p, outs), api_name=name, show_progress="hidden")

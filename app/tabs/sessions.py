@@ -47,6 +47,16 @@ def remember(link, ids):
     return ids, recent(ids)
 
 
+def _stored_verdict(spans) -> str:
+    """The verdict a comparison was stored with (Markdown the page wrote; the names in it were
+    escaped there), or a line saying none was kept."""
+    said = spans.get("verdict") if isinstance(spans, dict) else None
+    if isinstance(said, str) and said:
+        return said + " *(The verdict stored with this comparison, not timed again.)*"
+    return ("**Verdict:** none was stored with this comparison (its timing did not finish, or it was stored "
+            "before verdicts were kept). Press Compare to run and time both again.")
+
+
 def _compare_values(rp) -> dict:
     """The compare view of a stored compare session: both sides, the summary and the charts."""
     sides = []
@@ -67,6 +77,7 @@ def _compare_values(rp) -> dict:
         "ca": counters_md(sa, WALL_NOTE), "cb": counters_md(sb, WALL_NOTE),
         "summary": {"headers": RESTORED_HEADERS, "data": rows},
         "f1": f1, "f2": f2, "sampler_b": rb.sampler, "model_b": rb.params.get("model"),
+        "verdict": _stored_verdict(rp.session.spans),
         "status": status_md(
             f"Restored shared comparison {rp.session.share_id}: A {ra.sampler} on {ra.params.get('model', '')} "
             f"against B {rb.sampler} on {rb.params.get('model', '')}, seed {ra.seed or 0}, both runs read from the "
@@ -130,7 +141,7 @@ def _updates(p: Page, v: dict) -> dict:
                     p.model_b: gr.update(choices=[c["model_b"]], value=c["model_b"]),
                     p.html_a: c["a"], p.html_b: c["b"], p.cnt_a: c["ca"], p.cnt_b: c["cb"],
                     p.summary: c["summary"], p.fig_rev: c["f1"], p.fig_run: c["f2"], p.cmp_link: v["link"],
-                    p.cmp_status: c["status"]})
+                    p.cmp_status: c["status"], p.cmp_verdict: c["verdict"]})
     return upd
 
 
@@ -195,7 +206,7 @@ def wire(p: Page) -> None:
     published = [*components(p, PUBLISHED_FIELDS), p.status, p.counters, p.player, p.detail, p.completed, p.link,
                  p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a, p.cnt_b,
                  p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
-    restore_outputs = [*published, *components(p, added_fields())]
+    restore_outputs = [*published, p.cmp_verdict, *components(p, added_fields())]  # the verdict: page only
     restore = restorer(p)
     p.open_btn.click(restore, [p.open_id], restore_outputs, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

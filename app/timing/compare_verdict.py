@@ -1,11 +1,13 @@
-"""Compare's answer to "which is faster, and by how much": side A against side B timed the way the
-player's "vs cached sequential" line times (app.timing.speedup): alternating unstored reruns, the median
-of the pairs' time ratios and their range. Each side is timed once by the Compare run itself, and
-one timing flips with machine noise (issue: 0.30 s / 0.28 s, then 0.86 s / 1.04 s), so a winner is
-named only when every pair agrees; otherwise the verdict says "too close to call". Sides on
-different models, or runs too short to time, get a plain reason instead of a ratio. The timing
-runs are admitted as the visitor's own (they count against the visitor who asked, never against
-the seats kept for others)."""
+"""Compare's answer to "which is faster, and by how much": side A against side B in alternating
+unstored reruns (the Compare run itself is the first pair), until the interval of the speed ratio
+(A's speed over B's: the geometric mean of the pairs' ratios with its 95% t interval) excludes 1 or
+lies within +-10%, or the budget (MAX_PAIRS pairs, INFILL_COMPARE_SECONDS of compute) is spent. It
+says so in the page's one unit: "A is 1.40x faster (1.20-1.60, 12 pairs)", "no difference within
++-10% (24 pairs)", or no call within the budget, with the interval. Sides on different models, or
+runs too short to time, get a plain reason instead of a ratio. The timing runs are admitted as the
+visitor's own (they count against the visitor who asked, never against the seats kept for
+others). The verdict is stored with the comparison's session (app.tabs.compare.verdict), so its
+share link shows it."""
 
 from __future__ import annotations
 
@@ -17,14 +19,38 @@ from app.run.streaming import Live
 from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.slots import Cancelled
-from app.timing.speedup import MIN_TIMED_SECONDS, MIN_TIMED_TOKENS, fmt_seconds, speed_ratio, speedup_seconds, timed_rerun
+from app.timing.speedup import (
+    MIN_TIMED_SECONDS,
+    MIN_TIMED_TOKENS,
+    fmt_seconds,
+    machine_here,
+    timed_rerun,
+)
+from app.timing.units import speed_words
 from engine.errors import InfillError
 
 log = logging.getLogger("app")
 
-MAX_PAIRS = 7
-#: fewer pairs than this give a ratio but never a winner
-MIN_PAIRS_TO_CALL = 3
+#: the budget of one verdict: at most MAX_PAIRS alternating pairs (the Compare run is the first) and
+#: compare_seconds() of compute; it ends sooner once the speed ratio's interval decides
+MAX_PAIRS = 48
+#: no call before this many pairs (a t interval from fewer is too wide to trust)
+MIN_PAIRS_TO_CALL = 4
+#: "no difference": the whole interval of the speed ratio lies within 1 -+ this
+EQUIVALENT = 0.10
+#: the interval's level (two-sided)
+LEVEL = 0.95
+
+
+def compare_seconds() -> float:
+    """Compute a verdict may spend on its pairs (INFILL_COMPARE_SECONDS, default 30)."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("INFILL_COMPARE_SECONDS", "30")))
+    except ValueError:
+        return 30.0
+
 
 _PENDING: OrderedDict[str, tuple[Live, Live]] = OrderedDict()  # share id -> (A, B), newest last
 _KEEP = 32
@@ -63,42 +89,81 @@ def reason_not_to_time(a: Live, b: Live) -> str:
     return ""
 
 
-def pair_count(a_seconds: float, b_seconds: float) -> int:
-    """How many alternating pairs fit in INFILL_SPEEDUP_SECONDS of compute (1 to MAX_PAIRS), the
-    Compare run itself being the first."""
-    return int(max(1, min(MAX_PAIRS, speedup_seconds() // max(a_seconds + b_seconds, 1e-9))))
+def interval(ta: list[float], tb: list[float]) -> tuple[float, float, float]:
+    """A's speed as a multiple of B's (above 1: A is faster): the geometric mean of the pairs' ratios
+    tb/ta and its LEVEL t interval on the log scale; (ratio, ratio, ratio) for a single pair."""
+    import math
+
+    from scipy.stats import t as student
+
+    logs = [math.log(b / a) for a, b in zip(ta, tb) if a > 0 and b > 0]
+    n = len(logs)
+    mean = sum(logs) / max(n, 1)
+    if n < 2:
+        return math.exp(mean), math.exp(mean), math.exp(mean)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = float(student.ppf(0.5 + LEVEL / 2, n - 1)) * sd / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def decided(ta: list[float], tb: list[float]) -> str:
+    """"faster" / "slower" once the interval excludes 1, "same" once it lies within 1 -+ EQUIVALENT,
+    "" while neither (or too few pairs)."""
+    if len(ta) < MIN_PAIRS_TO_CALL:
+        return ""
+    _, lo, hi = interval(ta, tb)
+    if lo > 1:
+        return "faster"
+    if hi < 1:
+        return "slower"
+    if lo >= 1 - EQUIVALENT and hi <= 1 + EQUIVALENT:
+        return "same"
+    return ""
 
 
 def timed_pairs(a: Live, b: Live) -> tuple[list[float], list[float]]:
-    """Alternating compute seconds of A and B (the Compare run is the first pair; B goes first in
-    the next pair, so neither side always runs on a warmer machine)."""
+    """Alternating compute seconds of A and B until decided() or the budget (MAX_PAIRS pairs,
+    compare_seconds() of compute) is spent. The Compare run is the first pair; then the order
+    alternates (B first, then A first), so neither side always runs on a warmer machine."""
     ta, tb = [a.run.compute_seconds], [b.run.compute_seconds]
-    for _ in range(pair_count(ta[0], tb[0]) - 1):
-        tb.append(timed_rerun(b, b.run.spec.name))
-        ta.append(timed_rerun(a, a.run.spec.name))
+    budget = compare_seconds()
+    while len(ta) < MAX_PAIRS and not decided(ta, tb):
+        spent = sum(ta) + sum(tb)
+        if spent + ta[-1] + tb[-1] > budget:  # the next pair would pass the budget
+            break
+        if len(ta) % 2:
+            tb.append(timed_rerun(b, b.run.spec.name))
+            ta.append(timed_rerun(a, a.run.spec.name))
+        else:
+            ta.append(timed_rerun(a, a.run.spec.name))
+            tb.append(timed_rerun(b, b.run.spec.name))
     return ta, tb
 
 
 def verdict_text(name_a: str, name_b: str, ta: list[float], tb: list[float]) -> str:
-    """The verdict from the pairs: A's time as a multiple of B's (median, range, pairs) and what it
-    means; "too close to call" when the range reaches 1 or there are too few pairs."""
-    med, lo, hi = speed_ratio(ta, tb)  # per pair: A's seconds / B's seconds
-    n = len(ta)
-    pairs = f"{n} alternating pair" + ("s" if n != 1 else "")
-    span = f"range {lo:.2f}-{hi:.2f}, {pairs}" if n > 1 else pairs
-    head = f"A ({name_a}) took {med:.2f}x the time of B ({name_b}) ({span})"
-    if n < MIN_PAIRS_TO_CALL:
-        what = f"too few pairs to call (a long run: more would cost over {speedup_seconds():g} s of compute)"
-    elif lo <= 1.0 <= hi:
-        what = "too close to call: the pairs disagree on which is faster"
-    elif med > 1:
-        what = f"A is slower on this machine; B is {med:.2f}x as fast"
-    else:
-        what = f"A is faster on this machine, {1 / med:.2f}x as fast as B"
+    """The verdict in the page's one unit (a speed ratio, app.timing.speedup.speed_words): "A is 1.40x
+    faster (1.20-1.60, 12 pairs)", "no difference within +-10% (24 pairs)", or, the budget spent
+    first, neither said, with the interval."""
     from statistics import median
 
-    return (f"**Verdict:** {head}: {what}. Median compute time A {fmt_seconds(median(ta))}, "
-            f"B {fmt_seconds(median(tb))}; measured now on this server, unstored reruns.")
+    ratio, lo, hi = interval(ta, tb)
+    n = len(ta)
+    pairs = f"{n} pair" + ("s" if n != 1 else "")
+    call = decided(ta, tb)
+    a, b = f"A ({name_a})", f"B ({name_b})"
+    if call in ("faster", "slower"):
+        words = speed_words(ratio, lo, hi)
+        head = f"{a} is {words[:-1]}, {pairs}) than {b}" if words.endswith(")") else f"{a} is {words} than {b}"
+    elif call == "same":
+        head = (f"no difference within ±{EQUIVALENT:.0%} ({pairs}): {a} runs at {lo:.2f}-{hi:.2f}x the speed "
+                f"of {b}")
+    else:
+        head = (f"no call within the budget ({pairs}, at most {MAX_PAIRS} pairs or {compare_seconds():g} s of "
+                f"compute): {a} runs at {lo:.2f}-{hi:.2f}x the speed of {b}, so neither is shown faster, nor are "
+                f"they shown within ±{EQUIVALENT:.0%} of each other")
+    return (f"**Verdict:** {head}. Per run: A {fmt_seconds(median(ta))}, B {fmt_seconds(median(tb))}; "
+            f"{LEVEL:.0%} interval of the speed ratio over alternating unstored reruns, measured now on this "
+            f"server ({machine_here()}).")
 
 
 def judge(a: Live, b: Live) -> str:

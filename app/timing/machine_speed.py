@@ -19,7 +19,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from engine.samplers import DEFAULT_SAMPLERS, cost_sentence
+from app.timing.units import speed_words
+from engine.samplers import DEFAULT_SAMPLERS
 
 BASELINE = "sequential-cache"
 _lock = threading.Lock()
@@ -134,9 +135,18 @@ def speed_sentence(domain: str) -> str:
     from another machine."""
     m = measured_here(domain)
     if m is None:
-        return (cost_sentence(domain) + " That figure is from the machine the docs were measured on, not "
-                "necessarily this one: Statistics > Measure this machine times it here.")
-    rng = f", range {m['low']:.2f}-{m['high']:.2f}" if m.get("low") is not None and m.get("high") is not None else ""
-    return (f"Default for {domain}: {m['sampler']}. On this machine ({m['machine']}) it ran at {m['ratio']:.2f}x "
-            f"the speed of cached sequential decoding ({m['inputs']} inputs{rng}; above 1: faster), measured "
-            f"{m['measured']} by Measure this machine.")
+        return (docs_sentence(domain) + " This server has not measured it yet: Statistics > Measure this "
+                "machine times it here.")
+    return (f"Default for {domain}: {m['sampler']}, {speed_words(m['ratio'], m.get('low'), m.get('high'))} than "
+            f"cached sequential decoding on this server ({m['machine']}; {m['inputs']} inputs timed side by side, "
+            f"range in brackets, measured {m['measured']} by Measure this machine).")
+
+
+def docs_sentence(domain: str) -> str:
+    """The catalogue's figure for the domain's default, said to be the docs' machine's
+    ("on <machine> (docs)"), in the page's one unit (app.timing.speedup.speed_words)."""
+    c = DEFAULT_SAMPLERS.get(domain, DEFAULT_SAMPLERS["text"])
+    what, _, machine = c.source.rpartition(", ")
+    return (f"Default for {domain}: {c.sampler}, the fastest exact speculative sampler measured, "
+            f"{speed_words(c.ratio, *c.ratio_range)} than cached sequential decoding on {machine or c.source} "
+            f"(docs{': ' + what if what else ''}).")

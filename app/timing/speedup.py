@@ -14,6 +14,8 @@ from app.run.streaming import Live
 from app.serving import cancels
 from app.serving.admission import admission, small_run_tokens
 from app.serving.slots import Cancelled, Turns, slots
+from app.timing.machine_speed import describe_machine
+from app.timing.units import speed_words
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import InfillError
@@ -155,11 +157,19 @@ def _ratio_line(name: str, base: list[float], run: list[float]) -> str:
     if run[0] <= 0:
         return ""
     med, lo, hi = speed_ratio(base, run)
-    spread = (f"median of {len(run)} alternating pairs (range {lo:.2f}-{hi:.2f}x" if len(run) > 1 else
-              "one pair (a long run: more pairs would cost more than INFILL_SPEEDUP_SECONDS"
+    n = len(run)
+    said = speed_words(med, lo, hi) if n > 1 else speed_words(med)
+    spread = (f"median of {n} alternating pairs, range in brackets" if n > 1 else
+              "one pair: a long run, more pairs would cost more than INFILL_SPEEDUP_SECONDS"
               f" = {speedup_seconds():g} s of compute")
-    return (f"**vs cached sequential** {med:.2f}x, {spread}; cached sequential {fmt_seconds(statistics.median(base))} "
-            f"against {name}'s {fmt_seconds(statistics.median(run))}; above 1: faster; timed just now on this server)")
+    return (f"**vs cached sequential** {name} is {said} than cached sequential decoding on this input ({spread}; "
+            f"per run {fmt_seconds(statistics.median(run))} against {fmt_seconds(statistics.median(base))}), "
+            f"timed just now on this server ({machine_here()})")
+
+
+def machine_here() -> str:
+    """This server's machine in a few words (app.timing.machine_speed.describe_machine)."""
+    return describe_machine()
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -49,6 +49,12 @@ MAX_SAMPLES = 20_000  # per sampler, library and CLI (the app's budget is smalle
 DEFAULT_SAMPLES = 400
 PILOT = 200  # draws of a wrong rule not among the checked samplers, simulated for the power
 AUTO_PILOT = 100  # draws of each wrong rule before `samples="auto"` chooses N
+#: a one-token span: the draft is the target's own conditional, so no draft is ever rejected and the
+#: wrong rules (which differ only after a rejection) draw from the exact law itself
+ONE_TOKEN = ("The masked span is one token. There the deliberately wrong samplers draw from the exact law itself "
+             "(they draft with the model's own conditional, so no draft is rejected, and they differ from the exact "
+             "rule only after a rejection), so no number of draws can tell an exact sampler from a wrong one. Mask "
+             "two or more tokens, e.g. [MASK:3].")
 AUTO_BUDGET = (2000, 300.0)  # the page's budget: draws over all samplers, seconds; auto stays within it
 
 
@@ -159,6 +165,8 @@ class ExactnessCheck:
         m = len(self.mi.masked)
         if m == 0:
             raise NoMaskError("The text has no [MASK]: mark the span to fill, e.g. [MASK:2].")
+        if kind == "asarm" and m == 1:
+            raise BadParameterError(ONE_TOKEN)
         if kind == "hybrid" and m > ENUMERATE_MAX:
             raise BadParameterError(
                 f"The masked span is {m} tokens; the hybrid samplers' law (Proposition 3.1) is checked by "

@@ -98,7 +98,7 @@ def test_compare_answers_which_is_faster(chromium, trust_url, request, monkeypat
     from app.timing import compare_verdict
 
     monkeypatch.setattr(compare_verdict, "MIN_TIMED_SECONDS", 0.0)  # the tiny model computes in a blink
-    monkeypatch.setenv("INFILL_SPEEDUP_SECONDS", "3")
+    monkeypatch.setenv("INFILL_COMPARE_SECONDS", "3")
     page = _page(chromium, trust_url)
     page.fill("#infill-text textarea", "The quick brown fox [MASK:30] over the lazy dog.")
     _choose(page, "#sampler", "assd-cache")
@@ -107,12 +107,16 @@ def test_compare_answers_which_is_faster(chromium, trust_url, request, monkeypat
     page.click("#compare-run")
     page.wait_for_function(IN_VIEW, arg="#compare-status", timeout=10_000)
     _wait_text(page, "#compare-status", "both runs stored")
-    page.wait_for_function("/took \\d+\\.\\d\\dx the time of B/.test(document.querySelector('#compare-verdict')"
-                           ".innerText)", timeout=120_000)
+    # it decides: a speed ratio (faster / slower) with its interval and pairs, or no difference within +-10%,
+    # or no call within its stated budget; never a time ratio
+    page.wait_for_function("/pairs?[),]/.test(document.querySelector('#compare-verdict').innerText)"
+                           " && !/timing A against B/.test(document.querySelector('#compare-verdict').innerText)",
+                           timeout=180_000)
     verdict = page.inner_text("#compare-verdict")
-    assert re.search(r"A \(assd-cache\) took \d+\.\d\dx the time of B \(sequential-cache\) \(range "
-                     r"\d+\.\d\d-\d+\.\d\d, \d alternating pairs\): (A is slower|A is faster|too close to call|"
-                     "too few pairs)", verdict), verdict
+    assert re.search(r"A \(assd-cache\) is \d+\.\d\dx (faster|slower) \(\d+\.\d\d-\d+\.\d\d, \d+ pairs\) than "
+                     r"B \(sequential-cache\)|no difference within ±10% \(\d+ pairs\)|no call within the budget "
+                     r"\(\d+ pairs", verdict), verdict
+    assert "the time of" not in verdict and "took" not in verdict
     headers = page.eval_on_selector_all("th", "els => els.map(e => e.innerText.trim())")
     assert "tokens/s" in headers and "tokens/call" in headers
     assert "calls, not clock time" in page.inner_text("body")
@@ -130,6 +134,9 @@ def test_compare_answers_which_is_faster(chromium, trust_url, request, monkeypat
     _wait_text(other, "#compare-status", "Restored shared comparison", timeout=30_000)
     status = other.inner_text("#compare-status")
     assert "against B sequential-cache" in status and "press" not in status.lower().replace("press compare", "")
+    # the verdict it was stored with, not blank and not timed again
+    _wait_text(other, "#compare-verdict", "stored with this comparison", timeout=30_000)
+    assert verdict.replace("Verdict:", "").strip()[:60] in other.inner_text("#compare-verdict")
     other.wait_for_function(IN_VIEW, arg="#compare-run", timeout=10_000)
     _shot(other, request, "compare-link-1366")
     other.close()
@@ -218,11 +225,14 @@ def test_plain_words(chromium, trust_url, request):
     assert ratios and min(ratios) >= 4.5, ratios
     page.fill("#infill-text textarea", "I [MASK:3w] the sea.")
     _wait_text(page, "#token-count", "[MASK:3w] becomes", timeout=15_000)
-    assert "average tokens per word" in page.inner_text("#token-count") or "letters" in page.inner_text("#token-count")
+    assert "average per word" in page.inner_text("#token-count") or "letters" in page.inner_text("#token-count")
+    assert "not exactly" in page.inner_text("#token-count") or "letters" in page.inner_text("#token-count")
     page.get_by_role("tab", name="Statistics").click()
     _wait_text(page, "#machine-speed", "Speed against cached sequential decoding", timeout=15_000)
     said = page.inner_text("#machine-speed")
-    assert "not necessarily this one" in said or "On this machine" in said
+    # one speed figure, in one unit: this server's, or the docs' said to be another machine's
+    assert ("(docs" in said and "has not measured it yet" in said) or "on this server (" in said, said
+    assert re.search(r"\d\.\d\dx (faster|slower)", said) and "the speed of" not in said, said
     assert page.locator("#measure").is_visible()
     _shot(page, request, "statistics")
     page.close()

@@ -19,6 +19,8 @@ class WordyCodec:
 def test_word_masks_say_the_tokens_they_become():
     codec = WordyCodec()
     assert inputs.word_masks("a [MASK:4w] b [MASK:3] c [MASK:2w]", codec) == (
-        "Here [MASK:4w] becomes 6 tokens, [MASK:2w] becomes 3 tokens.")
+        "Here [MASK:4w] becomes 6 tokens, [MASK:2w] becomes 3 tokens: the run fills exactly that many tokens, "
+        "which read as about, not exactly, n words.")
     assert inputs.word_masks("no word masks [MASK:3]", codec) == ""
-    assert "n times 1.5, this tokenizer's average tokens per word" in inputs.mask_units("text", codec)
+    assert "n times 1.5 tokens (this tokenizer's average per word)" in inputs.mask_units("text", codec)
+    assert "not always exactly n words" in inputs.mask_units("text", codec)

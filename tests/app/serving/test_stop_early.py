@@ -163,3 +163,21 @@ def test_stop_while_watch_replays_a_one_round_run_shows_it_complete(studio, monk
     t.join(60)
     assert "finished computing before Stop arrived" in out["status"] and out["completed"]
     assert [r.status for r in app_store.store().get_session(sid).runs] == ["ok"]
+
+
+def test_compare_stopped_before_its_first_round_says_so_and_shows_nothing(studio, monkeypatch):
+    """Compare's own last frame after a Stop before the first rounds (issue 49): it says nothing was
+    stored and empties both sides and the link (no "Comparing…" left, nothing of an earlier comparison)."""
+    reached, release = _drafting(monkeypatch)
+    frames, t = _frames_in_thread(compare.run_compare("text", "text-asarm", TEXT, "sequential", 4, 1.0, 6, 32, 0.05,
+                                                      "cosine", 1, "assd", "text-asarm"))
+    assert reached.wait(60)
+    sid = _announced(frames, "cmp_sid")
+    assert sid and "" == frames[0].get("html_a", "") and frames[0]["cmp_link"] == ""
+    compare.stop_compare(sid)
+    release.set()
+    t.join(60)
+    last = frames[-1]
+    assert "Stopped before the first round" in last["cmp_status"] and "nothing was stored" in last["cmp_status"]
+    assert last["html_a"] == last["html_b"] == last["cmp_link"] == "" and last["cmp_sid"] == ""
+    assert app_store.store().get_session(sid) is None

@@ -59,3 +59,22 @@ def test_bad_input_is_a_message_in_the_page(client, text, samplers, n, needle): 
     status, _, _, link = _check(client, text, samplers, n)
     assert "⚠️" in status and needle in status, status
     assert not link
+
+
+def test_stop_ends_a_check_at_its_next_draw_and_stores_nothing(client, monkeypatch):  # noqa: F811
+    """Stop the check (issue 49): the check in progress on that page ends at its next draw with a
+    frame saying how far it got; nothing is stored, so no link."""
+    from types import SimpleNamespace
+
+    from app.tabs import exactness
+
+    page = SimpleNamespace(session_hash="page-stop-check", headers={}, client=SimpleNamespace(host="127.0.0.1"))
+    gen = exactness.run(TEXT, "text-asarm", ["assd-cache", "wrong-assd-accept-all"], 400, 0, 1.0, 5, request=page)
+    frames = []
+    for f in gen:
+        frames.append(f)
+        if "Drawing" in str(f.get("ex_status", "")):
+            assert "Stopping" in exactness.stop_check(page)["ex_status"]
+    last = frames[-1]
+    assert "Stopped after" in last["ex_status"] and "nothing is stored" in last["ex_status"], last
+    assert last["ex_link"] == ""
