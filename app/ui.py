@@ -37,11 +37,13 @@ EXTRA_CSS = """
 /* contrast AA (4.5:1) for every text and control (measured from the page by
    tests/e2e/test_every_view_true.py): Gradio's orange primary buttons (white on #f97316, 2.8:1) and
    selected tab (orange on white, 2.8:1) take orange-700 (#c2410c: 5.2:1), the slider's end labels and
-   the footer its grey (#4b5563: 7.6:1 instead of 1.9:1); drafts of earlier rounds are muted by colour,
+   the footer its grey (#4b5563: 7.6:1 instead of 1.9:1), an enabled Stop red-700 (#b91c1c: 6.5:1, not
+   3.8:1); drafts of earlier rounds are muted by colour,
    struck through and dashed, not by opacity (1.9:1) */
 button.primary, button.primary:hover {background: #c2410c !important; border-color: #c2410c !important;
   color: #ffffff !important;}
 button.primary:hover {background: #9a3412 !important;}
+button.stop:not(:disabled) {background: #b91c1c !important; border-color: #b91c1c !important; color: #ffffff !important;}
 button[role="tab"].selected, button[role="tab"][aria-selected="true"] {color: #c2410c !important;}
 .min_value, .max_value, footer, footer * {color: #4b5563 !important;}
 .tv-tok.tv-faded {opacity: 1 !important; color: #4b5563 !important; background: #f3f4f6 !important;

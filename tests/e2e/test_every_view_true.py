@@ -114,6 +114,7 @@ def test_stop_before_the_first_round_leaves_nothing_of_either_run(chromium, url,
     """A stored run is on screen; Run, then Stop while the next run computes its first round (or is
     still being prepared): the status says it stopped and stored nothing, and stays so; nothing of
     the previous run is shown as current; the next Run ends Done with no Stop message."""
+    monkeypatch.setenv("INFILL_SPEEDUP", "0")  # no timing reruns after the first run: the hold is the next run's
     page = _page(chromium, url)
     _full_run(page)
     reached, release = _hold(monkeypatch, where)
@@ -128,6 +129,7 @@ def test_stop_before_the_first_round_leaves_nothing_of_either_run(chromium, url,
     finally:
         release.set()
     monkeypatch.undo()
+    monkeypatch.setenv("INFILL_SPEEDUP", "0")
     page.wait_for_function("!document.querySelector('#run').disabled", timeout=30_000)
     # whatever the run does once released, nothing of it reaches the page: the status stays
     page.wait_for_timeout(1500)  # a late frame would land in this window (this reads state, not a timing)
