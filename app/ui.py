@@ -46,6 +46,12 @@ button.primary:hover {background: #9a3412 !important;}
 button.stop:not(:disabled) {background: #b91c1c !important; border-color: #b91c1c !important; color: #ffffff !important;}
 button[role="tab"].selected, button[role="tab"][aria-selected="true"] {color: #c2410c !important;}
 .min_value, .max_value, footer, footer * {color: #4b5563 !important;}
+/* the controls drawn without text: a checkbox's or radio's edge grey-500 (#6b7280: 4.8:1, Gradio's
+   #d4d4d8 is 1.5:1), checked filled orange-700; a slider's thumb and filled track orange-700 */
+input[type="checkbox"], input[type="radio"] {border-color: #6b7280 !important;}
+input[type="checkbox"]:checked, input[type="radio"]:checked {background-color: #c2410c !important;
+  border-color: #c2410c !important;}
+input[type="range"] {--color-accent: #c2410c; --slider-color: #c2410c;}
 .tv-tok.tv-faded {opacity: 1 !important; color: #4b5563 !important; background: #f3f4f6 !important;
   text-decoration: line-through; outline: 1px dashed #9ca3af;}
 """

@@ -214,7 +214,8 @@ def test_watch_never_rewinds_what_was_shown(chromium, url, request, monkeypatch)
 
 
 #: every element that shows text of its own, and every button, text box and select, with its text
-#: colour composed over its real background (ancestors' fills and opacities): the contrast ratio
+#: colour composed over its real background (ancestors' fills and opacities): the contrast ratio; and
+#: every checkbox, radio and slider by what draws it (edge, checked fill, thumb, filled track)
 CONTRAST_JS = r"""() => {
   const lum = (c) => { const v = c / 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
   const parse = (s) => { const m = s.match(/[\d.]+/g); if (!m) return null; const [r, g, b, a] = m.map(Number);
@@ -224,6 +225,8 @@ CONTRAST_JS = r"""() => {
   const bgOf = (el) => { const layers = []; for (let e = el; e; e = e.parentElement) {
       const c = parse(getComputedStyle(e).backgroundColor); if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
     let bg = [255, 255, 255, 1]; for (let i = layers.length - 1; i >= 0; i--) bg = blend(layers[i], bg); return bg; };
+  const hex = (h) => { const v = h.slice(1); const n = v.length === 3 ? [...v].map(c => parseInt(c + c, 16))
+    : [0, 2, 4].map(i => parseInt(v.slice(i, i + 2), 16)); return 'rgb(' + n.join(', ') + ')'; };
   const out = [];
   const seen = new Set();
   for (const el of document.querySelectorAll('body *')) {
@@ -248,14 +251,33 @@ CONTRAST_JS = r"""() => {
     out.push({tag: el.tagName, id: el.id, text, color: st.color, ratio: +ratio.toFixed(2), disabled: !!disabled,
               bg: 'rgb(' + bg.slice(0, 3).map(Math.round).join(',') + ')'});
   }
+  for (const el of document.querySelectorAll('input[type=checkbox], input[type=radio], input[type=range]')) {
+    if (!el.offsetParent) continue;
+    const st = getComputedStyle(el);
+    // what draws the control: a box's edge (its fill once checked), a slider's thumb and filled track
+    const drawn = el.type === 'range'
+      ? [['thumb', st.getPropertyValue('--color-accent')], ['track', st.getPropertyValue('--slider-color')]]
+      : [[el.checked ? 'checked' : 'edge', el.checked ? st.backgroundColor : st.borderTopColor]];
+    const bg = bgOf(el.parentElement);
+    for (const [part, colour] of drawn) {
+      const fg = parse(colour.trim().startsWith('#') ? hex(colour.trim()) : colour);
+      if (!fg) { out.push({tag: 'INPUT', id: el.id, text: el.type + ' ' + part + ' (unreadable colour)',
+                           color: colour, ratio: 0, disabled: el.disabled, bg: ''}); continue; }
+      const a = L(blend(fg, bg)), b = L(bg);
+      out.push({tag: 'INPUT', id: el.id, text: el.type + ' ' + part, color: colour.trim(),
+                ratio: +((Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)).toFixed(2), disabled: el.disabled,
+                bg: 'rgb(' + bg.slice(0, 3).map(Math.round).join(',') + ')'});
+    }
+  }
   return out;
 }"""
 
 
 def test_every_text_and_control_meets_aa_contrast(chromium, url, request):
     """Measured from the page in every tab, after a run (its tokens and status on screen): each
-    text and control (enabled) has contrast 4.5:1 or more; no emoji glyph Debian's chromium cannot
-    draw in the status; the Done line agrees in number ("1 token in 1 call")."""
+    text and control (enabled; checkboxes, radios and sliders by what draws them) has contrast
+    4.5:1 or more; no emoji glyph Debian's chromium cannot draw in the status; the Done line agrees
+    in number ("1 token in 1 call")."""
     page = _page(chromium, url)
     page.fill("#infill-text textarea", "a[MASK:1]b")
     page.click("#run")
