@@ -53,16 +53,12 @@ def free_port() -> int:
 
 
 def launch_for_tests(port: int | None = None):
-    """Launch the app without blocking; returns (demo, url). Call demo.close() when done. The app starts
-    as a fresh server process does, with no call of 127.0.0.1 counted against its per-minute bounds:
-    the test apps of one pytest process share those counts otherwise, so a module's calls would depend
-    on which modules ran in the minute before it."""
+    """Launch the app without blocking; returns (demo, url). Call demo.close() when done. Like every
+    launched server it starts with its own per-address call counts (app.serving.limits.launch_limits)."""
     from app import create
-    from app.serving import call_limits
     from app.serving.limits import launch_limits
     from app.ui import launch_kwargs
 
-    call_limits._limits = None
     port = port or free_port()
     demo = create()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
