@@ -16,6 +16,8 @@ sampler runs, pipelined ASSD included.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from engine.inputs.masking import MaskedInput, oracle_rows
@@ -46,6 +48,7 @@ class XLNetOracle:
         self.model, self.mi, self.codec = model, mi, codec
         self.calls = 0
         self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call
+        self.seconds = 0.0  # wall seconds inside the network (bench assd's AS-ARM share of a round)
         self.offset = 0 if mi.visible else 1  # only a window with nothing visible gets a <s>
         if self.offset and codec.bos_id is None:
             raise IncompatibleModelsError("This XLNet tokenizer has no <s> token: leave at least one token visible.")
@@ -74,14 +77,22 @@ class XLNetOracle:
         the decided tokens and the drafts before each query (see DensityOracle.call); `states` and
         `logit_rows` with the cache only (the query states are the output head's input)."""
         self.calls += 1
-        if self.cache is None:
-            return self._full(drafts, queries, states)
-        return self._cached(drafts, queries, states, logit_rows)
+        t0 = time.perf_counter()
+        try:
+            if self.cache is None:
+                return self._full(drafts, queries, states)
+            return self._cached(drafts, queries, states, logit_rows)
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     @torch.inference_mode()
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
         """Logits, as `call` returns them, of query rows whose states a call returned without logits."""
-        return self._finish(self.model.lm_loss(states), positions)
+        t0 = time.perf_counter()
+        try:
+            return self._finish(self.model.lm_loss(states), positions)
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
         return oracle_rows(self.mi, host64(logits), self.banned, positions)

@@ -111,7 +111,7 @@ def run_drafted(name: str, ctx, k: int, temperature: float, drafter_knobs: dict[
     does is tested like any sampler code, mutation testing included."""
     drafter = build_drafter(name, ctx, drafter_knobs)
     return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, drafter, ctx.extra_calls,
-                        ctx.drafter_passes)
+                        ctx.drafter_passes, ctx.drafter_seconds)
 
 
 def drafted(name: str) -> Callable[..., Iterator[Step]]:

@@ -30,6 +30,7 @@ The AS-ARM's states come from the oracle (`call(..., states=True)`), not from a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import torch
@@ -166,10 +167,11 @@ def check_pair(lm, draft_lm) -> None:
 
 def assd_ptp(
     oracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int, head,
-    teacher_note: str = "", passes: list[int] | None = None,
+    teacher_note: str = "", passes: list[int] | None = None, seconds: list[float] | None = None,
 ) -> Iterator[Step]:
     """Pipelined ASSD whose k drafts come from the PTP head (dependent, one AS-ARM call per round),
-    verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7)."""
+    verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7).
+    `passes[0]` counts the head's forward passes, `seconds[0]` the wall seconds of its drafting."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     special = oracle.special
@@ -185,8 +187,11 @@ def assd_ptp(
             wpos = head.window_at(positions[0] + 1)
             window = (known_window(mi, known, wpos, oracle.bos), wpos)
         draw = draft_round_onepass if getattr(head.config, "mode", "draft") == "onepass" else draft_round
+        t0 = time.perf_counter()
         drafts, p_rows = draw(head, states, base, positions, prev, exact_first, gen, temperature, special,
                               window=window, passes=passes)
+        if seconds is not None:
+            seconds[0] += time.perf_counter() - t0
         how = "u_1..u_j-1 (one pass)" if draw is draft_round_onepass else "drafts 1..j-1"
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note=f"PTP head: draft j drawn by inverse CDF at u_j, conditioned on {how}")
@@ -221,7 +226,7 @@ def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
     if teacher and teacher != ctx.lm.name:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
     return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, ctx.draft_lm.model, note,
-                    ctx.drafter_passes)
+                    ctx.drafter_passes, ctx.drafter_seconds)
 
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)

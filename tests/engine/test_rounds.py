@@ -514,7 +514,8 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
     want, _ = run_sampler(ENTRY_ALGORITHM[entry], mi, symbols, k, seed, temperature)
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     ctx = types.SimpleNamespace(oracle=oracle, mi=mi, rec=recorder(oracle), gen=torch.Generator().manual_seed(seed),
-                                extra_calls=[0.0], drafter_passes=[0], lm=types.SimpleNamespace(codec=CODEC))
+                                extra_calls=[0.0], drafter_passes=[0], drafter_seconds=[0.0],
+                                lm=types.SimpleNamespace(codec=CODEC))
     spec = SAMPLERS[entry]
     knobs = {"k": k, "temperature": temperature}  # any other knob an entry reads: the table's default
     got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.params}))
