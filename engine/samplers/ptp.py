@@ -39,6 +39,7 @@ from engine.inputs.masking import MaskedInput
 from engine.samplers.acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
 
 from ..errors import IncompatibleModelsError
+from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
@@ -216,8 +217,14 @@ def assd_ptp(
         rnd += 1
 
 
+#: draft with the head's int8 copy on a CPU (engine/models/ptp_int8.py): exact either way; bench assd
+#: on the same inputs decides (set False to measure the float32 head beside it)
+INT8_ON_CPU = True
+
+
 def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
-    """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts."""
+    """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts (on a CPU with
+    its int8 copy, INT8_ON_CPU)."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-ptp needs a PTP drafter (--draft-model).")
     check_pair(ctx.lm, ctx.draft_lm)
@@ -225,7 +232,8 @@ def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
     note = f"; PTP head {ctx.draft_lm.name}" + (f" (distilled from {teacher})" if teacher else "")
     if teacher and teacher != ctx.lm.name:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
-    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, ctx.draft_lm.model, note,
+    head = drafting_head(ctx.draft_lm.model, int8=INT8_ON_CPU)
+    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, head, note,
                     ctx.drafter_passes, ctx.drafter_seconds)
 
 
