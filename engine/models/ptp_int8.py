@@ -29,8 +29,7 @@ def int8_copy(head: nn.Module) -> nn.Module:
     cached = head.__dict__.get("_int8_copy")
     if cached is not None:
         return cached
-    twin = copy.deepcopy(head)
-    twin.__dict__.pop("_int8_copy", None)
+    twin = copy.deepcopy(head)  # before the cache entry exists: the twin holds no copy of its own
     with warnings.catch_warnings():  # torch's eager quantisation API announces its successor on every call
         warnings.simplefilter("ignore")
         for name in INT8_LAYERS:

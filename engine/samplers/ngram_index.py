@@ -23,13 +23,7 @@ class NgramIndex:
 
     def __init__(self, vocab_size: int):
         self.v = vocab_size
-        self.known: list[int | None] | None = None  # the list the counts were taken from
-        self.counted: list[bool] = []
-        self.pending: list[int] = []  # positions unknown when counting began, ascending
-        self.next = 0  # pending[:next] are counted
-        self.uni = torch.zeros(vocab_size, dtype=torch.float64)
-        self.big: dict[int, torch.Tensor] = {}
-        self.changed = True  # counts moved since the caller last read them
+        self._rebuild([])  # no run's list yet: the first sync counts its window
 
     def sync(self, known: list[int | None]) -> None:
         """Count what became known since the last sync. Another list (a new run, or a caller that
@@ -52,13 +46,15 @@ class NgramIndex:
         return known[last] is not None and known[last] == self._tokens[last]
 
     def _rebuild(self, known: list[int | None]) -> None:
-        self.known = known
+        """Count `known` from scratch (a run's first sync)."""
+        self.known = known  # the list the counts were taken from
         self.counted = [False] * len(known)
         self._tokens: list[int | None] = [None] * len(known)
         self.uni = torch.zeros(self.v, dtype=torch.float64)
-        self.big = {}
-        self.pending = [i for i, t in enumerate(known) if t is None]
-        self.next = 0
+        self.big: dict[int, torch.Tensor] = {}
+        self.pending = [i for i, t in enumerate(known) if t is None]  # unknown when counting began, ascending
+        self.next = 0  # pending[:next] are counted
+        self.changed = True  # counts moved since the caller last read them
         for i, t in enumerate(known):
             if t is not None:
                 self._count(known, i)

@@ -79,6 +79,23 @@ def test_a_new_list_or_a_rewritten_position_starts_the_count_again():
     b[1] = 5
     index.sync(b)
     assert float(index.big[4][5]) == 1 and float(index.big[5][4]) == 1, "both pairs closed by position 1"
+    b[1] = 6  # a counted position rewritten in place: counted again from scratch, 5 forgotten
+    index.sync(b)
+    assert float(index.uni[5]) == 0 and float(index.uni[6]) == 1 and float(index.big[4][6]) == 1
+    c = list(b)  # another list of the same length, the same token where the last count was taken
+    c[0] = 7
+    index.sync(c)
+    assert float(index.uni[7]) == 1 and float(index.uni[4]) == 2, "a new list is counted afresh"
+
+
+def test_the_pair_with_the_last_position_is_counted():
+    index = NgramIndex(V)
+    known = [4, 4, None, 5]
+    index.sync(known)
+    known[2] = 6
+    index.sync(known)
+    assert float(index.big[4][6]) == 1 and float(index.big[6][5]) == 1
+    assert float(sum(row.sum() for row in index.big.values())) == 3
 
 
 def test_sync_reads_only_the_newly_decided_positions():
@@ -94,7 +111,9 @@ def test_sync_reads_only_the_newly_decided_positions():
     known = Counting([2] * 200 + [None] * 10)
     index = NgramIndex(V)
     index.sync(known)
-    Counting.reads = 0
-    known[200] = 3
-    index.sync(known)
-    assert Counting.reads < 12, Counting.reads
+    for pos in (200, 201, 202):  # round after round, each read only what is new
+        Counting.reads = 0
+        known[pos] = 3
+        index.sync(known)
+        assert Counting.reads < 12, (pos, Counting.reads)
+    assert float(index.uni[3]) == 3 and float(index.big[3][3]) == 2

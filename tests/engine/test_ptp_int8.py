@@ -18,7 +18,8 @@ def _head(prev_rank: int = 4) -> PtpHead:
     head = PtpHead(cfg).eval()
     with torch.no_grad():  # a trained head's output layers are not zero
         head.out.weight.normal_(0, 0.5)
-        head.prev_out.weight.normal_(0, 0.5)
+        if prev_rank:
+            head.prev_out.weight.normal_(0, 0.5)
     return head
 
 
@@ -48,3 +49,13 @@ def test_the_float_head_is_kept_when_asked_in_training_or_for_other_models():
 def test_a_float64_head_drafts_with_its_own_arithmetic():
     head = _head().double()
     assert drafting_head(head) is head
+
+
+def test_a_head_without_the_low_rank_term_gets_its_copy_too():
+    head = _head(prev_rank=0)
+    twin = drafting_head(head)
+    assert twin is not head and not hasattr(twin, "prev_out")
+    with torch.no_grad():
+        resid, gate = twin.draft_pass(torch.randn(1, 3, 32), torch.randint(2, 40, (1, 3)),
+                                      torch.rand(1, 3, dtype=torch.float64), torch.arange(3)[None])
+    assert resid.shape == (1, 3, 40) and gate is None
