@@ -117,3 +117,12 @@ def test_sync_reads_only_the_newly_decided_positions():
         index.sync(known)
         assert Counting.reads < 12, (pos, Counting.reads)
     assert float(index.uni[3]) == 3 and float(index.big[3][3]) == 2
+
+
+def test_a_new_list_with_nothing_known_forgets_the_last_runs_counts():
+    drafter = NgramDrafter(V, SPECIAL)
+    gen = torch.Generator().manual_seed(0)
+    drafter.propose([2, 2, 2, None], [3], gen)
+    _, rows, _ = drafter.propose([None, None, None], [0], gen)  # another run, everything masked
+    want = torch.tensor([0.0, 0.0] + [1.0] * (V - 2), dtype=torch.float64) / (V - 2)
+    assert torch.allclose(rows[0], want, rtol=0, atol=1e-15)
