@@ -54,11 +54,10 @@ class NgramIndex:
         self.big: dict[int, torch.Tensor] = {}
         self.pending = [i for i, t in enumerate(known) if t is None]  # unknown when counting began, ascending
         self.next = 0  # pending[:next] are counted
-        self.changed = True  # counts moved since the caller last read them
         for i, t in enumerate(known):
             if t is not None:
                 self._count(known, i)
-        self.changed = True
+        self.changed = True  # counts moved since the caller last read them (an empty window too)
 
     def _count(self, known: list[int | None], i: int) -> None:
         """Count the token at i and the bigrams it closes with already counted neighbours."""
