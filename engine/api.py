@@ -121,6 +121,8 @@ class InfillRun:
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
         self.call_shapes: list[tuple[int, int]] = []
+        self.drafter_seconds = [0.0]  # wall seconds of drafting outside the AS-ARM (bench assd)
+        self.asarm_seconds = 0.0  # wall seconds inside the AS-ARM's calls (bench assd)
         self.seconds = 0.0
         self.compute_seconds = 0.0  # time spent inside the sampler (what the budget counts)
 
@@ -130,6 +132,7 @@ class InfillRun:
         ctx = RunContext(self.lm, self.mi, self.spec, self.knobs, self.seed, self.draft_lm, cache=self.params["cache"])
         self.drafter_passes = ctx.drafter_passes
         self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
+        self.drafter_seconds = ctx.drafter_seconds
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):
                 install(lm.model)
@@ -142,6 +145,7 @@ class InfillRun:
                     step = next(steps, None)
             finally:
                 self.compute_seconds = meter.seconds
+            self.asarm_seconds = getattr(ctx.oracle, "seconds", 0.0)
             if step is None:
                 break
             self.trace.append(step)

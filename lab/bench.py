@@ -43,7 +43,8 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
 def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float,
                  draft_model: str | None = None) -> dict:
     """Every sampler on one input, one right after the other (drift in machine load hits every
-    sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds."""
+    sampler alike): per sampler calls, rounds, masked tokens, wall and CPU seconds, and the wall
+    seconds inside the AS-ARM's calls and inside the drafter (the rest is the host's work)."""
     out = {}
     for s in samplers:
         name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
@@ -52,14 +53,15 @@ def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, te
         res = d.result
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
                   "cpu": d.cpu, "drafter_passes": d.run.drafter_passes[0], "fills": [sp.text for sp in res.spans],
-                  "rows": [nc + nq for nc, nq in d.run.call_shapes]}
+                  "rows": [nc + nq for nc, nq in d.run.call_shapes],
+                  "asarm_seconds": d.run.asarm_seconds, "drafter_seconds": d.run.drafter_seconds[0]}
     return out
 
 
 def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
     """The per-sampler rows of `bench assd` over the given inputs' measurements (all of them for
     the summary, one for a per-input row)."""
-    keys = ("calls", "rounds", "tokens", "seconds", "cpu", "drafter_passes")
+    keys = ("calls", "rounds", "tokens", "seconds", "cpu", "drafter_passes", "asarm_seconds", "drafter_seconds")
     per = {s: {key: [m[s].get(key, 0) for m in measured] for key in keys} for s in samplers}
     rows = []
     for s in samplers:
@@ -82,6 +84,8 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
             "cpu_seconds_mean": statistics.fmean(d["cpu"]),
             "tokens_per_second": tok / max(1e-12, sum(d["seconds"])),
         }
+        row.update(round_shares(sum(d["seconds"]), sum(d["asarm_seconds"]), sum(d["drafter_seconds"]),
+                                sum(d["rounds"])))
         for base, key in ((BASELINE, "sequential_cache"), (UNCACHED, "sequential")):
             if base not in per:
                 continue
@@ -95,6 +99,16 @@ def assd_rows(measured: list[dict], samplers: list[str]) -> list[dict]:
             row[f"cpu_ratio_vs_{key}"] = sum(per[base]["cpu"]) / max(1e-12, sum(d["cpu"]))
         rows.append(row)
     return rows
+
+
+def round_shares(seconds: float, asarm: float, drafter: float, rounds: int) -> dict[str, float]:
+    """Where a round's wall time goes, in ms per round: the AS-ARM's calls (draft and verify
+    passes), the drafter outside the AS-ARM (PTP head, n-gram counts, diffusion steps) and the
+    host's rest (acceptance, bookkeeping, trace). Inputs measured before these timers (a partial
+    file of an older run) have neither and show the whole round as host work."""
+    per = 1000 / max(1, rounds)
+    return {"asarm_ms_per_round": asarm * per, "drafter_ms_per_round": drafter * per,
+            "host_ms_per_round": max(0.0, seconds - asarm - drafter) * per}
 
 
 def call_cost_curve(model, context: int = 200, reps: int = 7) -> dict[int, float]:
@@ -144,6 +158,8 @@ def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) 
         p = price.get(row["sampler"], 0.0)
         if p > 0:
             row["limit_vs_sequential_cache"] = price[BASELINE] / p
+            if "wall_ratio_vs_sequential_cache" in row:  # how much of the call-cost prediction the clock kept
+                row["measured_over_limit"] = row["wall_ratio_vs_sequential_cache"] / row["limit_vs_sequential_cache"]
 
 
 def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: int, samples: int,
@@ -199,7 +215,8 @@ def print_table(res: dict) -> None:
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
     print(f"{'sampler':<18}{'calls':>16}{'rounds':>8}{'drafter passes':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
-          f"{'tok/s':>8}{'vs seq-cache (median [min-max])':>34}{'limit':>7}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
+          f"{'tok/s':>8}{'vs seq-cache (median [min-max])':>34}{'limit':>7}{'meas/lim':>9}"
+          f"{'ms/round: AS-ARM drafter host':>31}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")
     for r in res["rows"]:
         vc = "n/a"
         if "wall_ratio_vs_sequential_cache" in r:
@@ -208,16 +225,21 @@ def print_table(res: dict) -> None:
         vu = f"{r['wall_ratio_vs_sequential']:.2f}x" if "wall_ratio_vs_sequential" in r else "n/a"
         cc = f"{r['cpu_ratio_vs_sequential_cache']:.2f}x" if "cpu_ratio_vs_sequential_cache" in r else "n/a"
         lim = f"{r['limit_vs_sequential_cache']:.2f}x" if "limit_vs_sequential_cache" in r else "n/a"
+        mol = f"{r['measured_over_limit']:.2f}" if "measured_over_limit" in r else "n/a"
+        ms = (f"{r.get('asarm_ms_per_round', 0):.1f} {r.get('drafter_ms_per_round', 0):.1f} "
+              f"{r.get('host_ms_per_round', 0):.1f}")
         print(f"{r['sampler']:<18}{r['calls_mean']:>9.1f} ± {r['calls_se']:<4.1f}{r['rounds']:>8}"
               f"{r['drafter_passes']:>16}{r['tokens_per_round']:>11.2f}"
               f"{r['tokens_per_call']:>10.2f}{r['seconds_median']:>9.2f}{r.get('tokens_per_second', 0):>8.0f}"
-              f"{vc:>34}{lim:>7}{cc:>18}{vu:>17}")
+              f"{vc:>34}{lim:>7}{mol:>9}{ms:>31}{cc:>18}{vu:>17}")
     print("ratios: baseline seconds / sampler seconds, total over inputs; median, min and max of the per-input "
           "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time. rounds, "
           "drafter passes: totals over inputs (drafter passes: forward passes of a drafting network, PTP head or "
           "diffusion drafter). tok/s: masked tokens filled per wall second. limit: the ratio if the AS-ARM calls "
           "were all a sampler cost (each call priced by this machine's call-cost curve, measured in the same run; "
-          "drafting network and host work free).")
+          "drafting network and host work free); meas/lim: the measured ratio over the limit. ms/round: wall ms "
+          "per round inside the AS-ARM's calls (draft and verify passes), inside the drafter outside the AS-ARM "
+          "(PTP head, n-gram counts, diffusion steps) and the rest (host: acceptance, bookkeeping, trace).")
     for one in res.get("per_input", []):
         cells = "  ".join(f"{r['sampler']} {r['calls_mean']:g} calls {r['tokens_per_call']:.2f} tok/call"
                           for r in one["rows"])

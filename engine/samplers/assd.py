@@ -7,6 +7,7 @@ exactly distributed as sequential decoding (the paper's Theorem 2) for any propo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterator
 
 import torch
@@ -127,11 +128,13 @@ def remember_decided(steps: Generator[Step, None, int], known: list[int | None])
 def assd_drafted(
     oracle: DensityOracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int,
     drafter: Drafter, extra_calls: list[float], drafter_passes: list[int] | None = None,
+    drafter_seconds: list[float] | None = None,
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
     every draft (none is exact), and its extra row gives a free token when all are accepted.
     `extra_calls[0]` accumulates the drafter's own network calls (a different network) and
-    `drafter_passes[0]` its forward passes (the drafter's `passes` counter; 0 for an n-gram)."""
+    `drafter_passes[0]` its forward passes (the drafter's `passes` counter; 0 for an n-gram), and
+    `drafter_seconds[0]` the wall seconds its proposals took (bench assd's drafter share of a round)."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     known: list[int | None] = [None] * len(mi.tokens)
@@ -141,7 +144,10 @@ def assd_drafted(
         t = min(n + k, big_n)
         positions = order[n:t]
         before = getattr(drafter, "passes", 0)
+        t0 = time.perf_counter()
         drafts, p_rows, spent = drafter.propose(known, positions, gen, temperature)
+        if drafter_seconds is not None:
+            drafter_seconds[0] += time.perf_counter() - t0
         extra_calls[0] += spent
         if drafter_passes is not None:
             drafter_passes[0] += getattr(drafter, "passes", 0) - before

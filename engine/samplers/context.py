@@ -33,6 +33,7 @@ class RunContext:
         self.knobs = knobs
         self.extra_calls = [0.0]  # calls of a second network (drafters), fractional allowed
         self.drafter_passes = [0]  # forward passes of a drafting network (PTP head, diffusion drafter)
+        self.drafter_seconds = [0.0]  # wall seconds spent drafting outside the AS-ARM (bench assd)
         self.oracle = make_oracle(lm, mi, spec.cache if cache is None else cache) if spec.kind == "asarm" else None
         self.counter = None  # hybrid samplers install their own call counter
         self.rec = Recorder(lm.codec.token_text, self.calls)

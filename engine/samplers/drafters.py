@@ -26,6 +26,7 @@ from .assd import assd_drafted
 from .diffusion_drafter import DiffusionDrafter
 from .diffusion_drafter import check_pair as diffusion_fits
 from .drafter_contract import Drafter, SecondModel
+from .ngram_index import NgramIndex
 from .spec import SamplerSpec, knob_names
 
 
@@ -42,33 +43,31 @@ class NgramDrafter(Drafter):
         self.allowed = torch.ones(vocab_size, dtype=torch.float64)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
+        self.index = NgramIndex(vocab_size)  # counts kept up to date, not recounted each round
+        self.uni_row = self.allowed / self.allowed.sum()
 
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
         """known[i] is the token at position i or None. Returns drafts, proposal rows, calls spent."""
-        uni = torch.zeros(self.v, dtype=torch.float64)
-        big: dict[int, torch.Tensor] = {}
-        for i, t in enumerate(known):
-            if t is None:
-                continue
-            uni[t] += 1
-            prev = known[i - 1] if i > 0 else None
-            if prev is not None:
-                big.setdefault(prev, torch.zeros(self.v, dtype=torch.float64))[t] += 1
-        uni = (uni + self.alpha) * self.allowed
-        uni /= uni.sum()
-        work = list(known)
+        index = self.index
+        index.sync(known)
+        if index.changed:
+            uni = (index.uni + self.alpha) * self.allowed
+            self.uni_row = uni / uni.sum()
+            index.changed = False
+        uni = self.uni_row
         drafts, rows = [], []
+        drafted: dict[int, int] = {}  # this round's drafts by position: a later draft's context
         for pos in positions:
-            prev = work[pos - 1] if pos > 0 else None
+            prev = drafted.get(pos - 1, known[pos - 1]) if pos > 0 else None
             row = uni
-            if prev is not None and prev in big:
-                b = big[prev] * self.allowed
+            if prev is not None and prev in index.big:
+                b = index.big[prev] * self.allowed
                 if float(b.sum()) > 0:  # a context seen only before special tokens has no bigram row
                     row = self.mix * b / b.sum() + (1 - self.mix) * uni
             tok = sample_categorical(row, gen)
-            work[pos] = tok
+            drafted[pos] = tok
             drafts.append(tok)
             rows.append(row)
         return drafts, rows, 0.0
@@ -111,7 +110,7 @@ def run_drafted(name: str, ctx, k: int, temperature: float, drafter_knobs: dict[
     does is tested like any sampler code, mutation testing included."""
     drafter = build_drafter(name, ctx, drafter_knobs)
     return assd_drafted(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, drafter, ctx.extra_calls,
-                        ctx.drafter_passes)
+                        ctx.drafter_passes, ctx.drafter_seconds)
 
 
 def drafted(name: str) -> Callable[..., Iterator[Step]]:

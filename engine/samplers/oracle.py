@@ -28,6 +28,7 @@ sampler runs, pipelined ASSD included.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import torch
@@ -68,6 +69,9 @@ class AsArmOracle:
         self.use_cache = use_cache
         self.calls = 0
         self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call: bench assd's cost model
+        # wall seconds inside the AS-ARM (calls and late output heads): bench assd sets them beside
+        # the drafter's and the host's share of a round
+        self.seconds = 0.0
         cfg = model.config
         self.bos = cfg.bos_token_id
         # prompt: BOS at model position 0, visible tokens at index + 1; all rank 0
@@ -100,6 +104,7 @@ class AsArmOracle:
         output head's input, in the model's dtype), which the PTP head reads. With `logit_rows`
         (and `states`), logits of the first logit_rows queries only; `head_logits` gives any
         other row's later, from its state (the lean call: no output head on unread rows)."""
+        t0 = time.perf_counter()
         self.calls += 1
         n = len(self.committed)
         rows: list[tuple[int, int, int]] = []  # (pos, tok, rank)
@@ -127,13 +132,17 @@ class AsArmOracle:
             self.valid = n
             self.tentative = list(drafts)
         logits = self._finish(logits[0], [p for p, _ in queries[: logits.shape[1]]])
+        self.seconds += time.perf_counter() - t0
         return (logits, hidden[0]) if states else logits
 
     @torch.inference_mode()
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
         """Logits, as `call` returns them, of query rows whose states a call returned without their
         logits (`logit_rows`): the model's output head on those states, for the query positions."""
-        return self._finish(self.model.head(states), positions)
+        t0 = time.perf_counter()
+        out = self._finish(self.model.head(states), positions)
+        self.seconds += time.perf_counter() - t0
+        return out
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
         """Float64 on the host, special tokens and the input's word-start and line rules at -inf."""
@@ -160,6 +169,7 @@ class XLNetOracle:
         self.model, self.mi, self.codec = model, mi, codec
         self.calls = 0
         self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call
+        self.seconds = 0.0  # wall seconds inside the network (bench assd's AS-ARM share of a round)
         self.offset = 0 if mi.visible else 1  # only a window with nothing visible gets a <s>
         if self.offset and codec.bos_id is None:
             raise IncompatibleModelsError("This XLNet tokenizer has no <s> token: leave at least one token visible.")
@@ -188,14 +198,22 @@ class XLNetOracle:
         the decided tokens and the drafts before each query (see DensityOracle.call); `states` and
         `logit_rows` with the cache only (the query states are the output head's input)."""
         self.calls += 1
-        if self.cache is None:
-            return self._full(drafts, queries, states)
-        return self._cached(drafts, queries, states, logit_rows)
+        t0 = time.perf_counter()
+        try:
+            if self.cache is None:
+                return self._full(drafts, queries, states)
+            return self._cached(drafts, queries, states, logit_rows)
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     @torch.inference_mode()
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
         """Logits, as `call` returns them, of query rows whose states a call returned without logits."""
-        return self._finish(self.model.lm_loss(states), positions)
+        t0 = time.perf_counter()
+        try:
+            return self._finish(self.model.lm_loss(states), positions)
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
         return oracle_rows(self.mi, host64(logits), self.banned, positions)

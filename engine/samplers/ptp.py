@@ -30,6 +30,7 @@ The AS-ARM's states come from the oracle (`call(..., states=True)`), not from a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import torch
@@ -38,6 +39,7 @@ from engine.inputs.masking import MaskedInput
 from engine.samplers.acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
 
 from ..errors import IncompatibleModelsError
+from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
 from .base import Recorder
@@ -166,10 +168,11 @@ def check_pair(lm, draft_lm) -> None:
 
 def assd_ptp(
     oracle, mi: MaskedInput, rec: Recorder, gen: torch.Generator, temperature: float, k: int, head,
-    teacher_note: str = "", passes: list[int] | None = None,
+    teacher_note: str = "", passes: list[int] | None = None, seconds: list[float] | None = None,
 ) -> Iterator[Step]:
     """Pipelined ASSD whose k drafts come from the PTP head (dependent, one AS-ARM call per round),
-    verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7)."""
+    verified by the shared speculative test: exact whatever the head drafts (docs/DESIGN.md §7).
+    `passes[0]` counts the head's forward passes, `seconds[0]` the wall seconds of its drafting."""
     order, n, rnd = mi.masked, 0, 0
     big_n = len(order)
     special = oracle.special
@@ -185,8 +188,11 @@ def assd_ptp(
             wpos = head.window_at(positions[0] + 1)
             window = (known_window(mi, known, wpos, oracle.bos), wpos)
         draw = draft_round_onepass if getattr(head.config, "mode", "draft") == "onepass" else draft_round
+        t0 = time.perf_counter()
         drafts, p_rows = draw(head, states, base, positions, prev, exact_first, gen, temperature, special,
                               window=window, passes=passes)
+        if seconds is not None:
+            seconds[0] += time.perf_counter() - t0
         how = "u_1..u_j-1 (one pass)" if draw is draft_round_onepass else "drafts 1..j-1"
         yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
                   note=f"PTP head: draft j drawn by inverse CDF at u_j, conditioned on {how}")
@@ -211,8 +217,14 @@ def assd_ptp(
         rnd += 1
 
 
+#: draft with the head's int8 copy on a CPU (engine/models/ptp_int8.py): exact either way; bench assd
+#: on the same inputs decides (set False to measure the float32 head beside it)
+INT8_ON_CPU = True
+
+
 def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
-    """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts."""
+    """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts (on a CPU with
+    its int8 copy, INT8_ON_CPU)."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-ptp needs a PTP drafter (--draft-model).")
     check_pair(ctx.lm, ctx.draft_lm)
@@ -220,8 +232,9 @@ def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
     note = f"; PTP head {ctx.draft_lm.name}" + (f" (distilled from {teacher})" if teacher else "")
     if teacher and teacher != ctx.lm.name:
         note += f", verifying with {ctx.lm.name}: still exact, drafts may be accepted less often"
-    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, ctx.draft_lm.model, note,
-                    ctx.drafter_passes)
+    head = drafting_head(ctx.draft_lm.model, int8=INT8_ON_CPU)
+    return assd_ptp(ctx.oracle, ctx.mi, ctx.rec, ctx.gen, temperature, k, head, note,
+                    ctx.drafter_passes, ctx.drafter_seconds)
 
 
 #: the catalogue's entry (engine.samplers.SAMPLERS)

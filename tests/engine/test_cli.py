@@ -101,6 +101,12 @@ def test_bench_assd_json_rows(tiny_world, capsys):
     for r in rows.values():  # issue 24: rounds and drafting-network passes on every row
         assert r["rounds"] > 0 and r["tokens_per_round"] == pytest.approx(d["masked_tokens_mean"] * 2 / r["rounds"])
         assert r["drafter_passes"] == 0 and r["drafter_passes_per_round"] == 0  # no drafting network here
+        # a round's wall time split into the AS-ARM's calls, the drafter's and the host's shares
+        shares = r["asarm_ms_per_round"] + r["drafter_ms_per_round"] + r["host_ms_per_round"]
+        assert r["asarm_ms_per_round"] > 0 and shares == pytest.approx(
+            1000 * r["seconds_mean"] * d["samples"] / r["rounds"], rel=1e-6)
+    assert rows["assd-ngram"]["drafter_ms_per_round"] > 0, "the n-gram's counting is drafting time"
+    assert rows["assd-cache"]["drafter_ms_per_round"] == 0, "its drafts come from an AS-ARM call"
 
 
 def test_bench_self_spec_json_rows_and_plot(tiny_world, capsys):

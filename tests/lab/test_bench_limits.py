@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.bench import add_limits, best_k, call_cost
+from lab.bench import add_limits, best_k, call_cost, round_shares
 
 CURVE = {2: 5.0, 4: 6.0, 8: 10.0}
 
@@ -55,3 +55,18 @@ def test_best_k_takes_the_highest_ratio_per_sampler_and_skips_the_baseline():
 def test_best_k_keeps_the_smaller_k_on_a_tie():
     sweep = [{"k": k, "rows": [{"sampler": "assd", "wall_ratio_vs_sequential_cache": 1.0}]} for k in (3, 5)]
     assert best_k(sweep) == {"assd": (3, 1.0)}
+
+
+def test_round_shares_split_the_wall_time_per_round_and_the_host_takes_the_rest():
+    got = round_shares(seconds=2.0, asarm=1.2, drafter=0.3, rounds=100)
+    assert got == pytest.approx({"asarm_ms_per_round": 12.0, "drafter_ms_per_round": 3.0, "host_ms_per_round": 5.0})
+    old = round_shares(seconds=2.0, asarm=0.0, drafter=0.0, rounds=100)  # a partial file from before the timers
+    assert old["host_ms_per_round"] == pytest.approx(20.0)
+
+
+def test_measured_over_limit_is_the_wall_ratio_over_the_limit():
+    measured = [{"sequential-cache": {"rows": [2, 2, 2, 2]}, "assd-cache": {"rows": [4, 8]}}]
+    rows = [{"sampler": "sequential-cache", "wall_ratio_vs_sequential_cache": 1.0},
+            {"sampler": "assd-cache", "wall_ratio_vs_sequential_cache": 0.6}]
+    add_limits(rows, measured, CURVE)
+    assert rows[1]["measured_over_limit"] == pytest.approx(0.6 / (20.0 / 16.0))

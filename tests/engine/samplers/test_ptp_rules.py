@@ -473,7 +473,7 @@ def test_run_ptp_wires_the_run_and_says_which_head_drafts(monkeypatch):
         oracle = PtpOracle(mi, symbols, SCALE, SALT)
         return SimpleNamespace(lm=lm, draft_lm=dl if draft else None, oracle=oracle, mi=mi, rec=recorder(oracle),
                                gen=torch.Generator().manual_seed(3), temperature=temperature, k=3,
-                               drafter_passes=[4])
+                               drafter_passes=[4], drafter_seconds=[0.0])
 
     def entry(c):  # the run function as the run calls it: the context, and its knobs by name
         return run_ptp(c, k=c.k, temperature=c.temperature)
@@ -485,6 +485,7 @@ def test_run_ptp_wires_the_run_and_says_which_head_drafts(monkeypatch):
     assert [(s.kind, s.positions, s.tokens, s.p, s.note) for s in steps] == \
         [(s.kind, s.positions, s.tokens, s.p, s.note) for s in direct[0]]
     assert c.drafter_passes == [4 + direct[2][0]] and direct[2][0] > 0
+    assert c.drafter_seconds[0] > 0, "the head's drafting time is counted (bench assd's drafter ms per round)"
     c = ctx("other")
     assert next(entry(c)).note == ("parallel rows for 3 positions; PTP head hd (distilled from other), verifying "
                                      "with tiny-asarm: still exact, drafts may be accepted less often")

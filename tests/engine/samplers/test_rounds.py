@@ -293,6 +293,31 @@ def test_drafter_calls_are_added_and_shown():
     assert all(s.note == "spender drafter: 0.25 calls" for s in passes)
 
 
+class SlowDrafter(NgramDrafter):
+    """Takes a known time per proposal, so the drafter's share of a round is measurable."""
+
+    name = "slow"
+
+    def propose(self, known, positions, gen, temperature=1.0):
+        import time
+
+        time.sleep(0.002)
+        return super().propose(known, positions, gen, temperature)
+
+
+def test_drafter_seconds_add_up_the_time_inside_propose_only():
+    """bench assd's drafter ms per round: the time inside `propose`, added round by round to what
+    the list held (a lower bound only: no test asserts how fast anything runs)."""
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    oracle = TableOracle(mi, symbols, SCALE, SALT)
+    seconds = [1.0]
+    steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
+                              SlowDrafter(CODEC.vocab_size, CODEC.special_ids), [0.0], [0], seconds))
+    rounds = len({s.round for s in steps})
+    assert seconds[0] >= 1.0 + 0.002 * rounds
+
+
 @pytest.mark.parametrize("name", ["sequential", "assd", "assd-bonus", "assd-pipelined", "assd-ngram"])
 def test_every_draw_comes_from_the_run_generator(name):
     """Same seed, same trace, whatever the global random state; another seed, another trace."""
@@ -514,7 +539,8 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
     want, _ = run_sampler(ENTRY_ALGORITHM[entry], mi, symbols, k, seed, temperature)
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     ctx = types.SimpleNamespace(oracle=oracle, mi=mi, rec=recorder(oracle), gen=torch.Generator().manual_seed(seed),
-                                extra_calls=[0.0], drafter_passes=[0], lm=types.SimpleNamespace(codec=CODEC))
+                                extra_calls=[0.0], drafter_passes=[0], drafter_seconds=[0.0],
+                                lm=types.SimpleNamespace(codec=CODEC))
     spec = SAMPLERS[entry]
     knobs = {"k": k, "temperature": temperature}  # any other knob an entry reads: the table's default
     got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.reads}))

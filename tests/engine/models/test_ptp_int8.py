@@ -1,0 +1,61 @@
+"""assd-ptp drafts on a CPU with an int8 copy of the PTP head: a copy made once per head, close to
+the float head's residuals, never used for a head in training or off the CPU, and the sampler stays
+exact with it (the enumeration tests of tests/engine/samplers/test_ptp.py run through the catalogue entry,
+which drafts with this copy)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.models.ptp import PtpConfig, PtpHead
+from engine.models.ptp_int8 import drafting_head, int8_copy
+
+
+def _head(prev_rank: int = 4) -> PtpHead:
+    cfg = PtpConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                    max_positions=64, mode="onepass", prev_rank=prev_rank, special_token_ids=[0, 1])
+    torch.manual_seed(0)
+    head = PtpHead(cfg).eval()
+    with torch.no_grad():  # a trained head's output layers are not zero
+        head.out.weight.normal_(0, 0.5)
+        if prev_rank:
+            head.prev_out.weight.normal_(0, 0.5)
+    return head
+
+
+def test_the_int8_copy_is_made_once_and_drafts_close_to_the_float_head():
+    head = _head()
+    twin = drafting_head(head)
+    assert twin is not head and drafting_head(head) is twin and int8_copy(head) is twin
+    assert "_int8_copy" not in dict(head.named_modules()) and not any("int8" in k for k in head.state_dict())
+    hid, e_prev, pos = torch.randn(1, 5, 32), torch.randint(2, 40, (1, 5)), torch.arange(3, 8)[None]
+    u_prev = torch.rand(1, 5, dtype=torch.float64)
+    with torch.no_grad():
+        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), twin.draft_pass(hid, e_prev, u_prev, pos)
+        assert (r8 - r32).abs().max() < 0.1 * r32.abs().max() and not torch.equal(r8, r32)
+        t32, t8 = head.prev_term(g32[0, 1], 7), twin.prev_term(g8[0, 1], 7)
+        assert t8.shape == t32.shape == (40,) and (t8 - t32).abs().max() < 0.1 * t32.abs().max()
+
+
+def test_the_float_head_is_kept_when_asked_in_training_or_for_other_models():
+    head = _head()
+    assert drafting_head(head, int8=False) is head
+    head.train()
+    assert drafting_head(head) is head
+    other = torch.nn.Linear(3, 3)
+    assert drafting_head(other) is other
+
+
+def test_a_float64_head_drafts_with_its_own_arithmetic():
+    head = _head().double()
+    assert drafting_head(head) is head
+
+
+def test_a_head_without_the_low_rank_term_gets_its_copy_too():
+    head = _head(prev_rank=0)
+    twin = drafting_head(head)
+    assert twin is not head and not hasattr(twin, "prev_out")
+    with torch.no_grad():
+        resid, gate = twin.draft_pass(torch.randn(1, 3, 32), torch.randint(2, 40, (1, 3)),
+                                      torch.rand(1, 3, dtype=torch.float64), torch.arange(3)[None])
+    assert resid.shape == (1, 3, 40) and gate is None
