@@ -102,6 +102,42 @@ def _new_page(browser, url):
     return page
 
 
+#: the viewport the page is judged at (a common laptop screen)
+W, H = 1366, 768
+
+
+def launched_chromium():
+    """Debian's Chromium, headless, for a module's fixture (yield from it)."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def open_page(browser, url, width=W, height=H):
+    """The page at a person's screen size, once its input box and model card are drawn."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url)
+    page.wait_for_selector("#infill-text textarea", timeout=30_000)
+    page.wait_for_function("document.querySelector('#model-card').innerText.includes('Model card')", timeout=30_000)
+    return page
+
+
+def shot(page, request, name="viewport"):
+    """The viewport, what a person sees, saved under the test's own artifacts folder."""
+    folder = ARTIFACTS / request.node.name
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"))
+
+
+def wait_text(page, sel: str, needle: str, timeout=60_000) -> None:
+    page.wait_for_function(f"(document.querySelector({sel!r}) || {{innerText: ''}}).innerText.includes({needle!r})",
+                           timeout=timeout)
+
+
 def choose_sampler(page, name: str) -> None:
     """Pick a sampler in the form (the default is cached sequential decoding, which drafts nothing)."""
     page.click("#sampler input")

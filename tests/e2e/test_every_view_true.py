@@ -10,10 +10,12 @@ import threading
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, need_browser, tiny_studio
+from tests.e2e.test_browser import ARTIFACTS, launched_chromium, need_browser, tiny_studio
+from tests.e2e.test_browser import open_page as _page
+from tests.e2e.test_browser import shot as _shot
+from tests.e2e.test_browser import wait_text as _wait_text
 
 pytestmark = pytest.mark.e2e
-W, H = 1366, 768
 
 
 @pytest.fixture(scope="module")
@@ -25,32 +27,7 @@ def url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chromium(url):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-def _page(browser, url, width=W, height=H):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(url)
-    page.wait_for_selector("#infill-text textarea", timeout=30_000)
-    page.wait_for_function("document.querySelector('#model-card').innerText.includes('Model card')", timeout=30_000)
-    return page
-
-
-def _shot(page, request, name="viewport"):
-    folder = ARTIFACTS / request.node.name
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"))
-
-
-def _wait_text(page, sel: str, needle: str, timeout=60_000) -> None:
-    page.wait_for_function(f"(document.querySelector({sel!r}) || {{innerText: ''}}).innerText.includes({needle!r})",
-                           timeout=timeout)
+    yield from launched_chromium()
 
 
 def _scrub(page) -> tuple[int, int]:

@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, ARTIFACTS, CHROMIUM, need_browser, tiny_studio
+from tests.e2e.test_browser import launched_chromium, need_browser, tiny_studio
+from tests.e2e.test_browser import open_page as _page
+from tests.e2e.test_browser import shot as _shot
 
 pytestmark = pytest.mark.e2e
-W, H = 1366, 768
 
 
 @pytest.fixture(scope="module")
@@ -26,27 +27,7 @@ def first_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chromium(first_url):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-def _page(browser, url, width=W, height=H):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(url)
-    page.wait_for_selector("#infill-text textarea", timeout=30_000)
-    page.wait_for_function("document.querySelector('#model-card').innerText.includes('Model card')", timeout=30_000)
-    return page
-
-
-def _shot(page, request, name="viewport"):
-    folder = ARTIFACTS / request.node.name
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"))  # the viewport: what a person sees
+    yield from launched_chromium()
 
 
 def _status(page) -> str:
