@@ -27,9 +27,10 @@ _latest: OrderedDict[str, str] = OrderedDict()  # a page -> the share id of the 
 _owner_stops: OrderedDict[str, float] = OrderedDict()  # a page -> when it pressed Stop with no run id yet
 
 
-def _remember(requests: OrderedDict, share_id: str) -> None:
-    requests[share_id] = None
-    requests.move_to_end(share_id)
+def _remember(requests: OrderedDict, key: str, value: object = None) -> None:
+    """Put `key` last (most recent), forgetting the oldest past _REQUESTS_MAX; hold _stops_lock."""
+    requests[key] = value
+    requests.move_to_end(key)
     while len(requests) > _REQUESTS_MAX:
         requests.popitem(last=False)
 
@@ -83,21 +84,15 @@ def track(share_id: str, run: object) -> None:
         _ended.pop(share_id, None)
         owner = getattr(run, "owner", None)
         if owner:
-            for latest in (_owners, _latest):
-                latest[owner] = share_id
-                latest.move_to_end(owner)
-                while len(latest) > _REQUESTS_MAX:
-                    latest.popitem(last=False)
+            _remember(_owners, owner, share_id)
+            _remember(_latest, owner, share_id)
 
 
 def note_click(owner: str | None) -> None:
     """A page pressed Run (its click handler, before the run is queued)."""
     if owner:
         with _stops_lock:
-            _clicks[owner] = time.monotonic()
-            _clicks.move_to_end(owner)
-            while len(_clicks) > _REQUESTS_MAX:
-                _clicks.popitem(last=False)
+            _remember(_clicks, owner, time.monotonic())
 
 
 def clicked_at(owner: str | None) -> float:
@@ -110,10 +105,7 @@ def note_start(owner: str | None, token: str) -> None:
     """A page pressed Run: its last run is now this one (`token` until it has a share id)."""
     if owner:
         with _stops_lock:
-            _latest[owner] = token
-            _latest.move_to_end(owner)
-            while len(_latest) > _REQUESTS_MAX:
-                _latest.popitem(last=False)
+            _remember(_latest, owner, token)
 
 
 def started_since(owner: str | None, share_id: str) -> bool:
@@ -141,10 +133,7 @@ def request_owner_stop(owner: str | None, now: float) -> None:
     if not owner:
         return
     with _stops_lock:
-        _owner_stops[owner] = now
-        _owner_stops.move_to_end(owner)
-        while len(_owner_stops) > _REQUESTS_MAX:
-            _owner_stops.popitem(last=False)
+        _remember(_owner_stops, owner, now)
 
 
 def owner_stopped_since(owner: str | None, t0: float) -> bool:

@@ -6,14 +6,13 @@ Screenshots go to test-artifacts/<test>/."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from tests.e2e.test_browser import ARTIFACTS, launched_chromium, need_browser, tiny_studio
 from tests.e2e.test_browser import open_page as _page
 from tests.e2e.test_browser import shot as _shot
 from tests.e2e.test_browser import wait_text as _wait_text
+from tests.support.hold import hold
 
 pytestmark = pytest.mark.e2e
 
@@ -60,30 +59,12 @@ def _nothing_of_a_run(page) -> None:
 def _hold(monkeypatch, where: str):
     """Hold the next run at `where` ("first-round": its first network pass; "prepare": while the
     run is checked and its model loaded) until the returned event is set."""
-    release, reached = threading.Event(), threading.Event()
+    from app.run import streaming
+    from app.serving import slots as slots_mod
+
     if where == "first-round":
-        from app.serving import slots as slots_mod
-
-        real = slots_mod.Turns.preempt
-
-        def preempt(self):
-            reached.set()
-            release.wait(60)
-            return real(self)
-
-        monkeypatch.setattr(slots_mod.Turns, "preempt", preempt)
-    else:
-        from app.run import streaming
-
-        real_start = streaming.start
-
-        def start(*a, **kw):
-            reached.set()
-            release.wait(60)
-            return real_start(*a, **kw)
-
-        monkeypatch.setattr(streaming, "start", start)
-    return reached, release
+        return hold(monkeypatch, slots_mod.Turns, "preempt")
+    return hold(monkeypatch, streaming, "start")
 
 
 @pytest.mark.parametrize("where", ["first-round", "prepare"])

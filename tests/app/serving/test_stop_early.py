@@ -12,6 +12,7 @@ from app.serving import slots as slots_mod
 from app.serving import stops
 from app.stored import store as app_store
 from app.tabs import compare, player
+from tests.support.hold import hold
 from tests.support.studio import form, tiny_studio
 
 TEXT = "The cat [MASK:30] mat."
@@ -25,16 +26,7 @@ def studio(tmp_path_factory):
 
 def _drafting(monkeypatch):
     """Hold every run at its first network pass until released: a first round that takes long."""
-    reached, release = threading.Event(), threading.Event()
-    real = slots_mod.Turns.preempt
-
-    def preempt(self):
-        reached.set()
-        release.wait(60)
-        return real(self)
-
-    monkeypatch.setattr(slots_mod.Turns, "preempt", preempt)
-    return reached, release
+    return hold(monkeypatch, slots_mod.Turns, "preempt")
 
 
 def _frames_in_thread(gen):
