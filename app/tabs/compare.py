@@ -229,7 +229,7 @@ def layout(p: Page) -> None:
             p.html_b = gr.HTML("", elem_id="compare-b")
     p.summary = gr.Dataframe(value=empty_table(SUMMARY_HEADERS), label="Summary", interactive=False)
     with gr.Row():
-        p.fig_rev = gr.Plot(show_label=False)
+        p.fig_rev = gr.Plot(show_label=False, elem_id="compare-calls")
         p.fig_run = gr.Plot(show_label=False)
     p.cmp_link = gr.Textbox(label="Share link (appears once both runs are stored)", buttons=["copy"],
                             interactive=False, elem_id="compare-link")
