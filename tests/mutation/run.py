@@ -59,6 +59,13 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/mdm.py": ["tests/engine/samplers/test_hybrid_rounds.py", CONTRACT],
     "engine/samplers/diffusion_drafter.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
     "engine/samplers/hybrid_passes.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
+    # the knob table and settle(): one frozen value per request (defaults, ranges, unknown names, the seed's rule)
+    "engine/params.py": ["tests/engine/test_params_rules.py", "tests/engine/test_params_table.py", "tests/engine/test_seed_rule.py",
+                         "tests/engine/test_run_setup.py"],
+    # the oracle: its rows against the model's own full passes, cached and uncached, AS-ARM and XLNet
+    "engine/samplers/oracle.py": SAMPLER_TESTS + ["tests/engine/models/test_xlnet_cache.py"],
+    # the run's context: what a sampler is handed (the settled knobs unchanged, the seed, the oracle)
+    "engine/samplers/context.py": ["tests/engine/test_run_setup.py", CONTRACT],
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
     "app/views/render.py": ["tests/app/views/test_render_rules.py",
