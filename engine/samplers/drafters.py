@@ -39,12 +39,12 @@ class NgramDrafter(Drafter):
     passes = 0  # no network: no forward passes (bench assd's drafter_passes)
 
     def __init__(self, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1):
-        self.v = vocab_size
         self.allowed = torch.ones(vocab_size, dtype=torch.float64)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
         self.index = NgramIndex(vocab_size)  # counts kept up to date, not recounted each round
-        self.uni_row = self.allowed / self.allowed.sum()
+        self.uni_row: torch.Tensor  # the smoothed unigram row, recomputed only when the counts moved (the
+        # index starts "changed", so the first propose computes it)
 
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0

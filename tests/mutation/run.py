@@ -46,7 +46,7 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
-    "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT],
+    "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT, "tests/engine/samplers/test_ngram_index.py"],
     # the n-gram drafter's counts against a full recount, and the samplers that draft with it
     "engine/samplers/ngram_index.py": ["tests/engine/samplers/test_ngram_index.py"] + SAMPLER_TESTS,
     # the int8 copy assd-ptp drafts with on a CPU: made once, close to the float head, kept off where it must be
@@ -62,10 +62,11 @@ MODULES: dict[str, list[str]] = {
     # the knob table and settle(): one frozen value per request (defaults, ranges, unknown names, the seed's rule)
     "engine/params.py": ["tests/engine/test_params_rules.py", "tests/engine/test_params_table.py", "tests/engine/test_seed_rule.py",
                          "tests/engine/test_run_setup.py"],
-    # the oracle: its rows against the model's own full passes, cached and uncached, AS-ARM and XLNet
-    "engine/samplers/oracle.py": SAMPLER_TESTS + ["tests/engine/models/test_xlnet_cache.py"],
+    # the oracle on tiny random models: every answer against the original forward, cached against uncached,
+    # AS-ARM and XLNet (the call and head functions under @torch.inference_mode are not mutated by mutmut)
+    "engine/samplers/oracle.py": ["tests/engine/samplers/test_oracle_rules.py", "tests/engine/models/test_xlnet_cache.py"],
     # the run's context: what a sampler is handed (the settled knobs unchanged, the seed, the oracle)
-    "engine/samplers/context.py": ["tests/engine/test_run_setup.py", CONTRACT],
+    "engine/samplers/context.py": ["tests/engine/samplers/test_run_context.py", "tests/engine/test_run_setup.py", CONTRACT],
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
     "app/views/render.py": ["tests/app/views/test_render_rules.py",

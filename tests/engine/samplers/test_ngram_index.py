@@ -126,3 +126,18 @@ def test_a_new_list_with_nothing_known_forgets_the_last_runs_counts():
     _, rows, _ = drafter.propose([None, None, None], [0], gen)  # another run, everything masked
     want = torch.tensor([0.0, 0.0] + [1.0] * (V - 2), dtype=torch.float64) / (V - 2)
     assert torch.allclose(rows[0], want, rtol=0, atol=1e-15)
+
+
+def test_the_unigram_row_is_recomputed_only_when_the_counts_moved():
+    """A round that decided nothing new reuses the smoothed unigram row (the drafter's cost stays off the
+    window's length); a newly decided token gives a new row."""
+    d = NgramDrafter(V, SPECIAL)
+    known = [2, 3, None, None, 4, None]
+    gen = torch.Generator().manual_seed(0)
+    d.propose(known, [2], gen)
+    row = d.uni_row
+    d.propose(known, [2, 3], gen)
+    assert d.uni_row is row
+    known[2] = 5
+    d.propose(known, [3], gen)
+    assert d.uni_row is not row and float(d.uni_row[5]) > float(row[5])
