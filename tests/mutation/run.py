@@ -75,7 +75,8 @@ MODULES: dict[str, list[str]] = {
     # SIGKILL and 16-writer tests; it stays in `make test`)
     # a comparison's sides stored in one transaction (RunGroup, Store.record_runs): the app's atomic-compare tests
     "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
-    "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
+    "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py",
+                              "tests/storage/test_annotate_session.py"],
 }
 # seconds added to a mutant's tests' measured time before the timeout multiplier (mutmut's timeout_constant,
 # default 1): mutmut measures only the tests' call phase, so a module-scoped fixture's set-up and the imports are
