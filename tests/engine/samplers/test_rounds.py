@@ -45,7 +45,8 @@ def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 
     elif name == "assd-pipelined":
         steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
     elif name == "assd-ngram":
-        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(CODEC.vocab_size, CODEC.special_ids),
+        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(vocab_size=CODEC.vocab_size,
+                                                                                special_ids=CODEC.special_ids),
                              extra)
     else:
         raise AssertionError(name)
@@ -263,7 +264,7 @@ def test_drafted_extra_calls_and_bonus():
         oracle = TableOracle(mi, symbols, SCALE, SALT)
         extra = [0.0]
         steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2,
-                                  NgramDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+                                  NgramDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), extra))
         assert extra == [0.0] and not any(s.kind == StepKind.MDM_PASS for s in steps)
         bonus += sum(s.kind == StepKind.BONUS for s in steps)
         # every density pass queries all drafts of its round plus (unless it is the last) the next position
@@ -411,7 +412,7 @@ def test_ngram_drafter_rows_by_hand():
         ([c, a, b, None, None, None], [3, 4, 5]),  # a chain of three drafts
     ]
     for known, positions in cases:
-        drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
+        drafter = NgramDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids)
         for seed in range(12):
             drafts, rows, spent = drafter.propose(known, positions, torch.Generator().manual_seed(seed))
             assert spent == 0.0 and len(drafts) == len(rows) == len(positions)
@@ -484,7 +485,8 @@ def test_assd_uses_the_accept_rule_it_is_given():
     from engine.samplers.acceptance import Verdict
 
     def keep_all(draft, p_row, q_row, gen):
-        return Verdict(True, draft, 1.0, float(p_row[draft]), float(q_row[draft]), float(q_row[draft]))
+        return Verdict(accepted=True, token=draft, accept_prob=1.0, p_draft=float(p_row[draft]), q_draft=float(q_row[draft]),
+                       q_token=float(q_row[draft]))
 
     visible, length, symbols = FOUR
     mi = make_input(length, visible)
