@@ -287,7 +287,7 @@ def test_drafter_calls_are_added_and_shown():
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     extra = [1.0]
     steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
-                              SpendingDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+                              SpendingDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), extra))
     rounds = {s.round for s in steps}
     passes = [s for s in steps if s.kind == StepKind.MDM_PASS]
     assert len(passes) == len(rounds) and extra == [1.0 + 0.25 * len(rounds)]
@@ -314,7 +314,7 @@ def test_drafter_seconds_add_up_the_time_inside_propose_only():
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     seconds = [1.0]
     steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
-                              SlowDrafter(CODEC.vocab_size, CODEC.special_ids), [0.0], [0], seconds))
+                              SlowDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), [0.0], [0], seconds))
     rounds = len({s.round for s in steps})
     assert seconds[0] >= 1.0 + 0.002 * rounds
 
@@ -432,7 +432,7 @@ class WatchingDrafter(NgramDrafter):
 
     def __init__(self, counter: bool):
         self.counter = counter
-        super().__init__(CODEC.vocab_size, CODEC.special_ids)
+        super().__init__(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids)
         self.seen: list[tuple[list[int | None], list[int], float]] = []
         if counter:
             self.passes = 7
