@@ -15,7 +15,7 @@ from app.serving.admission import run_seats
 from app.views.render import CSS
 from engine.params import KNOBS
 
-from .tabs import compare, editor, exactness, freshness, player, sessions, statistics
+from .tabs import compare, editor, exactness, exactness_knobs, freshness, player, sessions, statistics
 from .tabs.common import Page
 
 log = logging.getLogger("app.requests")
@@ -88,7 +88,8 @@ class StudioBlocks(gr.Blocks):
 
     def with_late_defaults(self, block_fn, inputs: list) -> list:
         """`inputs`, with the page defaults of the knobs added since publication appended when those
-        are all it lacks (they are every form endpoint's last inputs: app.tabs.common.endpoint_fields)."""
+        are all it lacks (they are every form endpoint's last inputs, app.tabs.common.endpoint_fields, and
+        /exactness's after its published temperature and k, app.tabs.exactness_knobs)."""
         missing = block_fn.inputs[len(inputs):]
         if not missing or not all(getattr(b, "_id", None) in self.late_defaults for b in missing):
             return inputs
@@ -170,6 +171,9 @@ def build() -> gr.Blocks:
         sessions.wire(p)
         freshness.wire(p)
         demo.late_defaults = {p.knobs[name]._id: KNOBS[name].page_default for name in added_fields()}
+        # /exactness was published with temperature and k: its other knobs are late too
+        demo.late_defaults |= {c._id: KNOBS[n].page_default for n, c in p.ex_knobs.items()
+                               if n not in exactness_knobs.PUBLISHED}
     return demo
 
 

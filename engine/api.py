@@ -28,7 +28,7 @@ from .trace import Step, decided_tokens, trace_counts
 # LIMITS (imported above, re-exported): the knobs' accepted ranges, engine.params.KNOBS
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InfillResult:
     """What one finished run gives back: the completed text and its spans, the cost (calls,
     rounds, seconds), the exact log-probability and the trace, for the API, the CLI and the store."""
@@ -129,7 +129,8 @@ class InfillRun:
     def stream(self) -> Iterator[Step]:
         """The run's steps as they happen. With a budget, the run raises BudgetExceededError (an
         InfillError) at the first network pass or step past it; the trace keeps every step so far."""
-        ctx = RunContext(self.lm, self.mi, self.spec, self.knobs, self.seed, self.draft_lm, cache=self.params["cache"])
+        ctx = RunContext(lm=self.lm, mi=self.mi, spec=self.spec, knobs=self.knobs, seed=self.seed, draft_lm=self.draft_lm,
+                         cache=self.params["cache"])
         self.drafter_passes = ctx.drafter_passes
         self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
         self.drafter_seconds = ctx.drafter_seconds

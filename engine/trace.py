@@ -39,7 +39,7 @@ PASS_KINDS = frozenset(
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Step:
     """One event. Lists are parallel: positions[i] got tokens[i] with proposal p[i], target q[i].
 

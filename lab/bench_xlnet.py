@@ -53,8 +53,8 @@ def random_windows(lm: LoadedModel, length: int, mask_rate: float, samples: int,
             ranges[-1:] = [(ranges[-1][0], i + 1)] if ranges and ranges[-1][1] == i else ranges[-1:] + [(i, i + 1)]
         cuts = [0] + [x for a, b in ranges for x in (a, b)] + [length]
         pieces = [lm.codec.decode(ids[cuts[j]:cuts[j + 1]]) for j in range(0, len(cuts), 2)]
-        out.append(MaskedInput([lm.codec.mask_id if i in hidden else t for i, t in enumerate(ids)], masked,
-                               pieces, ranges, lm.codec.mask_id))
+        out.append(MaskedInput(tokens=[lm.codec.mask_id if i in hidden else t for i, t in enumerate(ids)], masked=masked,
+                               pieces=pieces, span_ranges=ranges, mask_id=lm.codec.mask_id))
     return out
 
 
@@ -70,7 +70,7 @@ def _states(lm: LoadedModel, mi: MaskedInput, k: int):
 
     def make(cache: bool):
         def build():
-            o = XLNetOracle(lm.model, mi, lm.codec, use_cache=cache)
+            o = XLNetOracle(model=lm.model, mi=mi, codec=lm.codec, use_cache=cache)
             for p, t in decided[:-1]:
                 o.commit(p, t)
             if cache:  # the kept rows, filled before the clock starts

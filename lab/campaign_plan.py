@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """One training run of the campaign. `share`: its fraction of the training minutes (fixed in
     advance). `init`: continue from the bundled folder of that name when the architecture is the
@@ -112,28 +112,31 @@ def choose_text_size(tokens_per_s: float, probed: tuple[int, int, int, int], tra
 #: the default plan: ONE text AS-ARM, every training second of the loan (the studio's first model;
 #: its PTP head is trained afterwards on the CPU, lab/train_ptp.py). Other jobs: `--plan full`.
 TEXT_JOBS: tuple[Job, ...] = (
-    Job("text-asarm", "asarm", "text", 1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
+    Job(name="text-asarm", kind="asarm", domain="text", share=1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
 )
 
 #: the older plan of every domain and head, in priority order (text first; then code, then protein)
 GPU_JOBS: tuple[Job, ...] = (
-    Job("text-asarm", "asarm", "text", 0.45, size=SIZE_CHOICE["chosen"], init="text-asarm"),
-    Job("text-ptp1", "ptp", "text", 0.12, teacher="text-asarm", init="text-ptp1",
+    Job(name="text-asarm", kind="asarm", domain="text", share=0.45, size=SIZE_CHOICE["chosen"], init="text-asarm"),
+    Job(name="text-ptp1", kind="ptp", domain="text", share=0.12, teacher="text-asarm", init="text-ptp1",
         extra=(*PTP_ONEPASS, "--heads", str(SIZE_CHOICE["chosen"][2]))),
-    Job("code-asarm", "asarm", "code", 0.12, size=SIZE_CHOICE["bundled"], init="code-asarm"),
-    Job("code-ptp", "ptp", "code", 0.08, teacher="code-asarm", init="code-ptp", extra=(*PTP_ONEPASS, "--heads", "5")),
-    Job("protein-ptp", "ptp", "protein", 0.08, teacher="protein-asarm", extra=(*PTP_ONEPASS, "--heads", "5")),
-    Job("text-hybrid", "hybrid", "text", 0.06, size=(320, 4, 5, 1280), init="text-hybrid"),
-    Job("code-hybrid", "hybrid", "code", 0.05, size=(320, 4, 5, 1280), init="code-hybrid"),
-    Job("protein-hybrid", "hybrid", "protein", 0.04, size=(320, 4, 5, 1280), init="protein-hybrid"),
+    Job(name="code-asarm", kind="asarm", domain="code", share=0.12, size=SIZE_CHOICE["bundled"], init="code-asarm"),
+    Job(name="code-ptp", kind="ptp", domain="code", share=0.08, teacher="code-asarm", init="code-ptp",
+        extra=(*PTP_ONEPASS, "--heads", "5")),
+    Job(name="protein-ptp", kind="ptp", domain="protein", share=0.08, teacher="protein-asarm",
+        extra=(*PTP_ONEPASS, "--heads", "5")),
+    Job(name="text-hybrid", kind="hybrid", domain="text", share=0.06, size=(320, 4, 5, 1280), init="text-hybrid"),
+    Job(name="code-hybrid", kind="hybrid", domain="code", share=0.05, size=(320, 4, 5, 1280), init="code-hybrid"),
+    Job(name="protein-hybrid", kind="hybrid", domain="protein", share=0.04, size=(320, 4, 5, 1280), init="protein-hybrid"),
 )
 
 #: the dry run's jobs: the same kinds and wiring at a toy size (the AS-ARM's size probed and picked
 #: from DRY_SIZES, as the text plan does from TEXT_SIZES)
 DRY_SIZES: tuple[tuple[int, int, int, int], ...] = ((16, 2, 2, 32), (24, 2, 2, 48))
 DRY_JOBS: tuple[Job, ...] = (
-    Job("text-asarm", "asarm", "text", 0.6, size=DRY_SIZES[0], init="text-asarm", seq_len=32, auto_size=True),
-    Job("text-ptp1", "ptp", "text", 0.4, teacher="text-asarm", init="text-ptp1",
+    Job(name="text-asarm", kind="asarm", domain="text", share=0.6, size=DRY_SIZES[0], init="text-asarm", seq_len=32,
+        auto_size=True),
+    Job(name="text-ptp1", kind="ptp", domain="text", share=0.4, teacher="text-asarm", init="text-ptp1",
         extra=("--ptp-mode", "onepass", "--k", "3", "--layers", "1", "--heads", "2", "--ffn", "32"), seq_len=32),
 )
 
@@ -171,7 +174,7 @@ TREE_LIMIT_MIB = 64.0
 RETURN_FILES, RETURN_FILE_MIB, RETURN_TOTAL_MIB = 8, 16.0, 64.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Budget:
     """The campaign's seconds: the speed table first, then training (shared by the jobs), then the
     evaluations; `reserve_s` is kept for packing what comes back."""
@@ -204,9 +207,9 @@ def gpu_budget(total_s: float = CAMPAIGN_S, plan: str = "text") -> Budget:
     pack what comes back; training gets the rest. Budgets equal the sum of their steps' caps. The
     full plan (`--plan full`, every domain): the older 100 s table and 45 s of evaluations."""
     if plan == "text":
-        return Budget(total_s, speed_s=60.0, eval_s=0.0, reserve_s=10.0,
+        return Budget(total_s=total_s, speed_s=60.0, eval_s=0.0, reserve_s=10.0,
                       step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 0.0, "fills": 0.0})
-    return Budget(total_s, speed_s=100.0, eval_s=45.0, reserve_s=20.0,
+    return Budget(total_s=total_s, speed_s=100.0, eval_s=45.0, reserve_s=20.0,
                   step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 30.0, "fills": 30.0})
 
 
@@ -228,7 +231,7 @@ def with_text_size(jobs: tuple[Job, ...], which: str) -> tuple[Job, ...]:
 def dry_budget(total_s: float = 120.0) -> Budget:
     """The CPU dry run: every step, each capped at a share of the total (a loaded CPU is slow to
     start processes; the tiny jobs stop after a few steps, so the total is only an upper bound)."""
-    return Budget(total_s, speed_s=0.35 * total_s, eval_s=0.3 * total_s, reserve_s=0.02 * total_s,
+    return Budget(total_s=total_s, speed_s=0.35 * total_s, eval_s=0.3 * total_s, reserve_s=0.02 * total_s,
                   step_cap_s={"bench-assd": 0.2 * total_s, "bench-calls": 0.15 * total_s, "eval": 0.15 * total_s,
                               "fills": 0.1 * total_s})
 

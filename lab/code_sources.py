@@ -55,7 +55,8 @@ def _extract(name: str):
 
 #: licences the wheel's metadata does not state (read from the package's LICENSE file)
 LICENSES = {"pyglet": "BSD-3-Clause"}
-CODE_SOURCES = tuple(Source(p, "pypi", p, _extract(p), ("--only-binary", ":all:"), LICENSES.get(p, ""))
+CODE_SOURCES = tuple(Source(name=p, registry="pypi", package=p, extract=_extract(p), pip_args=("--only-binary", ":all:"),
+                            license=LICENSES.get(p, ""))
                      for p in CODE_PACKAGES)
 
 
@@ -95,7 +96,8 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
     """Python: this interpreter's standard library plus sympy; split by file."""
     gathered: list[tuple[SourceResult, Docs]] = []
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    res = SourceResult("python-stdlib", "interpreter", "python", sys.version.split()[0], "PSF-2.0")
+    res = SourceResult(name="python-stdlib", registry="interpreter", package="python", version=sys.version.split()[0],
+                       license="PSF-2.0")
     docs, skipped = python_files(stdlib, "stdlib")
     res.ok, res.documents = bool(docs), len(docs)
     res.bytes = sum(len(t.encode("utf-8")) for _, t in docs)
@@ -112,8 +114,10 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
         return found
 
     gathered += _gather(
-        "code", [Source("sympy", "pypi", "sympy", extract_sympy, ("--no-binary", ":all:"))],
-        work, root / "downloads",
+        "code",
+        [Source(name="sympy", registry="pypi", package="sympy", extract=extract_sympy, pip_args=("--no-binary", ":all:"))],
+        work,
+        root / "downloads",
     )
     splits = split_gathered("code", gathered, seed, CODE_FRACTIONS)  # stdlib and sympy split as before
     if splits is None:
@@ -138,7 +142,7 @@ def fetch_code(root: Path, work: Path, seed: int) -> bool:
     gathered += more
     guard = _humaneval_guard(root, work, splits)
     build = DomainBuild(
-        "code", "path", splits, CODE_SEPARATOR, dict(zip(SPLITS, CODE_FRACTIONS)),
+        domain="code", key="path", splits=splits, separator=CODE_SEPARATOR, fractions=dict(zip(SPLITS, CODE_FRACTIONS)),
         notes="files kept byte-for-byte; .txt joins files with txt_separator; files identical to an "
               "earlier one dropped; " + guard,
         extra={"source_ranges": ranges},

@@ -52,7 +52,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SourceResult:
     """What one registry package (or the stdlib) contributed, for the manifest."""
 
@@ -77,7 +77,7 @@ class SourceResult:
         return d
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DomainBuild:
     """Documents of one domain, already split, ready to be written with a manifest."""
 

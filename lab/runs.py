@@ -15,7 +15,7 @@ from engine.inputs.masking import MaskedInput
 from engine.loading.loaded_model import LoadedModel
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Drained:
     """One finished run: the run (its drafter_passes, params), its result (without the log-probability:
     the benchmarks score fills themselves) and the seconds its steps took."""
@@ -35,4 +35,4 @@ def drain(lm: LoadedModel, mi: MaskedInput, sampler: str, seed: int,
     for _ in run.stream():
         pass
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return Drained(run, run.result(with_log_prob=False), seconds, cpu)
+    return Drained(run=run, result=run.result(with_log_prob=False), seconds=seconds, cpu=cpu)

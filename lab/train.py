@@ -65,7 +65,7 @@ class Schedule:
 
     SAFETY = 0.97
 
-    def __init__(self, warmup: int, floor: float, horizon: int | None, probe: int = 20):
+    def __init__(self, *, warmup: int, floor: float, horizon: int | None, probe: int = 20):
         self.warmup, self.floor, self.horizon, self.probe = warmup, floor, horizon, probe
         self.fixed = horizon is not None
         self.warm = min(warmup, max(probe, horizon // 10)) if horizon else warmup
@@ -257,11 +257,13 @@ def cli(argv: list[str]) -> int:
     opt, opt_kind = make_optimizer([p for p in model.parameters() if p.requires_grad], a.lr)
     step = int(resumed.get("steps", 0))
     horizon = a.steps if a.steps is not None else resumed.get("horizon")
-    sched = Schedule(a.warmup, a.min_lr, horizon, a.probe_steps)
+    sched = Schedule(warmup=a.warmup, floor=a.min_lr, horizon=horizon, probe=a.probe_steps)
     if "warmup_steps" in resumed and a.steps is None:
         sched.warm = resumed["warmup_steps"]
     model, opt = acc.prepare(model, opt)
-    windows = DeviceWindows(train, a.seq_len, codec.bos_id, acc.device, a.seed + step)  # moved once
+    windows = DeviceWindows(
+        stream=train, seq_len=a.seq_len, bos_id=codec.bos_id, device=acc.device, seed=a.seed + step
+    )  # moved once
     gen = windows.gen
     # the masks are drawn on the device too, except by the PTP head (its rounds are built on the host)
     mask_gen = torch.Generator(device=acc.device if a.kind != "ptp" else "cpu").manual_seed(a.seed + 1 + step)
@@ -289,9 +291,21 @@ def cli(argv: list[str]) -> int:
     # given), so its time left is the schedule's; the --minutes budget left is shown beside it
     pbar = bar(total=sched.horizon or None, desc=f"train {a.kind}/{a.domain}", unit="step")
     pbar.update(step)
-    curve = None if not a.curve_every else Curve(
-        base, valid, a.seq_len, codec.bos_id, a.curve_every, a.curve_windows, a.stop_when_flat, a.stop_min_points,
-        resumed.get("acceptance_curve"))
+    curve = (
+        None
+        if not a.curve_every
+        else Curve(
+            head=base,
+            valid=valid,
+            seq_len=a.seq_len,
+            bos_id=codec.bos_id,
+            every=a.curve_every,
+            windows=a.curve_windows,
+            stop=a.stop_when_flat,
+            min_points=a.stop_min_points,
+            prior=resumed.get("acceptance_curve"),
+        )
+    )
     ran_s = 60 * resumed.get("minutes", 0.0)  # a --resume'd run's curve goes on from its seconds
     if curve:  # the starting point: the initialisation's (or the resumed weights') acceptance
         curve.measure(step, a.tokens_before, time.time() - t0, ran_s, a.lr * sched.factor(step))

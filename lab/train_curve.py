@@ -78,7 +78,7 @@ class Curve:
     """The run's curve: when the next point is due, measuring it, the stop rule, and what
     train_state.json keeps (points of a --resume'd run's earlier part included)."""
 
-    def __init__(self, head, valid: torch.Tensor, seq_len: int, bos_id: int, every: tuple[str, float],
+    def __init__(self, *, head, valid: torch.Tensor, seq_len: int, bos_id: int, every: tuple[str, float],
                  windows: int = 8, stop: tuple[float, float] | None = None, min_points: int = 6,
                  prior: dict | None = None):
         self.head, self.valid, self.seq_len, self.bos_id = head, valid, seq_len, bos_id

@@ -47,7 +47,7 @@ class DeviceWindows:
 
     With a CPU stream the windows equal token_windows.batches' (same generator, same draws)."""
 
-    def __init__(self, stream: torch.Tensor, seq_len: int, bos_id: int, device: torch.device, seed: int = 0):
+    def __init__(self, *, stream: torch.Tensor, seq_len: int, bos_id: int, device: torch.device, seed: int = 0):
         if len(stream) <= seq_len + 1:
             raise ValueError(f"a stream of {len(stream)} tokens is too short for windows of {seq_len}")
         self.stream = stream.to(device=device, dtype=torch.int32)

@@ -18,7 +18,7 @@ class NewSession:
     transaction as its first run, so a process killed mid-run (or mid-write) never leaves a
     session without runs. Checked on construction."""
 
-    def __init__(self, domain: str, model: str, text: str, spans: Any) -> None:
+    def __init__(self, *, domain: str, model: str, text: str, spans: Any) -> None:
         check_str("domain", domain, 32, allow_empty=False)
         check_str("model", model, 200, allow_empty=False)
         check_str("text", text, MAX_TEXT_CHARS)

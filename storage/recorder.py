@@ -49,6 +49,7 @@ class RunRecorder:
 
     def __init__(
         self,
+        *,
         store: RunSink,
         share_id: str,
         sampler: str,
@@ -149,7 +150,7 @@ class RunGroup:
     comparison (a failed or stopped side is stored with its status). A side that stored nothing
     (refused at admission, cancelled before it computed) makes the whole group store nothing."""
 
-    def __init__(self, store: RunSink, share_id: str, sides: int, session: NewSession | None = None) -> None:
+    def __init__(self, *, store: RunSink, share_id: str, sides: int, session: NewSession | None = None) -> None:
         self.store, self.share_id, self.sides, self.session = store, share_id, sides, session
         self._side: dict[RunRecorder, int] = {}
         self._ended: dict[int, tuple[RunRecorder, dict[str, Any]]] = {}
@@ -157,7 +158,7 @@ class RunGroup:
 
     def recorder(self, side: int, sampler: str, params: dict[str, Any], seed: int | None) -> RunRecorder:
         """A recorder for side `side` (0 .. sides - 1), stored when the group commits."""
-        rec = RunRecorder(self.store, self.share_id, sampler, params, seed)
+        rec = RunRecorder(store=self.store, share_id=self.share_id, sampler=sampler, params=params, seed=seed)
         rec.group = self
         self._side[rec] = side
         return rec

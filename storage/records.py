@@ -14,7 +14,7 @@ class StorageInputError(ValueError):
     """Input the store refuses (too large, wrong type, not JSON); the message says what to fix."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunRecord:
     """A stored run with its trace (steps in order, as engine Step objects)."""
 
@@ -38,7 +38,7 @@ class RunRecord:
     steps: list[Step] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SessionRecord:
     """A stored input with all its runs."""
 
@@ -51,7 +51,7 @@ class SessionRecord:
     runs: list[RunRecord] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SessionSummary:
     """A row of the session list: enough to show and link, without the runs."""
 
@@ -80,7 +80,7 @@ class RankRate:
         return self.accepted / n if n else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GroupStats:
     """Statistics of the 'ok' runs of one model x sampler x parameters group."""
 

@@ -115,7 +115,7 @@ class Store:
 
     def create_session(self, domain: str, model: str, text: str, spans: Any) -> str:
         """Store an input; returns its share id (unguessable, URL-safe)."""
-        new = NewSession(domain, model, text, spans)
+        new = NewSession(domain=domain, model=model, text=text, spans=spans)
         share_id = new_share_id()
         with db.write_session(self.engine) as s:
             s.add(new.row(share_id))
@@ -160,8 +160,8 @@ class Store:
                 SessionRow.domain,
                 SessionRow.model,
                 SessionRow.created_at,
-                func.substr(SessionRow.text, 1, 200),
-                func.coalesce(counts.c.n, 0),
+                func.substr(SessionRow.text, 1, 200).label("text_preview"),
+                func.coalesce(counts.c.n, 0).label("run_count"),
             )
             .outerjoin(counts, counts.c.session_id == SessionRow.id)
             .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
@@ -178,7 +178,8 @@ class Store:
         with db.read_session(self.engine) as s:
             rows = s.execute(q).all()
             samplers = self._samplers(s, [r[0] for r in rows])
-        return [SessionSummary(*row, samplers=samplers.get(row[0], [])) for row in rows]
+        # the columns are labelled with SessionSummary's field names, so a row fills it by name
+        return [SessionSummary(**row._asdict(), samplers=samplers.get(row.share_id, [])) for row in rows]
 
     @staticmethod
     def _samplers(s: Session, share_ids: list[str]) -> dict[str, list[str]]:
@@ -268,7 +269,7 @@ class Store:
         session: NewSession | None = None,
     ) -> RunRecorder:
         """Context manager that records a streamed run once, at the end (see RunRecorder)."""
-        return RunRecorder(self, share_id, sampler, params, seed, session)
+        return RunRecorder(store=self, share_id=share_id, sampler=sampler, params=params, seed=seed, session=session)
 
     def get_run(self, run_id: int) -> RunRecord | None:
         """A run with its steps, or None."""

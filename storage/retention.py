@@ -64,7 +64,7 @@ class Retention:
         return self.max_age_days is not None or self.max_bytes is not None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """What the store holds and what the policy would delete."""
 
@@ -115,7 +115,7 @@ def plan(engine: Engine, policy: Retention, now: datetime | None = None) -> Plan
         n_runs = s.scalar(select(func.count(RunRow.id))) or 0
         n_steps = s.scalar(select(func.count()).select_from(StepRow)) or 0
         used = bytes_used(engine)
-        out = Plan(n_sessions, n_runs, n_steps, used)
+        out = Plan(sessions=n_sessions, runs=n_runs, steps=n_steps, bytes_used=used)
         if not policy.active or n_sessions == 0:
             return out
         steps_per = (select(RunRow.session_id, func.count().label("n"))

@@ -57,7 +57,9 @@ def _runs(s: Session, conds: list, model: str | None) -> dict[Key, GroupStats]:
             continue
         g = groups.get(kk)
         if g is None:
-            g = groups[kk] = GroupStats(kk[0], smp, json.loads(pk), 0, 0, 0.0, 0, [], [], {}, [])
+            g = groups[kk] = GroupStats(model=kk[0], sampler=smp, params=json.loads(pk), runs=0, masked_tokens=0, calls=0.0,
+                                        rounds=0, acceptance_by_rank=[], tokens_per_call=[], tokens_per_round={},
+                                        calls_vs_masked=[])
         g.runs += 1
         g.masked_tokens += masked
         g.calls += calls

@@ -102,7 +102,7 @@ def check_status(status: object, error: str | None) -> tuple[str, str | None]:
     return str(status), error
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckedRun:
     """A run that passed every check, with the columns derived from its trace (calls, rounds and
     the accepted / rejected / resampled counts come from engine.trace.trace_counts, so they cannot

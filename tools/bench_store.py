@@ -27,20 +27,55 @@ def _bench_round(rng: random.Random, rnd: int, pos: int, calls: float, k: int) -
     toks = [rng.randrange(50_000) for _ in drafted]
     ps = [rng.random() for _ in drafted]
     calls += 1
-    steps = [Step(StepKind.DRAFT_PASS, rnd, calls=calls, elapsed=calls * 0.01),
-             Step(StepKind.DRAFT, rnd, drafted, toks, [f" w{t}" for t in toks], ps, [None] * k, calls, calls * 0.01)]
+    steps = [Step(kind=StepKind.DRAFT_PASS, round=rnd, calls=calls, elapsed=calls * 0.01),
+             Step(kind=StepKind.DRAFT, round=rnd, positions=drafted, tokens=toks, texts=[f" w{t}" for t in toks], p=ps,
+                  q=[None] * k, calls=calls, elapsed=calls * 0.01)]
     calls += 1
-    steps.append(Step(StepKind.DENSITY_PASS, rnd, calls=calls, elapsed=calls * 0.01))
+    steps.append(Step(kind=StepKind.DENSITY_PASS, round=rnd, calls=calls, elapsed=calls * 0.01))
     n_acc = rng.randint(1, k)
     for i in range(n_acc):
-        steps.append(Step(StepKind.ACCEPT, rnd, [drafted[i]], [toks[i]], [f" w{toks[i]}"], [ps[i]], [rng.random()],
-                          calls, calls * 0.01))
+        steps.append(
+            Step(
+                kind=StepKind.ACCEPT,
+                round=rnd,
+                positions=[drafted[i]],
+                tokens=[toks[i]],
+                texts=[f" w{toks[i]}"],
+                p=[ps[i]],
+                q=[rng.random()],
+                calls=calls,
+                elapsed=calls * 0.01,
+            )
+        )
     if n_acc < k:
         at = drafted[n_acc]
-        steps.append(Step(StepKind.REJECT, rnd, [at], [toks[n_acc]], [" x"], [ps[n_acc]], [rng.random()],
-                          calls, calls * 0.01))
-        steps.append(Step(StepKind.RESAMPLE, rnd, [at], [1], [" y"], [None], [rng.random()], calls, calls * 0.01,
-                          "residual"))
+        steps.append(
+            Step(
+                kind=StepKind.REJECT,
+                round=rnd,
+                positions=[at],
+                tokens=[toks[n_acc]],
+                texts=[" x"],
+                p=[ps[n_acc]],
+                q=[rng.random()],
+                calls=calls,
+                elapsed=calls * 0.01,
+            )
+        )
+        steps.append(
+            Step(
+                kind=StepKind.RESAMPLE,
+                round=rnd,
+                positions=[at],
+                tokens=[1],
+                texts=[" y"],
+                p=[None],
+                q=[rng.random()],
+                calls=calls,
+                elapsed=calls * 0.01,
+                note="residual",
+            )
+        )
         n_acc += 1
     return steps, n_acc, calls
 

@@ -41,7 +41,7 @@ def stored_params(run: InfillRun) -> dict:
 
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Live:
     """One run in progress (or finished): its state, its trace, its result."""
 
@@ -199,4 +199,4 @@ def start(form: Form, kind: str = "infill", owner: str | None = None, address: s
     run = prepare(form)
     share_id = create_session(kind, [run], form.text, form.domain)
     view = token_view(run)
-    return Live(run, view, run_state(run, view), share_id, owner=owner, address=address, note=form.note)
+    return Live(run=run, view=view, state=run_state(run, view), share_id=share_id, owner=owner, address=address, note=form.note)

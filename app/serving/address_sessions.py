@@ -50,7 +50,7 @@ class SessionsFull(Exception):
 class AddressSessions:
     """The kept sessions by address and by last use; note() says which to drop, or refuses."""
 
-    def __init__(self, cap: int, total: int = 0, active_seconds: float = 120.0, clock=time.monotonic):
+    def __init__(self, *, cap: int, total: int = 0, active_seconds: float = 120.0, clock=time.monotonic):
         self.cap, self.total, self.active_seconds, self.clock = cap, total, active_seconds, clock
         self._lock = threading.Lock()
         self._by_address: OrderedDict[str, OrderedDict[str, None]] = OrderedDict()
@@ -152,7 +152,7 @@ def address_sessions() -> AddressSessions:
     global _sessions
     with _sessions_lock:
         if _sessions is None:
-            _sessions = AddressSessions(sessions_per_address(), sessions_max(), session_active_seconds())
+            _sessions = AddressSessions(cap=sessions_per_address(), total=sessions_max(), active_seconds=session_active_seconds())
         return _sessions
 
 

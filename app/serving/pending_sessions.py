@@ -22,7 +22,7 @@ def create_session(kind: str, runs: list[InfillRun], text: str, domain: str) -> 
     killed before it is recorded leaves nothing behind (and no session is ever without runs)."""
     models = sorted({r.lm.name for r in runs})
     payload = {"version": 1, "kind": kind, "views": {r.lm.name: token_view(r) for r in runs}}
-    new = NewSession(domain, " | ".join(models), text, payload)
+    new = NewSession(domain=domain, model=" | ".join(models), text=text, spans=payload)
     share_id = new_share_id()
     with _pending_lock:
         _pending[share_id] = new

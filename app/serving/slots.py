@@ -63,7 +63,7 @@ def active_runs() -> int:
     return max(env_int("INFILL_ACTIVE_RUNS", 16), concurrency())
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class _Waiter:
     """A run waiting for a slot. `static` is a fixed priority (callers that give one); otherwise its
     priority ages: `virtual` seconds of service less the `credit` the AgingClock gave it while it
@@ -140,7 +140,9 @@ class Slots:
                 self.free -= 1
                 return 0.0
             v = virtual if virtual is not None else attained
-            w = _Waiter(priority, arrival if arrival is not None else next(self._seq), v, attained)
+            w = _Waiter(
+                static=priority, arrival=arrival if arrival is not None else next(self._seq), virtual=v, attained=attained
+            )
             self.aging.advance(self.clock(), [x for x in self._waiters if x.ages])  # credit up to now
             w.ages = priority is None and level(v) > 0
             self._waiters.append(w)

@@ -53,7 +53,7 @@ def run_bytes(steps, text: str = "") -> int:
 class StoreBudget:
     """Admits the runs that will store something, and charges what they stored."""
 
-    def __init__(self, size_of, free_of=None, cap_mb: float | None = None, per_address_mb: float | None = None,
+    def __init__(self, *, size_of, free_of=None, cap_mb: float | None = None, per_address_mb: float | None = None,
                  min_free_mb: float | None = None, clock=time.monotonic):
         self.size_of, self.free_of, self.clock = size_of, free_of, clock
         self.cap = None if cap_mb is None else int(cap_mb * 2**20)
@@ -76,8 +76,9 @@ class StoreBudget:
             path = engine.url.database if engine.dialect.name == "sqlite" else None
             return shutil.disk_usage(Path(path).resolve().parent).free if path else None
 
-        return cls(lambda: bytes_used(engine_of()), free, env_limit("INFILL_STORE_MAX_MB", 2560),
-                   env_limit("INFILL_STORE_MB_PER_HOUR", 32), env_limit("INFILL_STORE_MIN_FREE_MB", 256))
+        return cls(size_of=lambda: bytes_used(engine_of()), free_of=free, cap_mb=env_limit("INFILL_STORE_MAX_MB", 2560),
+                   per_address_mb=env_limit("INFILL_STORE_MB_PER_HOUR", 32),
+                   min_free_mb=env_limit("INFILL_STORE_MIN_FREE_MB", 256))
 
     def _item(self):
         return RateLimitItemPerHour(self.per_address_kb) if self.per_address_kb else None

@@ -84,12 +84,22 @@ def pair(fa: form.Form, fb: form.Form, owner: str | None, address: str | None = 
     """Both sides checked and announced under one share id, to be stored together (RunGroup)."""
     ra, rb = form.prepare(fa), form.prepare(fb)
     sid = pending_sessions.create_session("compare", [ra, rb], fa.text, fa.domain)
-    group = RunGroup(store(), sid, 2, session=pending_sessions.pending_session(sid))
+    group = RunGroup(store=store(), share_id=sid, sides=2, session=pending_sessions.pending_session(sid))
     lives = []
     for side, run in enumerate((ra, rb)):
         view = token_views.token_view(run)
-        lives.append(Live(run, view, token_views.run_state(run, view), sid, owner=owner, group=group, side=side,
-                          address=address))
+        lives.append(
+            Live(
+                run=run,
+                view=view,
+                state=token_views.run_state(run, view),
+                share_id=sid,
+                owner=owner,
+                group=group,
+                side=side,
+                address=address,
+            )
+        )
     return sid, lives
 
 

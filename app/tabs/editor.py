@@ -268,17 +268,19 @@ KNOB_NOTE_JS = """() => {
 }"""
 
 
-def knob_control(name: str, visible: bool):
+def knob_control(name: str, visible: bool, prefix: str = "knob-", start: object = None):
     """A knob's control, all from its table row (engine.params.KNOBS): a slider over the page's range
-    with the table's step and start value, or a radio of a choice knob's values; its sentence and
-    range as the info line."""
+    with the table's step and start value (`start` where a tab starts elsewhere), or a radio of a choice
+    knob's values; its sentence and range as the info line. Its element id is `prefix` + the knob's name
+    (the Exactness tab builds its own with another prefix: ids are unique on the page)."""
     k = KNOBS[name]
+    value = k.page_default if start is None else start
     if k.choices:
-        return gr.Radio(list(k.choices), value=k.page_default, label=name, info=form.PARAM_HELP[name],
-                        visible=visible, elem_id=f"knob-{name}")
-    lo, hi = form.PAGE_RANGES[name]
-    return gr.Slider(lo, hi, value=k.page_default, step=k.ui_step, label=name,
-                     info=f"{form.PARAM_HELP[name]} ({lo:g} to {hi:g})", visible=visible, elem_id=f"knob-{name}")
+        return gr.Radio(list(k.choices), value=value, label=name, info=k.help,
+                        visible=visible, elem_id=f"{prefix}{name}")
+    lo, hi = k.page_range  # the row itself (a row added after app.run.form was imported has one too)
+    return gr.Slider(lo, hi, value=value, step=k.ui_step, label=name,
+                     info=f"{k.help} ({lo:g} to {hi:g})", visible=visible, elem_id=f"{prefix}{name}")
 
 
 def _parameters(p: Page) -> None:

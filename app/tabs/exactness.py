@@ -14,19 +14,18 @@ import time
 
 import gradio as gr
 import plotly.graph_objects as go
-from scipy.stats import beta
 
 from app import choices
 from app.errors import readable
 from app.run.form import served_seed
-from app.run.inputs import as_float, as_int, check_sentinels, check_text
+from app.run.inputs import as_int, check_sentinels, check_text
 from app.serving.admission import admission
 from app.serving.slots import Cancelled, Turns, slots
 from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
 from app.stored import share
 from app.stored.store import store
-from app.views.plots import _layout
+from app.views.plots import _layout, clopper_pearson
 from app.views.render import esc
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import CheckBudget, ExactnessCheck
@@ -38,6 +37,7 @@ from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
 from engine.loading import registry
 from engine.params import KNOBS
 
+from . import exactness_knobs
 from .common import Page, components, guarded, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
@@ -95,14 +95,6 @@ def in_view(model) -> str:
 # ----------------------------------------------------------------------------- drawing
 
 
-def interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson interval of a binomial proportion k / n."""
-    a = (1 - level) / 2
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return lo, hi
-
-
 def figure(res: CheckResult) -> go.Figure:
     """Bars: each sampler's frequency of the likeliest fills and of every other fill, with 95%
     intervals; diamonds: the exact probability."""
@@ -114,7 +106,7 @@ def figure(res: CheckResult) -> go.Figure:
         ks = [rep.counts.get(f, 0) for f in top]
         ks.append(n - sum(ks))
         fr = [k / n for k in ks]
-        ci = [interval(k, n) for k in ks]
+        ci = [clopper_pearson(k, n) for k in ks]
         fig.add_trace(go.Bar(
             x=labels, y=fr, name=rep.name,
             error_y=dict(type="data", symmetric=False, array=[hi - f for f, (_, hi) in zip(fr, ci)],
@@ -173,9 +165,10 @@ def table_html(res: CheckResult) -> str:
 # ----------------------------------------------------------------------------- handlers
 
 
-def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
-    """The page's values -> a prepared check (every value checked; the first draw of each sampler
-    done, so a sampler the model cannot run is refused at once)."""
+@exactness_knobs.takes_knobs
+def prepare(text, model, samplers, n, seed, knobs) -> ExactnessCheck:
+    """The page's values -> a prepared check (every value checked, the knobs its samplers read settled
+    by the engine; the first draw of each sampler done, so a sampler the model cannot run is refused at once)."""
     check_text(text or "")
     check_sentinels(text or "")
     allowed = model_choices()
@@ -189,7 +182,7 @@ def prepare(text, model, samplers, n, seed, temperature, k) -> ExactnessCheck:
         budget = CheckBudget(budget.max_draws, min(budget.max_seconds or AUTO_SECONDS, AUTO_SECONDS))
     return ExactnessCheck(
         text, samplers=list(samplers), samples="auto" if count == 0 else count, model=model, seed=served_seed(seed),
-        temperature=as_float("temperature", temperature), k=as_int("k", k), allow_paths=False, budget=budget)
+        allow_paths=False, budget=budget, **exactness_knobs.settled(samplers, knobs))
 
 
 #: the page's default check (N = 0, chosen for me) computes at most this many seconds: N is the
@@ -241,8 +234,7 @@ def _stopped(page: str | None, t0: float) -> bool:
     return bool(page) and _STOPS.get(page, -1.0) >= t0
 
 
-@guarded
-def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = None):
+def _check(text, model, samplers, n, seed, knobs, request: gr.Request = None):
     """Prepare, draw on the shared compute slots (a frame about twice a second), test, store.
     Stop the check (stop_check) ends it at its next draw, storing nothing. Updates CHECK_OUTPUTS
     by name (app.tabs.common.named)."""
@@ -265,7 +257,7 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
                                                        if str(n).strip() in ("0", "0.0") else "…")),
                    "ex_link": ""}
             with turns.turn():
-                chk = prepare(text, model, samplers, n, seed, temperature, k)
+                chk = prepare(text, model, samplers, n, seed, **knobs)
             chosen = f" N = {chk.samples:,} per sampler ({chk.chosen})." if chk.chosen else ""
             done, total = 0, chk.samples * len(chk.names)
             for name, done, total in turns.iterate(chk.stream()):
@@ -317,6 +309,9 @@ def run(text, model, samplers, n, seed, temperature, k, request: gr.Request = No
            "ex_link": link}
 
 
+run = guarded(exactness_knobs.takes_knobs(_check))  # as the page runs it: one parameter per knob
+
+
 def stored_check(share_id: str) -> CheckResult | None:
     """The check stored under `share_id`, or None when that session is not an exactness check."""
     sess = store().get_session((share_id or "").strip())
@@ -337,8 +332,8 @@ def restore_updates(p: Page, share_id: str, res: CheckResult, request=None) -> d
         p.ex_model: gr.update(choices=sorted(set(model_choices()) | {res.model}), value=res.model),
         p.ex_samplers: [r.name for r in res.samplers],
         p.ex_n: res.samples, p.ex_seed: res.seed,
-        p.ex_temperature: res.params.get("temperature", KNOBS["temperature"].default),
-        p.ex_k: res.params.get("k", KNOBS["k"].default),
+        **{c: res.params.get(n, KNOBS[n].page_default) for n, c in p.ex_knobs.items()},
+        **dict(zip(p.ex_knobs.values(), exactness_knobs.shown([r.name for r in res.samplers]), strict=True)),
         p.ex_status: status_md(f"Restored exactness check {share_id}: its chart and table are read from the "
                                 "store; no model was run. Press Run the check to sample it again.", "ok"),
         p.ex_plot: figure(res), p.ex_table: table_html(res), p.ex_link: share.share_link(request, share_id),
@@ -346,9 +341,15 @@ def restore_updates(p: Page, share_id: str, res: CheckResult, request=None) -> d
 
 
 def outputs(p: Page) -> list:
-    """The components a restored check updates (app.tabs.sessions adds them to its restore outputs)."""
-    return [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k, p.ex_status,
-            p.ex_plot, p.ex_table, p.ex_link]
+    """The components a restored check updates as /load_share was published (app.tabs.sessions adds them
+    to its restore outputs); the page's own restore also sets the tab's other knobs (late_outputs)."""
+    return [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, *(p.ex_knobs[n] for n in exactness_knobs.PUBLISHED),
+            p.ex_status, p.ex_plot, p.ex_table, p.ex_link]
+
+
+def late_outputs(p: Page) -> list:
+    """The tab's knob controls after temperature and k: set by the page's own restore, not /load_share."""
+    return [c for n, c in p.ex_knobs.items() if n not in exactness_knobs.PUBLISHED]
 
 
 # ----------------------------------------------------------------------------- layout
@@ -370,10 +371,7 @@ def layout(p: Page) -> None:
         p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=0, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
-        t, k = KNOBS["temperature"], KNOBS["k"]  # their ranges (and k's start value): the knob table's
-        p.ex_temperature = gr.Number(label="temperature", value=0.5, minimum=t.range[0], maximum=t.range[1])
-        p.ex_k = gr.Number(label="k (drafts per round)", value=k.default, precision=0, minimum=k.range[0],
-                           maximum=k.range[1])
+        p.ex_knobs = exactness_knobs.controls(p.ex_samplers.value)  # the table's rows, as the editor's
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
         p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", elem_id="exactness-stop")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
@@ -383,15 +381,18 @@ def layout(p: Page) -> None:
 
 
 def wire(p: Page, remember) -> None:
-    """Run the check, then add its link to this browser's sessions list. The check follows the
-    editor's model and domain (follow_editor)."""
+    """Run the check (wrapped here: its endpoint takes the knob table's rows as they stand when the page is
+    built), then add its link to this browser's sessions list. The check follows the editor's model and domain."""
     p.model.change(follow_editor, [p.model, p.ex_text, p.ex_model], [p.ex_model, p.ex_text, p.ex_in_view],
                    api_visibility="private", queue=False, show_progress="hidden")
     p.ex_model.change(lambda m: in_view(m), [p.ex_model], [p.ex_in_view], api_visibility="private", queue=False,
                       show_progress="hidden")
     p.ex_stop.click(named(p, stop_check), None, components(p, ("ex_status",)), queue=False,
                     api_visibility="private", show_progress="hidden")
-    p.ex_run.click(named(p, run), [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, p.ex_temperature, p.ex_k],
+    p.ex_samplers.change(exactness_knobs.shown, [p.ex_samplers], list(p.ex_knobs.values()), api_visibility="private",
+                         queue=False, show_progress="hidden")
+    p.ex_run.click(named(p, guarded(exactness_knobs.takes_knobs(_check))),
+                   [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, *p.ex_knobs.values()],
                    components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
                    concurrency_id="model", concurrency_limit=p.run_limit,
                    preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)

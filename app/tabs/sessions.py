@@ -206,7 +206,8 @@ def wire(p: Page) -> None:
     published = [*components(p, PUBLISHED_FIELDS), p.status, p.counters, p.player, p.detail, p.completed, p.link,
                  p.scrub_sl, p.trace_state, p.tabs, p.sampler_b, p.model_b, p.html_a, p.html_b, p.cnt_a, p.cnt_b,
                  p.summary, p.fig_rev, p.fig_run, p.cmp_link, p.cmp_status, *exactness.outputs(p)]
-    restore_outputs = [*published, p.cmp_verdict, *components(p, added_fields())]  # the verdict: page only
+    restore_outputs = [*published, p.cmp_verdict, *components(p, added_fields()),  # the verdict: page only
+                       *exactness.late_outputs(p)]
     restore = restorer(p)
     p.open_btn.click(restore, [p.open_id], restore_outputs, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")

@@ -96,6 +96,16 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson (exact) interval of a binomial proportion k / n."""
+    from scipy.stats import beta  # scipy only where an interval is drawn
+
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
 def _label(g) -> str:
     """A group's name in a legend: sampler, model and only the knobs its sampler reads, minus
     temperature at its default (so "mdm" never shows a k it ignores)."""

@@ -64,7 +64,7 @@ def show_token(text: str) -> str:
     return text
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TraceState:
     """Per-position display state after folding a prefix of a trace.
 
@@ -247,7 +247,7 @@ def _pad(xs: list, like: list) -> list:
 def fold(token_texts: list[str], masked: list[int], steps: list[Step], upto: int | None = None,
          ids: list[int | None] | None = None, bytes_of: Callable[[int], bytes] | None = None) -> TraceState:
     """The display state after the first `upto` steps (all by default) of a trace."""
-    st = TraceState(list(token_texts), list(masked), ids=ids, bytes_of=bytes_of)
+    st = TraceState(token_texts=list(token_texts), masked=list(masked), ids=ids, bytes_of=bytes_of)
     for s in steps[: len(steps) if upto is None else upto]:
         st.apply(s)
     return st

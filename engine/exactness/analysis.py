@@ -80,7 +80,8 @@ def chain_reports(chk: ExactnessCheck, enumerate_max: int) -> CheckResult:
         fit = chain_fit(rec, seed=chk.seed + i)
         pf = pit_fit(Intervals(rec.lo, rec.hi), seed=chk.seed + i)
         per = position_p(rec, seed=chk.seed + i)
-        rep = SamplerReport(name, dict(chk.counts[name]), chk.calls[name] / n, chk.seconds[name] / n)
+        rep = SamplerReport(name=name, counts=dict(chk.counts[name]), calls_per_sample=chk.calls[name] / n,
+                            seconds_per_sample=chk.seconds[name] / n)
         if enumerated:
             rep.fit = goodness_of_fit(rep.counts, exact, n)
         said = judge(fit.p_value, pw)
@@ -117,7 +118,8 @@ def hybrid_reports(chk: ExactnessCheck) -> CheckResult:
     exact = {f: hybrid_prob(chk.lm, chk.mi, f, chk.knobs) for f in drawn}
     reports = []
     for name in chk.names:
-        rep = SamplerReport(name, dict(chk.counts[name]), chk.calls[name] / n, chk.seconds[name] / n)
+        rep = SamplerReport(name=name, counts=dict(chk.counts[name]), calls_per_sample=chk.calls[name] / n,
+                            seconds_per_sample=chk.seconds[name] / n)
         rep.fit = fit = goodness_of_fit(rep.counts, exact, n)
         cells = [exact[f] for f in pooled_cells(exact, n)]
         rest = 1.0 - sum(cells)

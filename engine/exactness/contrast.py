@@ -118,7 +118,7 @@ def wrong_predictive(q: torch.Tensor, draft: dict[tuple[int, int], torch.Tensor]
     return out, alphas
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FillRecord:
     """What one drawn fill contributes: its transform intervals per masked position, and per
     contrast and position the log-ratio at the drawn token with the mean and variance an exact
@@ -164,7 +164,7 @@ class DraftRows:
     positions as the forward pass reaches them, only one part held at a time, so memory stays
     bounded whatever the span."""
 
-    def __init__(self, oracle: DensityOracle, drafts: list[tuple[int, int]], k: int, temperature: float,
+    def __init__(self, *, oracle: DensityOracle, drafts: list[tuple[int, int]], k: int, temperature: float,
                  max_rows: int | None = None):
         self.oracle, self.drafts, self.temperature = oracle, drafts, temperature
         max_rows = max_rows or MAX_ROWS
@@ -203,11 +203,11 @@ def record_from_oracle(oracle: DensityOracle, mi, fill: tuple[int, ...], tempera
     start it may have), tempered and under the input's rules as every sampler reads them (the oracle
     applies them); the transform intervals and each contrast's log-ratio terms."""
     drafts = list(zip(mi.masked, fill))
-    draft = DraftRows(oracle, drafts, k, temperature)
+    draft = DraftRows(oracle=oracle, drafts=drafts, k=k, temperature=temperature)
     q = draft.targets
     lo, hi = rank_intervals(q, list(fill))
     tok = torch.tensor(fill, dtype=torch.long)[:, None]
-    rec = FillRecord(lo, hi, float(torch.log(q.gather(1, tok)).sum()))
+    rec = FillRecord(lo=lo, hi=hi, log_prob=float(torch.log(q.gather(1, tok)).sum()))
     live = q > 0
     laws, ratios = {}, {}
     for name in contrasts:

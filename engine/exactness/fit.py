@@ -25,7 +25,7 @@ NOT_CONSISTENT = "not consistent with exact sampling at this N"
 UNTESTABLE = "nothing to test at this N"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Fit:
     """One sampler's counts against the exact law on the test's cells."""
 
@@ -61,13 +61,13 @@ def goodness_of_fit(counts: dict[Fill, int], exact: dict[Fill, float], n: int) -
         probs.append(rest_p)
     tv = 0.5 * sum(abs(o / n - p) for o, p in zip(obs, probs)) if n else 0.0
     if impossible:
-        return Fit(0.0, math.inf, len(obs) - 1, tv, len(obs), impossible,
-                   f"{impossible} draw(s) of a fill the model gives probability 0")
+        return Fit(p_value=0.0, statistic=math.inf, dof=len(obs) - 1, tv=tv, cells=len(obs), impossible=impossible,
+                   note=f"{impossible} draw(s) of a fill the model gives probability 0")
     if len(obs) < 2:
-        return Fit(1.0, 0.0, 0, tv, len(obs), 0, untestable_note(exact, n))
+        return Fit(p_value=1.0, statistic=0.0, dof=0, tv=tv, cells=len(obs), impossible=0, note=untestable_note(exact, n))
     stat = float(sum((o - n * p) ** 2 / (n * p) for o, p in zip(obs, probs)))
     dof = len(obs) - 1
-    return Fit(float(chi2.sf(stat, dof)), stat, dof, tv, len(obs), 0)
+    return Fit(p_value=float(chi2.sf(stat, dof)), statistic=stat, dof=dof, tv=tv, cells=len(obs), impossible=0)
 
 
 def untestable_note(exact: dict[Fill, float], n: int) -> str:

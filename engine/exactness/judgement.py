@@ -21,7 +21,7 @@ from engine.exactness.power import TARGET_POWER
 CANNOT_TELL = "cannot tell at this N"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Judgement:
     """One sampler's verdict and everything it rests on (stored with the check)."""
 
@@ -44,10 +44,10 @@ class Judgement:
     @classmethod
     def from_json(cls, d: dict) -> Judgement:
         """A stored judgement read back (a shared check replays without recomputing it)."""
-        return cls(float(d["p_value"]), str(d.get("statistic", "")), str(d["verdict"]),
-                   {str(k): float(v) for k, v in d.get("power", {}).items()}, str(d.get("departure", "")),
-                   d.get("worst_position"), [float(x) for x in d.get("position_p", [])], str(d.get("advice", "")),
-                   dict(d.get("detail", {})))
+        return cls(p_value=float(d["p_value"]), statistic=str(d.get("statistic", "")), verdict=str(d["verdict"]),
+                   power={str(k): float(v) for k, v in d.get("power", {}).items()}, departure=str(d.get("departure", "")),
+                   worst_position=d.get("worst_position"), position_p=[float(x) for x in d.get("position_p", [])],
+                   advice=str(d.get("advice", "")), detail=dict(d.get("detail", {})))
 
     def power_words(self) -> str:
         """The power in one clause: the weakest contrast first, each named."""

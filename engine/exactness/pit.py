@@ -75,7 +75,7 @@ def ks_critical(n: int, alpha: float) -> float:
     return float(kstwo.isf(alpha, n)) if n else 1.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PitFit:
     """One sampler's transforms against Uniform(0, 1): the pooled test and the per-position ones."""
 
@@ -94,4 +94,5 @@ def pit_fit(iv: Intervals, seed: int = 0) -> PitFit:
     d = ks_distance(u)
     per = [ks_p(ks_distance(u[:, j]), u.shape[0]) for j in range(u.shape[1])]
     worst = int(np.argmin(per)) if per else 0
-    return PitFit(ks_p(d, n), d, n, per, worst, float(u.mean()) if n else 0.5)
+    return PitFit(p_value=ks_p(d, n), statistic=d, observations=n, position_p=per, worst_position=worst,
+                  mean=float(u.mean()) if n else 0.5)

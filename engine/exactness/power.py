@@ -39,7 +39,7 @@ TARGET_POWER = 0.8  # below it a "consistent" reads "cannot tell at this N"
 AUTO_POWER = 0.9  # what --samples auto aims for
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Records:
     """A sampler's draws as arrays: transform intervals [draws, masked], and the log-ratio terms,
     their exact-sampling means and variances [draws, contrasts, masked]; under each contrast's law,
@@ -61,21 +61,22 @@ class Records:
             z = np.zeros((0, masked))
             c = np.zeros((0, len(CONTRASTS), masked))
             n = len(CONTRASTS)
-            return cls(z, z.copy(), c, c.copy(), c.copy(), np.zeros((0, n, n, masked)), np.zeros((0, n, n, n, masked)))
+            return cls(lo=z, hi=z.copy(), ell=c, mu=c.copy(), var=c.copy(), drift=np.zeros((0, n, n, masked)),
+                       cov=np.zeros((0, n, n, n, masked)))
         arr = lambda key: np.array([[getattr(r, key)[c] for c in CONTRASTS] for r in recs])  # noqa: E731
-        return cls(np.array([r.lo for r in recs]), np.array([r.hi for r in recs]), arr("ell"), arr("mu"), arr("var"),
-                   arr("drift"), arr("cov"))
+        return cls(lo=np.array([r.lo for r in recs]), hi=np.array([r.hi for r in recs]), ell=arr("ell"), mu=arr("mu"),
+                   var=arr("var"), drift=arr("drift"), cov=arr("cov"))
 
     def __len__(self) -> int:
         return int(self.lo.shape[0])
 
     def take(self, rows: np.ndarray) -> Records:
         """The records of the given rows: one bootstrap resample of the fills."""
-        return Records(self.lo[rows], self.hi[rows], self.ell[rows], self.mu[rows], self.var[rows],
-                       self.drift[rows], self.cov[rows])
+        return Records(lo=self.lo[rows], hi=self.hi[rows], ell=self.ell[rows], mu=self.mu[rows], var=self.var[rows],
+                       drift=self.drift[rows], cov=self.cov[rows])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ChainFit:
     """The combined test on one sampler's draws."""
 
@@ -96,7 +97,7 @@ def chain_fit(rec: Records, seed: int = 0, centred: dict[str, float] | None = No
     lr = {c: lr_p(centred.get(c, float(rec.ell[:, j].sum() - rec.mu[:, j].sum())), 0.0, float(rec.var[:, j].sum()))
           for j, c in enumerate(CONTRASTS)}
     tests = 1 + len(lr)
-    return ChainFit(min(1.0, tests * min([pk, *lr.values()])), pk, d, lr, int(u.size))
+    return ChainFit(p_value=min(1.0, tests * min([pk, *lr.values()])), ks_p=pk, ks_distance=d, lr_p=lr, observations=int(u.size))
 
 
 def position_p(rec: Records, seed: int = 0) -> list[float]:

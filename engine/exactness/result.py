@@ -17,7 +17,7 @@ from engine.exactness.law import Fill, fill_key
 EXTRA_KEYS = ("statistic", "power", "pilot", "seconds_per_draw", "enumerated", "seconds", "auto")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SamplerReport:
     """One sampler's part of a check: its counts and what the test made of them."""
 
@@ -63,7 +63,7 @@ class SamplerReport:
         }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckResult:
     """A finished check: settings, the exact law on the fills that matter, each sampler's report."""
 
@@ -124,12 +124,20 @@ def from_json(d: dict) -> CheckResult:
         counts = {fill(k): int(v) for k, v in s["counts"].items()}
         fit = None
         if s.get("tv_to_exact") is not None:
-            fit = Fit(float(s.get("chi2_p_value", s["p_value"])),
-                      float(s["chi2"]) if s.get("chi2") is not None else math.inf, int(s.get("dof") or 0),
-                      float(s["tv_to_exact"]), 0, int(s.get("impossible", 0)), str(s.get("note", "")))
+            fit = Fit(p_value=float(s.get("chi2_p_value", s["p_value"])),
+                      statistic=float(s["chi2"]) if s.get("chi2") is not None else math.inf, dof=int(s.get("dof") or 0),
+                      tv=float(s["tv_to_exact"]), cells=0, impossible=int(s.get("impossible", 0)), note=str(s.get("note", "")))
         j = Judgement.from_json(s["judgement"]) if s.get("judgement") else None
-        reports.append(SamplerReport(name, counts, float(s["calls_per_sample"]), float(s["seconds_per_sample"]),
-                                     fit, j))
+        reports.append(
+            SamplerReport(
+                name=name,
+                counts=counts,
+                calls_per_sample=float(s["calls_per_sample"]),
+                seconds_per_sample=float(s["seconds_per_sample"]),
+                fit=fit,
+                judgement=j,
+            )
+        )
     return CheckResult(model=str(d["model"]), kind=str(d.get("kind", d.get("family", "asarm"))), source=str(d["text"]),
                        samples=int(d["samples"]), seed=int(d["seed"]), params=dict(d.get("params", {})),
                        masked_tokens=int(d.get("masked_tokens", 0)), exact=exact, texts=texts, samplers=reports,

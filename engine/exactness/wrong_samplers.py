@@ -22,16 +22,16 @@ def residual_from_q(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Gen
     px, qx = float(p[draft]), float(q[draft])
     a = min(1.0, qx / px)
     if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
+        return Verdict(accepted=True, token=draft, accept_prob=a, p_draft=px, q_draft=qx, q_token=qx)
     tok = sample_categorical(q, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
+    return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(q[tok]))
 
 
 def accept_every_draft(draft: int, p: torch.Tensor, q: torch.Tensor, gen: torch.Generator) -> Verdict:
     """No test at all: every draft is kept, so the drafted tokens come out independently from their
     parallel rows (the factorisation error of parallel decoding that verification removes)."""
     px, qx = float(p[draft]), float(q[draft])
-    return Verdict(True, draft, 1.0, px, qx, qx)
+    return Verdict(accepted=True, token=draft, accept_prob=1.0, p_draft=px, q_draft=qx, q_token=qx)
 
 
 def _wrong(accept):

@@ -83,7 +83,7 @@ class Span:
         return {"start": self.start, "end": self.end, "text": self.text}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MaskedInput:
     """tokens[i] is the id at position i (mask id where masked); masked is sorted ascending.
 
@@ -206,9 +206,18 @@ def _build(
     _check_length(len(tokens), max_tokens)
     masked = [i for a, b in ranges for i in range(a, b)]
     lines = [i for j, (a, b) in enumerate(ranges) if j in line_spans for i in range(a, b)]
-    return MaskedInput(tokens, masked, pieces, ranges, codec.mask_id, source=source, word_starts=starts,
-                       not_word_start=codec.not_space_led() if starts else None,
-                       line_positions=lines, has_newline=codec.has_newline() if lines else None)
+    return MaskedInput(
+        tokens=tokens,
+        masked=masked,
+        pieces=pieces,
+        span_ranges=ranges,
+        mask_id=codec.mask_id,
+        source=source,
+        word_starts=starts,
+        not_word_start=codec.not_space_led() if starts else None,
+        line_positions=lines,
+        has_newline=codec.has_newline() if lines else None,
+    )
 
 
 def alone_on_line(text: str, start: int, end: int) -> bool:
@@ -374,4 +383,4 @@ def from_token_positions(
         i = j
     source = pieces[0] + "".join(f"[MASK:{b - a}]{piece}" for (a, b), piece in zip(ranges, pieces[1:]))
     ids = [codec.mask_id if i in lookup else t for i, t in enumerate(tokens)]
-    return MaskedInput(ids, pos_set, pieces, ranges, codec.mask_id, source=source)
+    return MaskedInput(tokens=ids, masked=pos_set, pieces=pieces, span_ranges=ranges, mask_id=codec.mask_id, source=source)

@@ -24,7 +24,7 @@ from engine.loading.hub import hub_folder, hub_options, split_spec, tokenizer_fo
 from engine.loading.threads import apply_thread_default
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LoadedModel:
     """A model ready to run: the network, its codec and what samplers and the app need to know of
     it (kind, domain, context, metrics)."""

@@ -23,7 +23,7 @@ class AsArmConfig(ModelConfig):
 
     model_type = "asarm"
 
-    def __init__(self, dropout: float = 0.0, **kwargs):
+    def __init__(self, *, dropout: float = 0.0, **kwargs):
         self.dropout = dropout
         super().__init__(**kwargs)
 

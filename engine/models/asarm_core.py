@@ -31,7 +31,7 @@ DEFAULTS = dict(vocab_size=260, hidden_size=256, num_layers=4, num_heads=4, inte
                 special_token_ids=[0, 1, 2, 3], domain="text", model_type="asarm")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KVCache:
     """Per-layer K/V of content rows, in rank order, with their ranks. Truncate to roll back.
 
@@ -95,7 +95,7 @@ class AsArmMixin:
         self.embed = nn.Embedding(config.vocab_size, d)
         self.query_embed = nn.Parameter(torch.zeros(d))
         self.blocks = nn.ModuleList(
-            Block(d, config.num_heads, config.intermediate_size, config.rope_theta, config.dropout)
+            Block(d=d, heads=config.num_heads, ffn=config.intermediate_size, theta=config.rope_theta, dropout=config.dropout)
             for _ in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(d)

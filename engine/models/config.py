@@ -16,6 +16,7 @@ class ModelConfig(PretrainedConfig):
 
     def __init__(
         self,
+        *,
         vocab_size: int = 260,
         hidden_size: int = 256,
         num_layers: int = 4,

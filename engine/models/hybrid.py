@@ -44,6 +44,7 @@ class HybridConfig(ModelConfig):
 
     def __init__(
         self,
+        *,
         num_layers: int = 3,  # non-causal blocks (ignored with a backbone: its depth counts)
         causal_layers: int = 1,
         dropout: float = 0.0,
@@ -90,7 +91,7 @@ class NativeNonCausal(nn.Module):
         self.dim = d
         self.embed = nn.Embedding(config.vocab_size, d)
         self.blocks = nn.ModuleList(
-            Block(d, config.num_heads, config.intermediate_size, config.rope_theta, config.dropout)
+            Block(d=d, heads=config.num_heads, ffn=config.intermediate_size, theta=config.rope_theta, dropout=config.dropout)
             for _ in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(d)
@@ -135,7 +136,7 @@ class HybridModel(PreTrainedModel):
         self.pos_cur = nn.Embedding(config.max_positions, d)
         self.pos_next = nn.Embedding(config.max_positions, d)
         self.causal_blocks = nn.ModuleList(
-            Block(d, config.num_heads, config.intermediate_size, config.rope_theta, config.dropout)
+            Block(d=d, heads=config.num_heads, ffn=config.intermediate_size, theta=config.rope_theta, dropout=config.dropout)
             for _ in range(config.causal_layers)
         )
         self.out_norm = nn.LayerNorm(d)

@@ -66,7 +66,7 @@ class Block(nn.Module):
     which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
     position tensor [B, L] or as a precomputed `Rope` (what the fast paths pass)."""
 
-    def __init__(self, d: int, heads: int, ffn: int, theta: float, dropout: float = 0.0):
+    def __init__(self, *, d: int, heads: int, ffn: int, theta: float, dropout: float = 0.0):
         super().__init__()
         self.h, self.theta = heads, theta
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)

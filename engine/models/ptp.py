@@ -27,7 +27,7 @@ class PtpConfig(ModelConfig):
 
     model_type = "ptp"
 
-    def __init__(self, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "",
+    def __init__(self, *, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "",
                  rate_min: float = 0.5, window: int = 0, mode: str = "draft", prev_rank: int = 0, **kwargs):
         self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
         self.teacher = teacher  # name of the AS-ARM it was distilled from
@@ -68,7 +68,8 @@ class PtpHead(PreTrainedModel):
         self.in_proj = nn.Linear(d, d)
         self.tok_embed = nn.Embedding(config.vocab_size, d)
         self.blocks = nn.ModuleList(
-            Block(d, config.num_heads, config.intermediate_size, config.rope_theta) for _ in range(config.num_layers)
+            Block(d=d, heads=config.num_heads, ffn=config.intermediate_size, theta=config.rope_theta)
+            for _ in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, config.vocab_size, bias=False)

@@ -54,7 +54,7 @@ def inverse_cdf(probs: torch.Tensor, u: float) -> int:
     return idx
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Verdict:
     """The outcome of one speculative test: the token kept and the probabilities the trace shows
     (p and q of the draft, min(1, q/p), q of the kept token)."""
@@ -87,9 +87,9 @@ def speculative_accept(
         raise DistributionError(f"The target row is not a distribution (q(draft) = {qx!r}).")
     a = min(1.0, qx / px)
     if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
+        return Verdict(accepted=True, token=draft, accept_prob=a, p_draft=px, q_draft=qx, q_token=qx)
     residual = torch.clamp(q - p, min=0.0)
     if float(residual.sum()) <= 0.0:  # q == p to the last bit: rejection has probability 0
         residual = q
     tok = sample_categorical(residual, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
+    return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(q[tok]))

@@ -24,8 +24,8 @@ class RunContext:
     `knobs`: the run's knob values as the request settled them (engine.params.settle), passed on as
     they are: nothing here fills a default. `cache`: the AS-ARM's KV cache on or off (None: the entry's)."""
 
-    def __init__(self, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, knobs: KnobValues, seed: int,
-                 draft_lm: LoadedModel | None = None, *, cache: bool | None = None):
+    def __init__(self, *, lm: LoadedModel, mi: MaskedInput, spec: SamplerSpec, knobs: KnobValues, seed: int,
+                 draft_lm: LoadedModel | None = None, cache: bool | None = None):
         if not isinstance(knobs, KnobValues):
             raise TypeError("RunContext takes the settled knob values (engine.params.settle), not a dict")
         self.lm, self.mi, self.spec, self.draft_lm = lm, mi, spec, draft_lm

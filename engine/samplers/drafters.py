@@ -38,7 +38,7 @@ class NgramDrafter(Drafter):
     name = "ngram"
     passes = 0  # no network: no forward passes (bench assd's drafter_passes)
 
-    def __init__(self, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1):
+    def __init__(self, *, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1):
         self.allowed = torch.ones(vocab_size, dtype=torch.float64)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
@@ -76,7 +76,7 @@ class NgramDrafter(Drafter):
 def _ngram(ctx) -> Drafter:
     """Bigrams of the run's own context: no network, no knob."""
     cfg = ctx.lm.codec
-    return NgramDrafter(cfg.vocab_size, cfg.special_ids)
+    return NgramDrafter(vocab_size=cfg.vocab_size, special_ids=cfg.special_ids)
 
 
 def _diffusion(ctx, *, steps: int) -> Drafter:

@@ -55,7 +55,7 @@ def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     if lm.kind != "asarm":
         raise IncompatibleModelsError(f"{lm.name} is a {lm.kind} model; this sampler needs an AS-ARM.")
     if lm.model_type == "xlnet":
-        return XLNetOracle(lm.model, mi, lm.codec, use_cache=use_cache, exclude_special=lm.exclude_special)
+        return XLNetOracle(model=lm.model, mi=mi, codec=lm.codec, use_cache=use_cache, exclude_special=lm.exclude_special)
     return AsArmOracle(lm.model, mi, use_cache=use_cache)
 
 
@@ -164,7 +164,7 @@ class XLNetOracle:
     any-subset conditionals, so the AS-ARM samplers run on it unchanged; `use_cache` keeps the
     content K/V of decided tokens (engine/models/xlnet_cache.py)."""
 
-    def __init__(self, model, mi: MaskedInput, codec: Codec, use_cache: bool = False,
+    def __init__(self, *, model, mi: MaskedInput, codec: Codec, use_cache: bool = False,
                  exclude_special: bool = True):
         self.model, self.mi, self.codec = model, mi, codec
         self.calls = 0

@@ -126,7 +126,7 @@ def cli(argv: list[str]) -> int:
     out_path = Path(a.out)
     fig_dir = out_path.parent / "figures"
     models = Models(Path(a.models_dir) if a.models_dir else None)
-    rep = Report(plan, models, domains, fig_dir, "figures", machine=machine, date=date)
+    rep = Report(plan=plan, models=models, domains=domains, fig_dir=fig_dir, rel_fig="figures", machine=machine, date=date)
     body = _run_sections(rep)
     if not shard.is_main():
         return 0  # every process measured its share of each section's inputs; the main one writes

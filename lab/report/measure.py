@@ -21,7 +21,7 @@ from ..data import sha256_file
 from .plan import ERROR_MARK, SPECULATIVE
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ModelInfo:
     """A loaded model with what the report says about it: folder, weight hash, training state."""
 
@@ -90,9 +90,9 @@ class Models:
                 after = sha256_file(weights) if weights.is_file() else ""
                 if before == after:
                     state = path / "train_state.json"
-                    self.used[name] = ModelInfo(name, lm.kind, lm.domain, path,
-                                                after or "n/a (no model.safetensors)", lm.max_tokens, lm,
-                                                json.loads(state.read_text()) if state.is_file() else {})
+                    self.used[name] = ModelInfo(name=name, kind=lm.kind, domain=lm.domain, path=path,
+                                                sha256=after or "n/a (no model.safetensors)", max_tokens=lm.max_tokens, lm=lm,
+                                                train_state=json.loads(state.read_text()) if state.is_file() else {})
                     return ""
                 err = "checkpoint changed while loading"
             except Exception as e:  # noqa: BLE001 - skip with a note, never crash
@@ -102,7 +102,7 @@ class Models:
         return err
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Record:
     """One sampler's run on one input: cost, output and the acceptance events of its trace."""
 
@@ -140,11 +140,21 @@ def run_one(mi, model: ModelInfo | str, sampler: str, seed: int, k: int, draft: 
         pass
     res = run.result(with_log_prob=False)
     events, untested = acceptance_events(res.trace) if sampler in SPECULATIVE else ([], 0)
-    return Record(sampler, seed, float(res.calls), int(res.rounds), int(res.masked_tokens), float(res.seconds),
-                  res.text, [res.tokens[p] for p in mi.masked], events, untested)
+    return Record(
+        sampler=sampler,
+        index=seed,
+        calls=float(res.calls),
+        rounds=int(res.rounds),
+        masked=int(res.masked_tokens),
+        seconds=float(res.seconds),
+        text=res.text,
+        generated=[res.tokens[p] for p in mi.masked],
+        events=events,
+        untested=untested,
+    )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Arm:
     """One sampler to measure: its label, the model it runs on and its keyword arguments."""
 
@@ -172,7 +182,7 @@ def sampler_arms(models: Models, domain: str, asarm: ModelInfo, samplers: list[s
         if kind and draft is None:
             notes.append(f"{s} skipped: no drafter ({models.missing.get(f'{domain}-{kind}')}).")
             continue
-        arms.append(Arm(s, s, asarm, draft=draft))
+        arms.append(Arm(label=s, sampler=s, model=asarm, draft=draft))
     return arms
 
 

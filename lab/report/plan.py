@@ -20,7 +20,7 @@ ALPHA = 0.01  # significance level of the exactness checks
 ERROR_MARK = "**error**"  # prefix of notes about a failed section (the test looks for it)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """Sizes and settings of every section, fixed before anything runs (quick mode shrinks them)."""
 
@@ -50,12 +50,44 @@ def make_plan(a: argparse.Namespace) -> Plan:
 
     if a.quick:
         n = a.samples or 2
-        plan = Plan(True, n, 32, a.k, a.seed, (16, 32, 64, 512), (0.25, 0.5, 0.95), 32, 2, 2, 32,
-                    [4, 8, 16], [(0.2, 1), (0.1, 1), (0.1, 2)], 8, 0.1, 3)
+        plan = Plan(
+            quick=True,
+            samples=n,
+            length=32,
+            k=a.k,
+            seed=a.seed,
+            scaling_lengths=(16, 32, 64, 512),
+            scaling_rates=(0.25, 0.5, 0.95),
+            scaling_length=32,
+            scaling_samples=2,
+            ss_samples=2,
+            ss_length=32,
+            mdm_steps=[4, 8, 16],
+            self_spec=[(0.2, 1), (0.1, 1), (0.1, 2)],
+            scaling_mdm_steps=8,
+            scaling_window_growth=0.1,
+            humaneval_limit=3,
+        )
     else:
         n = a.samples or 100
-        plan = Plan(False, n, 256, a.k, a.seed, (64, 128, 256, 512), (0.25, 0.5, 0.95), 256,
-                    max(2, n // 10), max(2, n // 4), 256, list(MDM_STEPS), list(SELF_SPEC), 32, 0.05, 100)
+        plan = Plan(
+            quick=False,
+            samples=n,
+            length=256,
+            k=a.k,
+            seed=a.seed,
+            scaling_lengths=(64, 128, 256, 512),
+            scaling_rates=(0.25, 0.5, 0.95),
+            scaling_length=256,
+            scaling_samples=max(2, n // 10),
+            ss_samples=max(2, n // 4),
+            ss_length=256,
+            mdm_steps=list(MDM_STEPS),
+            self_spec=list(SELF_SPEC),
+            scaling_mdm_steps=32,
+            scaling_window_growth=0.05,
+            humaneval_limit=100,
+        )
     if a.samples and not a.quick:
         plan.scaling_samples, plan.ss_samples = max(2, n // 10), max(2, n // 4)
     if a.samplers:

@@ -20,7 +20,7 @@ ALPHA_TEXT = f"p < {ALPHA}"
 class Report:
     """One report run: runs the sections in order and collects their figures and headlines."""
 
-    def __init__(self, plan: Plan, models: Models, domains: list[str], fig_dir: Path, rel_fig: str,
+    def __init__(self, *, plan: Plan, models: Models, domains: list[str], fig_dir: Path, rel_fig: str,
                  machine: str = "", date: str = ""):
         self.plan, self.models, self.domains = plan, models, domains
         self.fig_dir, self.rel_fig = fig_dir, rel_fig
@@ -281,9 +281,10 @@ class Report:
         arms = sampler_arms(self.models, domain, asarm, [s for s in p.samplers if s != "assd-diffusion" or hybrid],
                             notes)
         if hybrid is not None:
-            arms.append(Arm(f"mdm (T={p.scaling_mdm_steps})", "mdm", hybrid, {"steps": p.scaling_mdm_steps}))
+            arms.append(Arm(label=f"mdm (T={p.scaling_mdm_steps})", sampler="mdm", model=hybrid,
+                            kwargs={"steps": p.scaling_mdm_steps}))
             growth = p.scaling_window_growth
-            arms.append(Arm(f"self-spec (dtau={growth:g})", "self-spec", hybrid, {"dtau": growth}))
+            arms.append(Arm(label=f"self-spec (dtau={growth:g})", sampler="self-spec", model=hybrid, kwargs={"dtau": growth}))
         else:
             notes.append(f"assd-diffusion, mdm and self-spec skipped: {self.models.missing.get(domain + '-hybrid')}.")
         return arms, hybrid, notes

@@ -234,8 +234,15 @@ def test_sessions_list_shows_sampler_and_model_escaped():
     from app.stored.share import recent_html
     from storage import SessionSummary
 
-    row = SessionSummary("a" * 22, "text", "<b>m</b>", datetime(2026, 1, 2, 3, 4), "in<put", 2,
-                         samplers=["assd", "<img src=x onerror=alert(1)>"])
+    row = SessionSummary(
+        share_id="a" * 22,
+        domain="text",
+        model="<b>m</b>",
+        created_at=datetime(2026, 1, 2, 3, 4),
+        text_preview="in<put",
+        run_count=2,
+        samplers=["assd", "<img src=x onerror=alert(1)>"],
+    )
     html = recent_html([row])
     assert "<th>sampler</th>" in html and "<th>model</th>" in html
     assert "assd | &lt;img src=x onerror=alert(1)&gt;" in html and "&lt;b&gt;m&lt;/b&gt;" in html
@@ -248,12 +255,23 @@ def test_render_fold_roles_and_escaping():
 
     texts = ["<b>", "\u2581", "\u2581", "\u2581"]
     steps = [
-        Step(StepKind.DRAFT_PASS, 0, calls=1),
-        Step(StepKind.DRAFT, 0, [1, 2, 3], [5, 6, 7], ["x", "<i>", "z"], [0.5, 0.4, 0.3], [None] * 3, calls=1),
-        Step(StepKind.ACCEPT, 0, [1], [5], ["x"], [0.5], [0.5], calls=1, note="first draft"),
-        Step(StepKind.DENSITY_PASS, 0, calls=2),
-        Step(StepKind.REJECT, 0, [2], [6], ["<i>"], [0.4], [0.1], calls=2),
-        Step(StepKind.RESAMPLE, 0, [2], [8], ["y"], [None], [0.6], calls=2),
+        Step(kind=StepKind.DRAFT_PASS, round=0, calls=1),
+        Step(
+            kind=StepKind.DRAFT,
+            round=0,
+            positions=[1, 2, 3],
+            tokens=[5, 6, 7],
+            texts=["x", "<i>", "z"],
+            p=[0.5, 0.4, 0.3],
+            q=[None] * 3,
+            calls=1,
+        ),
+        Step(
+            kind=StepKind.ACCEPT, round=0, positions=[1], tokens=[5], texts=["x"], p=[0.5], q=[0.5], calls=1, note="first draft"
+        ),
+        Step(kind=StepKind.DENSITY_PASS, round=0, calls=2),
+        Step(kind=StepKind.REJECT, round=0, positions=[2], tokens=[6], texts=["<i>"], p=[0.4], q=[0.1], calls=2),
+        Step(kind=StepKind.RESAMPLE, round=0, positions=[2], tokens=[8], texts=["y"], p=[None], q=[0.6], calls=2),
     ]
     st = fold(texts, [1, 2, 3], steps)
     assert st.roles == ["context", "accepted", "resampled", "drafted"]
@@ -262,7 +280,7 @@ def test_render_fold_roles_and_escaping():
     assert reject_row[4] == "0.2500"  # min(1, q/p) = 0.1/0.4
     html = view_html(st)
     assert "<b>" not in html and "&lt;b&gt;" in html and "&lt;i&gt;" in html and "tv-rej" in html
-    st.apply(Step(StepKind.DRAFT_PASS, 1, calls=3))
+    st.apply(Step(kind=StepKind.DRAFT_PASS, round=1, calls=3))
     assert st.roles[3] == "masked"  # undecided drafts go back to masked in the next round
 
 
@@ -349,10 +367,13 @@ def test_text_survives_multibyte_characters_in_every_view():
     masked = u
     token_texts = ["\u2581" if i in masked else lm.codec.token_text(t) for i, t in enumerate(ids)]
     base = [None if i in masked else t for i, t in enumerate(ids)]
-    steps = [Step(StepKind.DRAFT, 0, u, [ids[i] for i in u], ["\ufffd", "\ufffd"], [0.5, 0.5], [None, None], calls=1),
-             Step(StepKind.ACCEPT, 0, u, [ids[i] for i in u], ["\ufffd", "\ufffd"], [0.5, 0.5], [0.6, 0.6], calls=2)]
+    steps = [Step(kind=StepKind.DRAFT, round=0, positions=u, tokens=[ids[i] for i in u], texts=["\ufffd", "\ufffd"], p=[0.5, 0.5],
+                  q=[None, None], calls=1),
+             Step(kind=StepKind.ACCEPT, round=0, positions=u, tokens=[ids[i] for i in u], texts=["\ufffd", "\ufffd"],
+                  p=[0.5, 0.5], q=[0.6, 0.6], calls=2)]
     half = fold(token_texts, masked, steps[:1], ids=base, bytes_of=of)
-    half.apply(Step(StepKind.REJECT, 0, [u[1]], [ids[u[1]]], ["\ufffd"], [0.5], [0.1], calls=2))
+    half.apply(Step(kind=StepKind.REJECT, round=0, positions=[u[1]], tokens=[ids[u[1]]], texts=["\ufffd"], p=[0.5], q=[0.1],
+                    calls=2))
     # each lone byte of the split 'ü' (the draft and the rejected one) is named, not garbled
     assert "".join(half.display_texts()) == "Z<C3><BC>" + text[2:]
     half_html = view_html(half)
@@ -414,7 +435,7 @@ def test_statistics_count_compare_runs_under_the_model_that_ran(tmp_path):
 
     st = open_store(f"sqlite:///{tmp_path / 's.db'}")
     sid = st.create_session("text", "m-a | m-b", "x", {"kind": "compare"})
-    steps = [Step(StepKind.SAMPLE, 0, [0], [1], ["a"], [None], [0.5], calls=1)]
+    steps = [Step(kind=StepKind.SAMPLE, round=0, positions=[0], tokens=[1], texts=["a"], p=[None], q=[0.5], calls=1)]
     for m in ("m-a", "m-b"):
         st.record_run(sid, "sequential", {"model": m, "temperature": 1.0}, 0, steps, completed_text="a",
                       masked_tokens=1)

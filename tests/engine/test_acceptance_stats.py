@@ -101,7 +101,9 @@ def test_legacy_dicts_and_migration_infer_the_flag(tmp_path):
 
     from storage import db as sdb
 
-    old = Step(StepKind.ACCEPT, 0, [1], [5], ["x"], [0.5], [0.5], note="first draft").to_dict()
+    old = Step(
+        kind=StepKind.ACCEPT, round=0, positions=[1], tokens=[5], texts=["x"], p=[0.5], q=[0.5], note="first draft"
+    ).to_dict()
     del old["tested"]
     assert Step.from_dict(old).tested is False
     old["note"] = ""
@@ -110,10 +112,12 @@ def test_legacy_dicts_and_migration_infer_the_flag(tmp_path):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     st = open_store(url)
     sid = st.create_session("text", "tiny-asarm", "x", [])
-    trace = [Step(StepKind.DRAFT, 0, [1, 2, 3], [5, 6, 7], ["a", "b", "c"], [0.5] * 3, [None] * 3),
-             Step(StepKind.ACCEPT, 0, [1], [5], ["a"], [0.5], [0.5], note="first draft", tested=False),
-             Step(StepKind.ACCEPT, 0, [2], [6], ["b"], [0.5], [0.4]),
-             Step(StepKind.REJECT, 0, [3], [7], ["c"], [0.5], [0.1])]
+    trace = [Step(kind=StepKind.DRAFT, round=0, positions=[1, 2, 3], tokens=[5, 6, 7], texts=["a", "b", "c"], p=[0.5] * 3,
+                  q=[None] * 3),
+             Step(kind=StepKind.ACCEPT, round=0, positions=[1], tokens=[5], texts=["a"], p=[0.5], q=[0.5], note="first draft",
+                  tested=False),
+             Step(kind=StepKind.ACCEPT, round=0, positions=[2], tokens=[6], texts=["b"], p=[0.5], q=[0.4]),
+             Step(kind=StepKind.REJECT, round=0, positions=[3], tokens=[7], texts=["c"], p=[0.5], q=[0.1])]
     st.record_run(sid, "assd", {"k": 3}, 0, trace)
     st.close()
     engine = sdb.make_engine(url)

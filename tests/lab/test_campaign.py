@@ -208,7 +208,11 @@ def test_the_size_is_the_largest_that_sees_20_tokens_a_parameter():
 def test_unused_seconds_are_handed_on_in_proportion_to_the_shares_left():
     from lab.campaign_plan import Job, share_of_pool
 
-    jobs = (Job("a", "asarm", "text", 0.5), Job("b", "ptp", "text", 0.3), Job("c", "hybrid", "text", 0.2))
+    jobs = (
+        Job(name="a", kind="asarm", domain="text", share=0.5),
+        Job(name="b", kind="ptp", domain="text", share=0.3),
+        Job(name="c", kind="hybrid", domain="text", share=0.2),
+    )
     assert share_of_pool(10.0, jobs, 1) == pytest.approx(6.0)  # b's 0.3 of the 0.5 still to run
     assert share_of_pool(4.0, jobs, 2) == 4.0 and share_of_pool(0.0, jobs, 0) == 0.0  # the last job: all
 

@@ -208,20 +208,20 @@ def test_python_files_skips_tests_site_packages_and_non_utf8(tmp_path: Path) -> 
 
 def _build() -> DomainBuild:
     return DomainBuild(
-        "code",
-        "path",
-        {
+        domain="code",
+        key="path",
+        splits={
             "train": [("a.py", "x = 1\n"), ("b.py", "café = 2\n")],
             "valid": [("c.py", "def f():\n    pass\n")],
             "test": [],
         },
-        CODE_SEPARATOR,
-        {"train": 0.96, "valid": 0.02, "test": 0.02},
+        separator=CODE_SEPARATOR,
+        fractions={"train": 0.96, "valid": 0.02, "test": 0.02},
     )
 
 
 def test_write_domain_manifest_hashes_match_files(tmp_path: Path) -> None:
-    src = SourceResult("python-stdlib", "interpreter", "python", "3.11", "PSF-2.0", ok=True)
+    src = SourceResult(name="python-stdlib", registry="interpreter", package="python", version="3.11", license="PSF-2.0", ok=True)
     manifest = write_domain(tmp_path, _build(), [src], seed=3)
     on_disk = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert on_disk == manifest

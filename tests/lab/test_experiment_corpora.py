@@ -108,7 +108,8 @@ def test_fetch_modern_trains_only_on_text_training_news_and_brown(tmp_path: Path
     monkeypatch.setattr(corpus_sources, "fetch_package", lambda *a, **k: (tmp_path, "3.11", "PSF"))
     import lab.experiment_corpora as ec
 
-    monkeypatch.setattr(ec, "MODERN_SOURCES", (data.Source("python-docs", "debian", "x", lambda root: docs),))
+    monkeypatch.setattr(ec, "MODERN_SOURCES", (data.Source(name="python-docs", registry="debian", package="x",
+                                                           extract=lambda root: docs),))
     assert fetch_modern(tmp_path, tmp_path / "work", 0)
     out = data.corpus_dir("modern", tmp_path)
     train = [r["source"] for r in data.read_jsonl(out / "train.jsonl")]

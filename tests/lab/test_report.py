@@ -226,8 +226,9 @@ def test_worker_processes_measure_the_same_runs(tiny_asarm, monkeypatch):
 
     from tests.support.tiny import masked_input
 
-    info = measure.ModelInfo("tiny", "asarm", "text", Path(tiny_asarm.path), "", 6, tiny_asarm)
-    arms = [measure.Arm(s, s, info) for s in ("sequential", "assd-pipelined")]
+    info = measure.ModelInfo(name="tiny", kind="asarm", domain="text", path=Path(tiny_asarm.path), sha256="", max_tokens=6,
+                             lm=tiny_asarm)
+    arms = [measure.Arm(label=s, sampler=s, model=info) for s in ("sequential", "assd-pipelined")]
     inputs = {"tiny": [masked_input(tiny_asarm.codec, {i: "b"}, 6) for i in range(3)]}
     got = {}
     for workers in (1, 2):

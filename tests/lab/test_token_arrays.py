@@ -25,9 +25,9 @@ DOCS = [f"Document {i}: the dog slept under the table all afternoon, {'and dream
 @pytest.fixture()
 def corpus(tmp_path: Path, monkeypatch) -> tuple[Path, Codec]:
     monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
-    build = DomainBuild("text", "source", {"train": [(f"d{i}", t) for i, t in enumerate(DOCS)],
+    build = DomainBuild(domain="text", key="source", splits={"train": [(f"d{i}", t) for i, t in enumerate(DOCS)],
                                            "valid": [("v", "A valid document.")], "test": [("t", "A test one.")]},
-                        "\n\n", extra={"source_ranges": {"train": [["a", 0, 10], ["b", 10, 20]]}})
+                        separator="\n\n", extra={"source_ranges": {"train": [["a", 0, 10], ["b", 10, 20]]}})
     write_domain(tmp_path / "corpora" / "text", build, [], seed=0)
     return tmp_path, Codec.load(ROOT / "assets" / "tokenizers" / "text")
 
@@ -101,7 +101,8 @@ def test_protein_arrays_round_trip_with_a_character_alphabet(tmp_path: Path, mon
     monkeypatch.setenv("INFILL_DATA_DIR", str(tmp_path))
     seqs = {"train": [(f"p{i}", "MKTAYIAKQRQISFVKSHFSRQ"[i:] + "ACDE" * i) for i in range(8)],
             "valid": [("v", "MKV")], "test": [("t", "WWY")]}
-    write_domain(tmp_path / "corpora" / "protein", DomainBuild("protein", "id", seqs, None), [], seed=0)
+    write_domain(tmp_path / "corpora" / "protein", DomainBuild(domain="protein", key="id", splits=seqs, separator=None), [],
+                 seed=0)
     codec = Codec.load(ROOT / "assets" / "tokenizers" / "protein")  # its alphabet cannot spell the probe text
     expected = token_stream("protein", "train", codec)
     write_arrays("protein", codec, tmp_path, shard_tokens=40)

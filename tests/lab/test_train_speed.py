@@ -45,14 +45,14 @@ def test_fused_refused_falls_back_to_foreach(monkeypatch):
 
 def test_device_windows_equal_the_host_windows_and_live_on_the_device():
     stream = torch.arange(1000) % 97 + 4
-    w = train_speed.DeviceWindows(stream, 16, 1, torch.device("cpu"), seed=5)
+    w = train_speed.DeviceWindows(stream=stream, seq_len=16, bos_id=1, device=torch.device("cpu"), seed=5)
     assert w.stream.device == torch.device("cpu") and w.stream.dtype == torch.int32
     host = batches(stream, 16, 4, torch.Generator().manual_seed(5), 1)
     for _ in range(3):
         a, b = w.take(4), next(host)
         assert torch.equal(a, b) and a.dtype == torch.long and a.device == w.device
     with pytest.raises(ValueError):
-        train_speed.DeviceWindows(stream[:10], 16, 1, torch.device("cpu"))
+        train_speed.DeviceWindows(stream=stream[:10], seq_len=16, bos_id=1, device=torch.device("cpu"))
 
 
 def test_training_reads_the_windows_without_a_copy(corpus, monkeypatch):  # noqa: F811

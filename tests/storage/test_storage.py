@@ -66,85 +66,85 @@ def assd_trace(
         toks = [rng.randrange(50_000) for _ in drafted]
         ps = [rng.random() for _ in drafted]
         calls += 1
-        steps.append(Step(StepKind.DRAFT_PASS, rnd, calls=calls, elapsed=tick()))
+        steps.append(Step(kind=StepKind.DRAFT_PASS, round=rnd, calls=calls, elapsed=tick()))
         steps.append(
             Step(
-                StepKind.DRAFT,
-                rnd,
-                list(drafted),
-                toks,
-                [f"t{x}{tag}" for x in toks],
-                ps,
-                [None] * len(drafted),
-                calls,
-                tick(),
-                tag,
+                kind=StepKind.DRAFT,
+                round=rnd,
+                positions=list(drafted),
+                tokens=toks,
+                texts=[f"t{x}{tag}" for x in toks],
+                p=ps,
+                q=[None] * len(drafted),
+                calls=calls,
+                elapsed=tick(),
+                note=tag,
             )
         )
         if len(todo) == 1:
             steps.append(
                 Step(
-                    StepKind.ACCEPT,
-                    rnd,
-                    [drafted[0]],
-                    [toks[0]],
-                    [f"t{toks[0]}{tag}"],
-                    [ps[0]],
-                    [None],
-                    calls,
-                    tick(),
-                    "last token",
+                    kind=StepKind.ACCEPT,
+                    round=rnd,
+                    positions=[drafted[0]],
+                    tokens=[toks[0]],
+                    texts=[f"t{toks[0]}{tag}"],
+                    p=[ps[0]],
+                    q=[None],
+                    calls=calls,
+                    elapsed=tick(),
+                    note="last token",
                 )
             )
             todo.pop(0)
             break
         calls += 1
-        steps.append(Step(StepKind.DENSITY_PASS, rnd, calls=calls, elapsed=tick()))
+        steps.append(Step(kind=StepKind.DENSITY_PASS, round=rnd, calls=calls, elapsed=tick()))
         done = 0
         for i, (pos, tok, p) in enumerate(zip(drafted, toks, ps, strict=True)):
             q = rng.random()
             if i == 0 or rng.random() < 0.6:
                 steps.append(
                     Step(
-                        StepKind.ACCEPT,
-                        rnd,
-                        [pos],
-                        [tok],
-                        [f"t{tok}{tag}"],
-                        [p],
-                        [q],
-                        calls,
-                        tick(),
+                        kind=StepKind.ACCEPT,
+                        round=rnd,
+                        positions=[pos],
+                        tokens=[tok],
+                        texts=[f"t{tok}{tag}"],
+                        p=[p],
+                        q=[q],
+                        calls=calls,
+                        elapsed=tick(),
                     )
                 )
                 done += 1
             else:
                 steps.append(
                     Step(
-                        StepKind.REJECT,
-                        rnd,
-                        [pos],
-                        [tok],
-                        [f"t{tok}{tag}"],
-                        [p],
-                        [q],
-                        calls,
-                        tick(),
+                        kind=StepKind.REJECT,
+                        round=rnd,
+                        positions=[pos],
+                        tokens=[tok],
+                        texts=[f"t{tok}{tag}"],
+                        p=[p],
+                        q=[q],
+                        calls=calls,
+                        elapsed=tick(),
                     )
                 )
                 new = rng.randrange(50_000)
                 steps.append(
                     Step(
-                        StepKind.RESAMPLE,
-                        rnd,
-                        [pos],
-                        [new],
-                        [f"t{new}{tag}"],
-                        [None],
-                        [q / 2],
-                        calls,
-                        tick(),
-                        "residual",
+                        kind=StepKind.RESAMPLE,
+                        round=rnd,
+                        positions=[pos],
+                        tokens=[new],
+                        texts=[f"t{new}{tag}"],
+                        p=[None],
+                        q=[q / 2],
+                        calls=calls,
+                        elapsed=tick(),
+                        note="residual",
                     )
                 )
                 done += 1
@@ -155,16 +155,16 @@ def assd_trace(
                 tok = rng.randrange(50_000)
                 steps.append(
                     Step(
-                        StepKind.BONUS,
-                        rnd,
-                        [pos],
-                        [tok],
-                        [f"t{tok}{tag}"],
-                        [None],
-                        [rng.random()],
-                        calls,
-                        tick(),
-                        "bonus",
+                        kind=StepKind.BONUS,
+                        round=rnd,
+                        positions=[pos],
+                        tokens=[tok],
+                        texts=[f"t{tok}{tag}"],
+                        p=[None],
+                        q=[rng.random()],
+                        calls=calls,
+                        elapsed=tick(),
+                        note="bonus",
                     )
                 )
                 done += 1
@@ -187,16 +187,16 @@ def test_round_trip(store: Store) -> None:
     trace = assd_trace(1, n_masked=30, k=4)
     trace.append(
         Step(
-            StepKind.SAMPLE,
-            99,
-            [1],
-            [2],
-            ['ünïcødé "q" \n<b>\''],
-            [None],
-            [1e-300],
-            1e9,
-            0.5,
-            "x",
+            kind=StepKind.SAMPLE,
+            round=99,
+            positions=[1],
+            tokens=[2],
+            texts=['ünïcødé "q" \n<b>\''],
+            p=[None],
+            q=[1e-300],
+            calls=1e9,
+            elapsed=0.5,
+            note="x",
         )
     )
     rid = store.record_run(
@@ -248,12 +248,12 @@ def test_exports_parse_back(store: Store) -> None:
     rows = list(csv.DictReader(io.StringIO(store.export_run(rid, "csv"))))
     back = [
         Step(
-            StepKind(r["kind"]),
-            int(r["round"]),
-            *(json.loads(r[c]) for c in ("positions", "tokens", "texts", "p", "q")),
-            float(r["calls"]),
-            float(r["elapsed"]),
-            r["note"],
+            kind=StepKind(r["kind"]),
+            round=int(r["round"]),
+            **{c: json.loads(r[c]) for c in ("positions", "tokens", "texts", "p", "q")},
+            calls=float(r["calls"]),
+            elapsed=float(r["elapsed"]),
+            note=r["note"],
         )
         for r in rows
     ]
@@ -526,7 +526,7 @@ def test_oversized_and_malformed_input_refused(store: Store) -> None:
             "assd",
             {},
             1,
-            [Step(StepKind.ACCEPT, 0, [1], [1], ["a"], [float("nan")], [0.5])],
+            [Step(kind=StepKind.ACCEPT, round=0, positions=[1], tokens=[1], texts=["a"], p=[float("nan")], q=[0.5])],
         )
     with pytest.raises(StorageInputError, match="status"):
         store.record_run(sid, "assd", {}, 1, [], status="weird")
@@ -542,14 +542,14 @@ def test_oversized_and_malformed_input_refused(store: Store) -> None:
 
 def S(kind: str, rnd: int, pos: list[int], calls: float) -> Step:
     return Step(
-        StepKind(kind),
-        rnd,
-        pos,
-        [7] * len(pos),
-        ["w"] * len(pos),
-        [0.5] * len(pos),
-        [0.5] * len(pos),
-        calls,
+        kind=StepKind(kind),
+        round=rnd,
+        positions=pos,
+        tokens=[7] * len(pos),
+        texts=["w"] * len(pos),
+        p=[0.5] * len(pos),
+        q=[0.5] * len(pos),
+        calls=calls,
     )
 
 
@@ -736,9 +736,9 @@ def test_migrations_keep_every_step_of_existing_runs(tmp_path):
     url = f"sqlite:///{tmp_path / 'mig.db'}"
     st = open_store(url)
     sid = st.create_session("text", "m", "x [MASK:2]", [])
-    trace = [Step(StepKind.DRAFT, 0, [1, 2], [5, 6], ["a", "b"], [0.5, 0.5], [None, None]),
-             Step(StepKind.ACCEPT, 0, [1], [5], ["a"], [0.5], [0.5], tested=False),
-             Step(StepKind.REJECT, 0, [2], [6], ["b"], [0.5], [0.1])]
+    trace = [Step(kind=StepKind.DRAFT, round=0, positions=[1, 2], tokens=[5, 6], texts=["a", "b"], p=[0.5, 0.5], q=[None, None]),
+             Step(kind=StepKind.ACCEPT, round=0, positions=[1], tokens=[5], texts=["a"], p=[0.5], q=[0.5], tested=False),
+             Step(kind=StepKind.REJECT, round=0, positions=[2], tokens=[6], texts=["b"], p=[0.5], q=[0.1])]
     st.record_run(sid, "assd", {"k": 2}, 0, trace)
     st.close()
 

@@ -34,18 +34,64 @@ NASTY = "x'); DROP TABLE runs; --\"<b>"
 # A hand-made two-round ASSD trace. Round 0: the first draft is kept untested (exact row), the
 # second is rejected and resampled. Round 1: both drafts pass the test, then a bonus token.
 TRACE = [
-    Step(K.DRAFT_PASS, 0, calls=1.0, elapsed=0.125),
-    Step(K.DRAFT, 0, [4, 5], [11, 12], ["a", "b"], [0.5, 0.25], [None, None], 1.0, 0.25, "n"),
-    Step(K.DENSITY_PASS, 0, calls=2.0, elapsed=0.375),
-    Step(K.ACCEPT, 0, [4], [11], ["a"], [0.5], [0.75], 2.0, 0.5, "exact", tested=False),
-    Step(K.REJECT, 0, [5], [12], ["b"], [0.25], [0.125], 2.0, 0.625),
-    Step(K.RESAMPLE, 0, [5], [13], ["c"], [None], [0.5], 2.0, 0.75, "residual"),
-    Step(K.DRAFT_PASS, 1, calls=3.0, elapsed=0.875),
-    Step(K.DRAFT, 1, [6, 7], [14, 15], ["d", "e"], [0.5, 0.5], [None, None], 3.0, 1.0),
-    Step(K.DENSITY_PASS, 1, calls=4.0, elapsed=1.125),
-    Step(K.ACCEPT, 1, [6], [14], ["d"], [0.5], [0.5], 4.0, 1.25),
-    Step(K.ACCEPT, 1, [7], [15], ["e"], [0.5], [0.5], 4.0, 1.375),
-    Step(K.BONUS, 1, [8], [16], ["f"], [None], [0.25], 4.0, 1.5, "bonus"),
+    Step(kind=K.DRAFT_PASS, round=0, calls=1.0, elapsed=0.125),
+    Step(
+        kind=K.DRAFT,
+        round=0,
+        positions=[4, 5],
+        tokens=[11, 12],
+        texts=["a", "b"],
+        p=[0.5, 0.25],
+        q=[None, None],
+        calls=1.0,
+        elapsed=0.25,
+        note="n",
+    ),
+    Step(kind=K.DENSITY_PASS, round=0, calls=2.0, elapsed=0.375),
+    Step(
+        kind=K.ACCEPT,
+        round=0,
+        positions=[4],
+        tokens=[11],
+        texts=["a"],
+        p=[0.5],
+        q=[0.75],
+        calls=2.0,
+        elapsed=0.5,
+        note="exact",
+        tested=False,
+    ),
+    Step(kind=K.REJECT, round=0, positions=[5], tokens=[12], texts=["b"], p=[0.25], q=[0.125], calls=2.0, elapsed=0.625),
+    Step(
+        kind=K.RESAMPLE,
+        round=0,
+        positions=[5],
+        tokens=[13],
+        texts=["c"],
+        p=[None],
+        q=[0.5],
+        calls=2.0,
+        elapsed=0.75,
+        note="residual",
+    ),
+    Step(kind=K.DRAFT_PASS, round=1, calls=3.0, elapsed=0.875),
+    Step(
+        kind=K.DRAFT,
+        round=1,
+        positions=[6, 7],
+        tokens=[14, 15],
+        texts=["d", "e"],
+        p=[0.5, 0.5],
+        q=[None, None],
+        calls=3.0,
+        elapsed=1.0,
+    ),
+    Step(kind=K.DENSITY_PASS, round=1, calls=4.0, elapsed=1.125),
+    Step(kind=K.ACCEPT, round=1, positions=[6], tokens=[14], texts=["d"], p=[0.5], q=[0.5], calls=4.0, elapsed=1.25),
+    Step(kind=K.ACCEPT, round=1, positions=[7], tokens=[15], texts=["e"], p=[0.5], q=[0.5], calls=4.0, elapsed=1.375),
+    Step(
+        kind=K.BONUS, round=1, positions=[8], tokens=[16], texts=["f"], p=[None], q=[0.25], calls=4.0, elapsed=1.5, note="bonus"
+    ),
 ]
 
 
@@ -184,7 +230,8 @@ def test_every_result_field_is_passed_to_the_row(store: Store):
 def test_runs_of_two_sessions_keep_apart(store: Store):
     a, b = session(store), session(store)
     r1 = store.record_run(a, "assd", {}, 1, TRACE[:3])
-    r2 = store.record_run(b, "sequential", {}, 2, [Step(K.SAMPLE, 0, [1], [2], ["x"], [None], [0.5], 1.0)])
+    r2 = store.record_run(b, "sequential", {}, 2, [Step(kind=K.SAMPLE, round=0, positions=[1], tokens=[2], texts=["x"], p=[None],
+                                                        q=[0.5], calls=1.0)])
     r3 = store.record_run(a, "mdm", {}, 3, [])
     assert r1 < r2 < r3
     assert [r.id for r in store.get_session(a).runs] == [r1, r3]
@@ -203,25 +250,26 @@ def test_unknown_and_malformed_share_ids_are_refused_with_their_message(store: S
         store.record_run("A" * 22, "assd", {}, 1, TRACE)
     # a malformed id is refused even with a NewSession that would otherwise create it
     with pytest.raises(LookupError, match="malformed"):
-        store.record_run("short", "assd", {}, 1, TRACE, session=NewSession("text", "m", "x", []))
+        store.record_run("short", "assd", {}, 1, TRACE, session=NewSession(domain="text", model="m", text="x", spans=[]))
     assert (count(store, "sessions"), count(store, "runs"), count(store, "steps")) == (0, 0, 0)
 
 
 def test_a_new_session_is_written_with_its_first_run_only(store: Store):
     sid = new_share_id()
-    new = NewSession("code", "m2", "def f(): [MASK:3]", [{"start": 9, "end": 17}])
+    new = NewSession(domain="code", model="m2", text="def f(): [MASK:3]", spans=[{"start": 9, "end": 17}])
     rid = store.record_run(sid, "assd", {}, 1, TRACE, session=new)
     assert rows(store, "SELECT share_id, domain, model, text FROM sessions") == [(sid, "code", "m2", "def f(): [MASK:3]")]
     got = store.get_session(sid)
     assert got.spans == [{"start": 9, "end": 17}] and [r.id for r in got.runs] == [rid]
     # a second run with a (different) NewSession for the same id joins the stored session, untouched
-    rid2 = store.record_run(sid, "assd", {}, 2, [], session=NewSession("text", "other", "y", []))
+    rid2 = store.record_run(sid, "assd", {}, 2, [], session=NewSession(domain="text", model="other", text="y", spans=[]))
     assert rows(store, "SELECT share_id, domain, model, text FROM sessions") == [(sid, "code", "m2", "def f(): [MASK:3]")]
     assert [r.id for r in store.get_session(sid).runs] == [rid, rid2]
     # a refused run does not create its session either
     other = new_share_id()
     with pytest.raises(StorageInputError, match="status must be one of"):
-        store.record_run(other, "assd", {}, 1, [], status="weird", session=NewSession("text", "m", "x", []))
+        store.record_run(other, "assd", {}, 1, [], status="weird",
+                         session=NewSession(domain="text", model="m", text="x", spans=[]))
     assert store.get_session(other) is None and count(store, "sessions") == 1
 
 
@@ -229,7 +277,7 @@ def test_a_database_error_midway_rolls_back_session_run_and_steps(store: Store, 
     monkeypatch.setattr("storage.repository.round_counts", lambda trace: {0: (None, None)})  # NOT NULL
     sid = new_share_id()
     with pytest.raises(Exception, match="(?i)not null"):
-        store.record_run(sid, "assd", {}, 1, TRACE, session=NewSession("text", "m", "x", []))
+        store.record_run(sid, "assd", {}, 1, TRACE, session=NewSession(domain="text", model="m", text="x", spans=[]))
     assert [count(store, t) for t in ("sessions", "runs", "steps", "rank_stats", "round_stats")] == [0, 0, 0, 0, 0]
 
 
@@ -257,7 +305,7 @@ def test_record_runs_stores_a_session_and_its_runs_in_order_row_by_row(store: St
     in one transaction, in the order given, each run's fields as record_run stores them, the ones a
     run leaves out at record_run's defaults."""
     sid = new_share_id()
-    new = NewSession("compare", "m4", "a [MASK:2]", [{"start": 2, "end": 10}])
+    new = NewSession(domain="compare", model="m4", text="a [MASK:2]", spans=[{"start": 2, "end": 10}])
     ids = store.record_runs(sid, [
         dict(sampler="assd", params={"k": 2}, seed=7, trace=TRACE, completed_text="a b", masked_tokens=9,
              wall_seconds=1.5, logprob=-2.0, status="stopped", error="over budget"),
@@ -282,7 +330,7 @@ def test_record_runs_stores_a_session_and_its_runs_in_order_row_by_row(store: St
     assert store.get_run(ids[0]).steps == TRACE
     # a stored session is joined, untouched by another NewSession; no session given: the same
     more = store.record_runs(sid, [dict(sampler="x", params={}, seed=1, trace=[])],
-                             session=NewSession("text", "other", "y", []))
+                             session=NewSession(domain="text", model="other", text="y", spans=[]))
     again = store.record_runs(sid, [dict(sampler="y", params={}, seed=2, trace=[])])
     assert [r.id for r in store.get_session(sid).runs] == ids + more + again and more[0] < again[0]
     assert count(store, "sessions") == 1 and store.get_session(sid).model == "m4"
@@ -292,7 +340,7 @@ def test_record_runs_writes_nothing_unless_every_run_and_the_session_are_good(st
     """One bad run refuses them all, before anything is written, session included; an unknown or
     malformed share id is refused with record_run's messages."""
     good = dict(sampler="assd", params={}, seed=1, trace=TRACE)
-    new = NewSession("compare", "m", "x", [])
+    new = NewSession(domain="compare", model="m", text="x", spans=[])
     sid = new_share_id()
     for bad, message in [(dict(sampler=""), "sampler must not be empty"),
                          (dict(status="done"), "status must be one of"),
@@ -309,7 +357,8 @@ def test_record_runs_writes_nothing_unless_every_run_and_the_session_are_good(st
 def test_user_text_is_bound_not_spliced(store: Store):
     sid = store.create_session("text", "m", "x", [])
     evil = "1' OR '1'='1"
-    store.record_run(sid, evil, {evil: evil}, 1, [Step(K.SAMPLE, 0, [1], [2], [evil], [None], [1.0], 1.0, 0.0, evil)],
+    store.record_run(sid, evil, {evil: evil}, 1, [Step(kind=K.SAMPLE, round=0, positions=[1], tokens=[2], texts=[evil], p=[None],
+                                                       q=[1.0], calls=1.0, elapsed=0.0, note=evil)],
                      completed_text=evil, status="failed", error=evil)
     run = store.get_session(sid).runs[0]
     assert (run.sampler, run.params, run.completed_text, run.error, run.steps[0].texts, run.steps[0].note) == (
@@ -344,8 +393,8 @@ def clock(monkeypatch):
 
 
 def test_recorder_hands_the_sink_the_finished_run(clock):
-    sink, new = Sink(), NewSession("text", "m", "x", [])
-    with RunRecorder(sink, "SID", "assd", {"k": 2}, 7, session=new) as rec:
+    sink, new = Sink(), NewSession(domain="text", model="m", text="x", spans=[])
+    with RunRecorder(store=sink, share_id="SID", sampler="assd", params={"k": 2}, seed=7, session=new) as rec:
         shown = list(rec.wrap(iter(TRACE[:3])))
         rec.add(TRACE[3])
         rec.finish(completed_text="abc", masked_tokens=3, logprob=-1.5, wall_seconds=0.0)
@@ -358,7 +407,7 @@ def test_recorder_hands_the_sink_the_finished_run(clock):
 
 def test_recorder_measures_the_wall_time_when_none_is_given(clock):
     sink = Sink()
-    with RunRecorder(sink, "SID", "assd", {}, None) as rec:
+    with RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=None) as rec:
         rec.finish()
     assert sink.calls == [(("SID", "assd", {}, None, []), {
         "status": "ok", "error": None, "session": None, "completed_text": "", "masked_tokens": None,
@@ -367,7 +416,7 @@ def test_recorder_measures_the_wall_time_when_none_is_given(clock):
 
 def test_recorder_without_finish_is_cancelled(clock):
     sink = Sink()
-    with RunRecorder(sink, "SID", "assd", {}, 3) as rec:
+    with RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=3) as rec:
         for _ in rec.wrap(TRACE):
             break
     assert sink.calls == [(("SID", "assd", {}, 3, TRACE[:1]),
@@ -384,7 +433,7 @@ def test_recorder_without_finish_is_cancelled(clock):
 ], ids=["keyboard-interrupt", "generator-exit", "budget-stop", "own-status", "unknown-status", "error"])
 def test_recorder_stores_how_the_stream_ended_and_lets_the_error_through(clock, exc, status, error):
     sink = Sink()
-    with pytest.raises(type(exc)), RunRecorder(sink, "SID", "assd", {}, 1) as rec:
+    with pytest.raises(type(exc)), RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=1) as rec:
         rec.add(TRACE[0])
         rec.finish(completed_text="so far")  # fields given before the error are kept
         raise exc
@@ -396,16 +445,16 @@ def test_recorder_stores_how_the_stream_ended_and_lets_the_error_through(clock, 
 
 def test_a_discarded_recorder_stores_nothing(clock):
     sink = Sink()
-    with RunRecorder(sink, "SID", "assd", {}, 1) as rec:
+    with RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=1) as rec:
         rec.add(TRACE[0])
         rec.discard()
         rec.finish()
     assert sink.calls == [] and rec.run_id is None and rec.discarded is True
-    with pytest.raises(RuntimeError), RunRecorder(sink, "SID", "assd", {}, 1) as rec2:
+    with pytest.raises(RuntimeError), RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=1) as rec2:
         rec2.discard()
         raise RuntimeError("cancelled before it showed anything")
     assert sink.calls == [] and rec2.run_id is None
-    fresh = RunRecorder(sink, "SID", "assd", {}, 1)
+    fresh = RunRecorder(store=sink, share_id="SID", sampler="assd", params={}, seed=1)
     assert (fresh.discarded, fresh.steps, fresh.run_id) == (False, [], None)
 
 
@@ -414,8 +463,8 @@ def test_a_group_stores_every_side_once_in_side_order_with_its_seed_and_result(c
     commit() is called; then one record_runs call, in side order whatever order they ended in, each
     side with its own seed, status and result fields; each recorder learns its run id; a second
     commit() stores nothing more."""
-    sink, new = Sink(), NewSession("compare", "m", "x", [])
-    group = RunGroup(sink, "SID", 2, session=new)
+    sink, new = Sink(), NewSession(domain="compare", model="m", text="x", spans=[])
+    group = RunGroup(store=sink, share_id="SID", sides=2, session=new)
     b = group.recorder(1, "sequential", {}, 5)
     a = group.recorder(0, "assd", {"k": 2}, 7)
     with b:  # side B ends first, without finish(): cancelled, its wall time measured
@@ -438,7 +487,7 @@ def test_a_group_stores_every_side_once_in_side_order_with_its_seed_and_result(c
 
 def test_store_recorder_writes_one_run_and_creates_its_session(store: Store):
     sid = new_share_id()
-    new = NewSession("text", "m3", "a [MASK:1]", [])
+    new = NewSession(domain="text", model="m3", text="a [MASK:1]", spans=[])
     rec = store.recorder(sid, "assd", {"k": 2}, 9, session=new)
     assert (rec.store, rec.share_id, rec.sampler, rec.params, rec.seed, rec.session) == (
         store, sid, "assd", {"k": 2}, 9, new)
@@ -553,7 +602,8 @@ def test_stats_forwards_every_filter(store: Store):
     a = store.create_session("text", "m1", "x", [])
     b = store.create_session("code", "m2", "y", [])
     store.record_run(a, "assd", {"k": 2}, 1, TRACE)
-    store.record_run(b, "sequential", {}, 1, [Step(K.SAMPLE, 0, [1], [2], ["x"], [None], [0.5], 1.0)])
+    store.record_run(b, "sequential", {}, 1, [Step(kind=K.SAMPLE, round=0, positions=[1], tokens=[2], texts=["x"], p=[None],
+                                                   q=[0.5], calls=1.0)])
     assert sorted(g.model for g in store.stats()) == ["m1", "m2"]
     assert [g.model for g in store.stats(domain="code")] == ["m2"]
     assert [g.model for g in store.stats(model="m1")] == ["m1"]

@@ -86,7 +86,7 @@ def masked_input(codec: Codec, visible: dict[int, str], length: int) -> MaskedIn
             pieces.append("")
             i = j
     del cur
-    return MaskedInput(tokens, masked, pieces, ranges, codec.mask_id)
+    return MaskedInput(tokens=tokens, masked=masked, pieces=pieces, span_ranges=ranges, mask_id=codec.mask_id)
 
 
 def exact_distribution(lm, mi: MaskedInput, temperature: float = 1.0) -> dict[tuple[int, ...], float]:

@@ -1,7 +1,8 @@
 """A knob's value is settled once, where a request enters (engine.params.settle), and every reader
 takes that value: a scratch knob with a default, added to the table and read by a scratch sampler
 (both monkeypatched, no other file touched), reaches the Python API, the CLI's flags, the page's form
-and the run it prepares, the exactness check and the stored run, each with the same value."""
+and the run it prepares, the exactness check and the Exactness tab's control, and the stored run, each
+with the same value."""
 
 from __future__ import annotations
 
@@ -89,6 +90,24 @@ def test_a_scratch_knob_reaches_every_reader(nudge, tmp_path):
 
     chk = ExactnessCheck(TEXT, samplers=["nudged"], samples=2, model="text-asarm", nudge=5)
     assert seen[-1] == 5 and chk.knobs["nudge"] == 5 and chk.params["nudge"] == 5
+
+    # the Exactness tab: a control for the knob from its table row, shown when a chosen sampler reads it,
+    # its endpoint taking it by name, and the value it holds reaching the check
+    from app import create
+    from app.tabs import exactness, exactness_knobs
+
+    page = create()
+    props = {c["props"].get("elem_id"): c["props"] for c in page.get_config_file()["components"]}
+    assert props["exactness-knob-nudge"]["value"] == 3 and (props["exactness-knob-nudge"]["minimum"],
+                                                             props["exactness-knob-nudge"]["maximum"]) == (1, 9)
+    at = exactness_knobs.knob_names().index("nudge")
+    assert exactness_knobs.shown(["nudged"])[at]["visible"] and not exactness_knobs.shown(["sequential"])[at]["visible"]
+    endpoint = page.get_api_info()["named_endpoints"]["/exactness"]
+    assert "nudge" in [q["parameter_name"] for q in endpoint["parameters"]]
+    chk = exactness.prepare(TEXT, "text-asarm", ["nudged"], 2, 0, 0.5, 5, nudge=4)
+    assert seen[-1] == 4 and chk.knobs["nudge"] == 4
+    with pytest.raises(params.BadParameterError, match="nudge = 12 is outside"):
+        exactness.prepare(TEXT, "text-asarm", ["nudged"], 2, 0, 0.5, 5, nudge=12)
 
     # the stored run: what the app stores is read back with the value
     from app.run.streaming import stored_params

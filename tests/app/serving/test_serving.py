@@ -442,7 +442,8 @@ def _session(store, created: datetime.datetime, steps: int = 3) -> str:
     sid = new_share_id()
     trace = [Step(kind=StepKind.ACCEPT, round=i, positions=[i], tokens=[1], texts=["a"], p=[0.5], q=[0.5],
                   calls=float(i + 1), elapsed=0.0) for i in range(steps)]
-    store.record_run(sid, "assd", {"k": 4, "model": "m"}, 0, trace, session=NewSession("text", "m", "x", {}))
+    store.record_run(sid, "assd", {"k": 4, "model": "m"}, 0, trace,
+                     session=NewSession(domain="text", model="m", text="x", spans={}))
     from sqlalchemy import update
 
     from storage import db
@@ -509,7 +510,9 @@ def test_pruning_beside_concurrent_writers_keeps_the_store_whole(tmp_path):
                 sid = new_share_id()
                 trace = [Step(kind=StepKind.ACCEPT, round=0, positions=[0], tokens=[1], texts=["a"], p=[0.5],
                               q=[0.5], calls=1.0, elapsed=0.0)]
-                store.record_run(sid, "assd", {"k": w}, i, trace, session=NewSession("text", "m", "x", {}))
+                store.record_run(
+                    sid, "assd", {"k": w}, i, trace, session=NewSession(domain="text", model="m", text="x", spans={})
+                )
                 written.append(sid)
         except Exception as e:  # noqa: BLE001
             errors.append(e)

@@ -15,7 +15,7 @@ KB = 1024
 
 
 def test_an_address_over_its_hourly_budget_is_refused_and_others_are_not():
-    b = sb.StoreBudget(lambda: 0, per_address_mb=1.0)
+    b = sb.StoreBudget(size_of=lambda: 0, per_address_mb=1.0)
     for _ in range(4):  # 300 kB a run: the fourth still starts (900 kB stored), then the budget is spent
         b.admit("10.0.0.1")
         b.charge("10.0.0.1", 300 * KB)
@@ -28,7 +28,7 @@ def test_an_address_over_its_hourly_budget_is_refused_and_others_are_not():
 def test_the_store_refuses_new_runs_before_the_cap_counting_the_runs_in_progress(monkeypatch):
     monkeypatch.setattr(sb, "RUN_RESERVE_BYTES", 100 * KB)
     size = [0]
-    b = sb.StoreBudget(lambda: size[0], cap_mb=1.0)
+    b = sb.StoreBudget(size_of=lambda: size[0], cap_mb=1.0)
     for _ in range(10):  # 10 in progress reserve 1000 kB; an eleventh would pass 1 MiB (1024 kB)
         b.admit("10.0.0.1")
     with pytest.raises(sb.StoreFull, match="store is full"):
@@ -54,7 +54,7 @@ def test_runs_admitted_at_once_cannot_all_take_the_last_room(monkeypatch):
         time.sleep(0.05)
         return 0
 
-    b = sb.StoreBudget(slow_size, cap_mb=1.0)
+    b = sb.StoreBudget(size_of=slow_size, cap_mb=1.0)
     admitted, go = [], threading.Barrier(8)
 
     def one(i):
@@ -74,7 +74,7 @@ def test_runs_admitted_at_once_cannot_all_take_the_last_room(monkeypatch):
 
 
 def test_a_disk_running_low_refuses_new_runs():
-    b = sb.StoreBudget(lambda: 0, free_of=lambda: 100 * 2**20, min_free_mb=256)
+    b = sb.StoreBudget(size_of=lambda: 0, free_of=lambda: 100 * 2**20, min_free_mb=256)
     with pytest.raises(sb.StoreFull, match="store is full"):
         b.admit("10.0.0.1")
 
@@ -123,7 +123,7 @@ def test_a_full_store_refuses_every_new_run_with_one_sentence(studio, monkeypatc
     from app.tabs import player
     from storage.retention import bytes_used
 
-    monkeypatch.setattr(sb, "_budget", sb.StoreBudget(lambda: bytes_used(studio.engine),
+    monkeypatch.setattr(sb, "_budget", sb.StoreBudget(size_of=lambda: bytes_used(studio.engine),
                                                       cap_mb=bytes_used(studio.engine) / 2**20))
     frames = list(player.run_infill("text", "text-asarm", "The cat [MASK:8] mat.", "assd", 4, 1.0, 3, 32, 0.05,
                                     "cosine", 1))

@@ -72,7 +72,7 @@ def test_a_side_that_stored_nothing_leaves_nothing(studio):
 
     st = app_store.store()
     sid, _ = compare.pair(form(), form(sampler="sequential"), "v4")
-    group = RunGroup(st, sid, 2)
+    group = RunGroup(store=st, share_id=sid, sides=2)
     with group.recorder(0, "assd", {"k": 4}, 1) as rec:
         rec.finish(completed_text="x")
     with group.recorder(1, "sequential", {}, 1) as rec:

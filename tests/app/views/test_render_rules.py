@@ -291,7 +291,7 @@ def test_draft_at_first_and_last_positions_and_past_the_end():
     assert st.roles == ["sampled", "masked"] and st.decided == 1
     assert st.detail == [[0, "a", "", "", "", "sampled"]]
     # a masked index past the end of the text is ignored
-    st = TraceState(["a"], [1], ids=[5])
+    st = TraceState(token_texts=["a"], masked=[1], ids=[5])
     assert st.roles == ["context"] and st.cur == [5]
 
 
@@ -409,7 +409,7 @@ def test_hover_text_fallbacks():
     sp = tokens(tokens_html(st))
     assert sp[0][0]["title"] == ("position 0: accepted · round 1 · q (target) 0.5000 · kept without a test: its "
                                  "proposal already was the exact target")
-    st = TraceState(["[M]", "x"], [0], info={0: {"round": 0}}, rejected={0: ""})
+    st = TraceState(token_texts=["[M]", "x"], masked=[0], info={0: {"round": 0}}, rejected={0: ""})
     sp = tokens(tokens_html(st))
     # a rejected draft with no recorded round: round 1, not faded; an empty text shows as the empty-set sign
     assert sp[0] == span("tv-tok tv-rejected tv-rej", 0, "rejected", "rejected draft at 0, round 1", "\u2205")
@@ -508,7 +508,7 @@ def test_exact_html_of_a_small_state():
     )
     # a masked position whose text is empty (a state built with its own texts) shows the empty-set sign and is
     # no continuation of its neighbour; a decided empty token is one
-    st = TraceState(["a", "[M]", "[M]"], [1, 2], texts=["a", "", ""], roles=["context", "masked", "sampled"])
+    st = TraceState(token_texts=["a", "[M]", "[M]"], masked=[1, 2], texts=["a", "", ""], roles=["context", "masked", "sampled"])
     sp = tokens(tokens_html(st))
     assert sp[1] == span("tv-tok tv-masked", 1, "masked", "position 1: masked", "\u2205")
     assert sp[2] == span("tv-tok tv-sampled tv-cont", 2, "sampled", "position 2: sampled", "")

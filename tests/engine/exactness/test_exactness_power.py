@@ -281,5 +281,5 @@ def test_power_below_the_target_never_reads_as_the_target():
     from engine.exactness.judgement import Judgement, power_text
 
     assert power_text(0.795) == "0.795" and power_text(0.8) == "0.80" and power_text(0.91) == "0.91"
-    j = Judgement(0.5, "x", "cannot tell at this N", {"wrong-a": 0.795, "wrong-b": 1.0})
+    j = Judgement(p_value=0.5, statistic="x", verdict="cannot tell at this N", power={"wrong-a": 0.795, "wrong-b": 1.0})
     assert j.power_words() == "power 0.795 against wrong-a, 1.00 against wrong-b"

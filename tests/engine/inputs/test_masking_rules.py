@@ -367,11 +367,20 @@ def test_positions_without_a_ban_tensor_constrain_nothing(chars):
     when only the word-start ban is missing."""
     ban_nl = torch.zeros(chars.vocab_size, dtype=torch.bool)
     ban_nl[NL] = True
-    mi = MaskedInput([A, MASK, MASK], [1, 2], ["a", ""], [(1, 3)], MASK, word_starts=[1], line_positions=[2],
-                     has_newline=ban_nl)
+    mi = MaskedInput(
+        tokens=[A, MASK, MASK],
+        masked=[1, 2],
+        pieces=["a", ""],
+        span_ranges=[(1, 3)],
+        mask_id=MASK,
+        word_starts=[1],
+        line_positions=[2],
+        has_newline=ban_nl,
+    )
     out = mi.constrain(torch.zeros(2, chars.vocab_size), [1, 2])
     assert torch.isinf(out).nonzero().tolist() == [[1, NL]]
-    bare = MaskedInput([A, MASK], [1], ["a", ""], [(1, 2)], MASK, word_starts=[1], line_positions=[1])
+    bare = MaskedInput(tokens=[A, MASK], masked=[1], pieces=["a", ""], span_ranges=[(1, 2)], mask_id=MASK, word_starts=[1],
+                       line_positions=[1])
     assert torch.equal(bare.constrain(torch.zeros(1, chars.vocab_size), [1]), torch.zeros(1, chars.vocab_size))
 
 

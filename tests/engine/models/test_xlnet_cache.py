@@ -19,8 +19,8 @@ from tests.support.xlnet_reference import reference_rows
 def run_pair(model, codec, mi, k: int, seed: int) -> tuple[float, list[tuple[int, int]]]:
     """Drive an uncached and a cached oracle through the same ASSD-like calls; the largest probability
     difference and the cached oracle's (content rows, query rows) per call."""
-    plain = XLNetOracle(model, mi, codec)
-    cached = XLNetOracle(model, mi, codec, use_cache=True)
+    plain = XLNetOracle(model=model, mi=mi, codec=codec)
+    cached = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=True)
     gen = torch.Generator().manual_seed(seed)
     order, worst, rnd = list(mi.masked), 0.0, 0
     syms = codec.encode("abc")
@@ -60,7 +60,7 @@ def test_kept_draft_rows_are_reused_and_rejected_ones_dropped():
     model = random_xlnet(codec.vocab_size, seed=2)
     mi = masked_input(codec, {0: "a"}, 6)
     a, b = codec.encode("ab")
-    o = XLNetOracle(model, mi, codec, use_cache=True)
+    o = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=True)
     o.call([(1, a), (2, b)], [(1, 0), (2, 1)])
     assert o.cache.kept == 1  # the prompt; the two drafts sit after it
     o.commit(1, a)
@@ -75,7 +75,7 @@ def test_a_second_question_of_a_drafted_position_equals_the_papers_conditioning(
     model = random_xlnet(codec.vocab_size, seed=4, n_layer=3)
     mi = masked_input(codec, {0: "a", 6: "b"}, 7)
     syms = codec.encode("abc")
-    o = XLNetOracle(model, mi, codec, use_cache=True)
+    o = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=True)
     o.commit(1, syms[2])
     drafts = [(2, syms[1]), (3, syms[0]), (4, syms[2])]
     queries = [(2, 0), (3, 1), (4, 2), (3, 0), (4, 0), (4, 1), (5, 1)]  # positions 3 and 4 asked twice

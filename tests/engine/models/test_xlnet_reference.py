@@ -43,7 +43,7 @@ def setting(name: str):
 
 def compare(model, codec, mi, exclude_special: bool, use_cache: bool) -> float:
     """Largest |adapter - reference| over a run of draft and verify calls with commits in between."""
-    oracle = XLNetOracle(model, mi, codec, use_cache=use_cache, exclude_special=exclude_special)
+    oracle = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=use_cache, exclude_special=exclude_special)
     mapped = {SPECIALS.index(t) for t in ASSD_CODE_MAP.values()} if codec.whitespace else set()
     banned = ({SPECIALS.index(s) for s in SPECIALS} - mapped) if exclude_special else {SPECIALS.index("<mask>")}
     newline = {i for i in range(codec.vocab_size) if bool(codec.has_newline()[i])}

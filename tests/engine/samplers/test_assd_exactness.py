@@ -75,9 +75,11 @@ def test_wrong_acceptance_rule_is_caught(setup, monkeypatch):
 
         a = min(1.0, float(q[draft]) / float(p[draft]))
         if uniform(gen) < a:
-            return Verdict(True, draft, a, float(p[draft]), float(q[draft]), float(q[draft]))
+            return Verdict(accepted=True, token=draft, accept_prob=a, p_draft=float(p[draft]), q_draft=float(q[draft]),
+                           q_token=float(q[draft]))
         tok = sample_categorical(q, gen)  # wrong: should be the residual
-        return Verdict(False, tok, a, float(p[draft]), float(q[draft]), float(q[tok]))
+        return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=float(p[draft]), q_draft=float(q[draft]),
+                       q_token=float(q[tok]))
 
     monkeypatch.setattr(importlib.import_module("engine.samplers.assd"), "speculative_accept", broken)
     exact = exact_distribution(lm, mi)

@@ -139,10 +139,10 @@ def half_residual(draft, p, q, gen):
     px, qx = float(p[draft]), float(q[draft])
     a = min(1.0, qx / px)
     if uniform(gen) < a:
-        return Verdict(True, draft, a, px, qx, qx)
+        return Verdict(accepted=True, token=draft, accept_prob=a, p_draft=px, q_draft=qx, q_token=qx)
     residual = torch.clamp(q - p, min=0.0)
     tok = sample_categorical(q if uniform(gen) < 0.5 else residual, gen)
-    return Verdict(False, tok, a, px, qx, float(q[tok]))
+    return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(q[tok]))
 
 
 class UntemperedTarget:

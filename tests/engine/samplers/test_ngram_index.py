@@ -48,7 +48,7 @@ def test_kept_counts_give_the_recounted_rows_round_after_round():
         truth = [rng.randrange(2, V) for _ in range(n)]
         masked = sorted(rng.sample(range(n), rng.randint(1, n)))
         known = [None if i in masked else truth[i] for i in range(n)]
-        drafter = NgramDrafter(V, SPECIAL)
+        drafter = NgramDrafter(vocab_size=V, special_ids=SPECIAL)
         gen = torch.Generator().manual_seed(trial)
         at = 0
         while at < len(masked):
@@ -120,7 +120,7 @@ def test_sync_reads_only_the_newly_decided_positions():
 
 
 def test_a_new_list_with_nothing_known_forgets_the_last_runs_counts():
-    drafter = NgramDrafter(V, SPECIAL)
+    drafter = NgramDrafter(vocab_size=V, special_ids=SPECIAL)
     gen = torch.Generator().manual_seed(0)
     drafter.propose([2, 2, 2, None], [3], gen)
     _, rows, _ = drafter.propose([None, None, None], [0], gen)  # another run, everything masked
@@ -131,7 +131,7 @@ def test_a_new_list_with_nothing_known_forgets_the_last_runs_counts():
 def test_the_unigram_row_is_recomputed_only_when_the_counts_moved():
     """A round that decided nothing new reuses the smoothed unigram row (the drafter's cost stays off the
     window's length); a newly decided token gives a new row."""
-    d = NgramDrafter(V, SPECIAL)
+    d = NgramDrafter(vocab_size=V, special_ids=SPECIAL)
     known = [2, 3, None, None, 4, None]
     gen = torch.Generator().manual_seed(0)
     d.propose(known, [2], gen)

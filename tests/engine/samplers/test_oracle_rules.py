@@ -194,7 +194,7 @@ def test_the_xlnet_adapter_cached_equals_uncached_with_the_inputs_rules(visible,
     codec = tiny_codec()
     model = random_xlnet(codec.vocab_size, seed=5)
     mi = word_start_input(codec, visible)
-    plain, cached = XLNetOracle(model, mi, codec), XLNetOracle(model, mi, codec, use_cache=True)
+    plain, cached = XLNetOracle(model=model, mi=mi, codec=codec), XLNetOracle(model=model, mi=mi, codec=codec, use_cache=True)
     b = codec.encode("b")[0]
 
     def check(committed, drafts, queries, answers):
@@ -214,7 +214,7 @@ def test_the_xlnet_adapter_states_lean_rows_and_counters(monkeypatch):
     codec = tiny_codec()
     model = random_xlnet(codec.vocab_size, seed=6)
     mi = masked_input(codec, {0: "a"}, LENGTH)
-    o = XLNetOracle(model, mi, codec, use_cache=True)
+    o = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=True)
     queries = [(p, 0) for p in mi.masked]
     full, g = o.call([], queries, states=True)
     lean, g2 = o.call([], queries, states=True, logit_rows=2)
@@ -224,7 +224,7 @@ def test_the_xlnet_adapter_states_lean_rows_and_counters(monkeypatch):
     assert o.call([], queries, logit_rows=2).shape[0] == len(queries)  # logit_rows without states: every row
     assert o.calls == 3 and o.seconds == 4.0  # one tick per call and per late head
     with pytest.raises(IncompatibleModelsError, match="query states"):
-        XLNetOracle(model, mi, codec).call([], queries, states=True)
+        XLNetOracle(model=model, mi=mi, codec=codec).call([], queries, states=True)
 
 
 def test_an_xlnet_without_bos_needs_a_visible_token():
@@ -232,6 +232,6 @@ def test_an_xlnet_without_bos_needs_a_visible_token():
     model = random_xlnet(codec.vocab_size, seed=7)
     nobos = SimpleNamespace(**{**vars(codec), "bos_id": None})
     with pytest.raises(IncompatibleModelsError) as e:
-        XLNetOracle(model, masked_input(codec, {}, LENGTH), nobos)
+        XLNetOracle(model=model, mi=masked_input(codec, {}, LENGTH), codec=nobos)
     assert str(e.value) == "This XLNet tokenizer has no <s> token: leave at least one token visible."
-    assert XLNetOracle(model, masked_input(codec, {1: "b"}, LENGTH), nobos).offset == 0
+    assert XLNetOracle(model=model, mi=masked_input(codec, {1: "b"}, LENGTH), codec=nobos).offset == 0

@@ -45,7 +45,8 @@ def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 
     elif name == "assd-pipelined":
         steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
     elif name == "assd-ngram":
-        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(CODEC.vocab_size, CODEC.special_ids),
+        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(vocab_size=CODEC.vocab_size,
+                                                                                special_ids=CODEC.special_ids),
                              extra)
     else:
         raise AssertionError(name)
@@ -263,7 +264,7 @@ def test_drafted_extra_calls_and_bonus():
         oracle = TableOracle(mi, symbols, SCALE, SALT)
         extra = [0.0]
         steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 2,
-                                  NgramDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+                                  NgramDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), extra))
         assert extra == [0.0] and not any(s.kind == StepKind.MDM_PASS for s in steps)
         bonus += sum(s.kind == StepKind.BONUS for s in steps)
         # every density pass queries all drafts of its round plus (unless it is the last) the next position
@@ -286,7 +287,7 @@ def test_drafter_calls_are_added_and_shown():
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     extra = [1.0]
     steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
-                              SpendingDrafter(CODEC.vocab_size, CODEC.special_ids), extra))
+                              SpendingDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), extra))
     rounds = {s.round for s in steps}
     passes = [s for s in steps if s.kind == StepKind.MDM_PASS]
     assert len(passes) == len(rounds) and extra == [1.0 + 0.25 * len(rounds)]
@@ -313,7 +314,7 @@ def test_drafter_seconds_add_up_the_time_inside_propose_only():
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     seconds = [1.0]
     steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(0), 1.0, 2,
-                              SlowDrafter(CODEC.vocab_size, CODEC.special_ids), [0.0], [0], seconds))
+                              SlowDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), [0.0], [0], seconds))
     rounds = len({s.round for s in steps})
     assert seconds[0] >= 1.0 + 0.002 * rounds
 
@@ -411,7 +412,7 @@ def test_ngram_drafter_rows_by_hand():
         ([c, a, b, None, None, None], [3, 4, 5]),  # a chain of three drafts
     ]
     for known, positions in cases:
-        drafter = NgramDrafter(CODEC.vocab_size, CODEC.special_ids)
+        drafter = NgramDrafter(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids)
         for seed in range(12):
             drafts, rows, spent = drafter.propose(known, positions, torch.Generator().manual_seed(seed))
             assert spent == 0.0 and len(drafts) == len(rows) == len(positions)
@@ -431,7 +432,7 @@ class WatchingDrafter(NgramDrafter):
 
     def __init__(self, counter: bool):
         self.counter = counter
-        super().__init__(CODEC.vocab_size, CODEC.special_ids)
+        super().__init__(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids)
         self.seen: list[tuple[list[int | None], list[int], float]] = []
         if counter:
             self.passes = 7
@@ -484,7 +485,8 @@ def test_assd_uses_the_accept_rule_it_is_given():
     from engine.samplers.acceptance import Verdict
 
     def keep_all(draft, p_row, q_row, gen):
-        return Verdict(True, draft, 1.0, float(p_row[draft]), float(q_row[draft]), float(q_row[draft]))
+        return Verdict(accepted=True, token=draft, accept_prob=1.0, p_draft=float(p_row[draft]), q_draft=float(q_row[draft]),
+                       q_token=float(q_row[draft]))
 
     visible, length, symbols = FOUR
     mi = make_input(length, visible)

@@ -31,7 +31,7 @@ LM = SimpleNamespace(codec=SimpleNamespace(token_text=str))
 
 
 def _ctx(name: str, **kw) -> RunContext:
-    return RunContext(LM, mi=None, spec=SAMPLERS[name], knobs=settle({}), seed=0, **kw)
+    return RunContext(lm=LM, mi=None, spec=SAMPLERS[name], knobs=settle({}), seed=0, **kw)
 
 
 @pytest.mark.parametrize("name, cache, expected", [
@@ -62,4 +62,4 @@ def test_a_hybrid_run_has_no_oracle_and_counts_by_its_own_counter(made):
 
 def test_the_knobs_must_be_settled_values(made):
     with pytest.raises(TypeError, match="settled knob values"):
-        RunContext(LM, None, SAMPLERS["assd-cache"], {"k": 3}, 0)
+        RunContext(lm=LM, mi=None, spec=SAMPLERS["assd-cache"], knobs={"k": 3}, seed=0)

@@ -160,8 +160,8 @@ def test_every_drafter_keeps_the_drafter_contract(models, name):
     position, whose draft it is, and counting its calls."""
     spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
-    ctx = RunContext(models["asarm"], mi, spec, settle({"temperature": 1.0, "k": 3, "steps": 2}), 0,
-                     models[spec.second.kind] if spec.second else None, cache=True)
+    ctx = RunContext(lm=models["asarm"], mi=mi, spec=spec, knobs=settle({"temperature": 1.0, "k": 3, "steps": 2}), seed=0,
+                     draft_lm=models[spec.second.kind] if spec.second else None, cache=True)
     drafter = build_drafter(name, ctx, ctx.knobs)
     assert isinstance(drafter, Drafter)
     known = [None if i in mi.masked else t for i, t in enumerate(mi.tokens)]
@@ -238,8 +238,8 @@ def test_a_missing_drafter_is_refused_naming_its_kind_and_how_to_make_one(models
 
 def _ctx(models, name: str, mi: MaskedInput, temperature: float, k: int, seed: int = 4):
     spec = next(s for s in SAMPLERS.values() if getattr(s.run, "__name__", "") == f"assd_{name}")
-    return RunContext(models["asarm"], mi, spec, settle({"temperature": temperature, "k": k, "steps": 2}),
-                      seed, models[spec.second.kind] if spec.second else None, cache=True)
+    return RunContext(lm=models["asarm"], mi=mi, spec=spec, knobs=settle({"temperature": temperature, "k": k, "steps": 2}),
+                      seed=seed, draft_lm=models[spec.second.kind] if spec.second else None, cache=True)
 
 
 @pytest.mark.parametrize("name", list(DRAFTERS))
@@ -328,13 +328,16 @@ def test_a_run_passes_each_knob_by_name_and_only_those_its_entry_reads(models):
 
     spec = SamplerSpec(name="spy", kind="asarm", cache=False, help="help", run=spy)
     mi = masked_input(models["asarm"].codec, {1: "c"}, 6)
-    ctx = RunContext(models["asarm"], mi, spec, settle({"k": 7, "temperature": 0.3, "dtau": 0.5}), 0, cache=False)
+    ctx = RunContext(lm=models["asarm"], mi=mi, spec=spec, knobs=settle({"k": 7, "temperature": 0.3, "dtau": 0.5}), seed=0,
+                     cache=False)
     assert list(ctx.steps()) == [] and seen == {"k": 7, "temperature": 0.3}
-    ctx = RunContext(models["asarm"], mi, spec, settle({}), 0, cache=False)  # not given: the table's default
+    ctx = RunContext(
+        lm=models["asarm"], mi=mi, spec=spec, knobs=settle({}), seed=0, cache=False
+    )  # not given: the table's default
     list(ctx.steps())
     assert seen == {"k": 5, "temperature": 1.0}
     with pytest.raises(TypeError, match="settled"):  # a dict would skip the one place defaults are filled
-        RunContext(models["asarm"], mi, spec, {"k": 7}, 0, cache=False)
+        RunContext(lm=models["asarm"], mi=mi, spec=spec, knobs={"k": 7}, seed=0, cache=False)
 
 
 @pytest.fixture(scope="module")
