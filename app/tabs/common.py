@@ -201,7 +201,7 @@ def cleared(message: str) -> dict:
 #: what cleared() empties, in order
 CLEARED = ("counters", "player", "detail", "completed", "link", "scrub_sl", "trace_state")
 #: the status at Run's click, until the run's first frame
-STARTING = "Starting the run…"
+STARTING = "Starting the run… (a model's first run takes a few seconds to load)"
 
 #: Stop's answer when the run had shown no round: nothing was stored, nothing of it is shown
 STOPPED_FIRST = "Stopped before the first round; nothing was stored."

@@ -24,7 +24,6 @@ from app.views.render import DETAIL_HEADERS, counters_md, view_html
 from . import freshness
 from .common import (
     CLEARED,
-    FORM_FIELDS,
     STARTING,
     Page,
     busy,
@@ -117,6 +116,13 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
     frame. The share link and the stored trace appear only in the last update, once the store holds the run.
     Each update is {name: value} over RUN_OUTPUTS (app.tabs.common.named). `values`: the editor's
     values by name (app.tabs.common.takes_form: the endpoint's parameters are FORM_FIELDS)."""
+    yield from _streamed_run(values, watch, request, notice=True)
+
+
+def _streamed_run(values: dict, watch: bool, request, notice: bool):
+    """run_infill's frames. `notice`: say "Preparing… loading the model" when preparing takes a while.
+    The page says it at Run's click instead (STARTING): Stop cancels the run's stream, and a notice
+    sent just before Stop's answer could still arrive after it and stand as the page's last word."""
     sampler = values["sampler"]
     owner = getattr(request, "session_hash", None)
     # Stop pressed from Run's click on (the run may have waited in the queue), before the run has an
@@ -128,8 +134,9 @@ def run_infill(values: dict, watch=False, request: gr.Request = None):
         try:
             live = prep.result(timeout=PREPARE_NOTICE)
         except concurrent.futures.TimeoutError:  # loading a model: say so instead of showing nothing
-            yield {"status": status_md(f"Preparing {sampler}: loading the model (a model's first run takes a "
-                                       "few seconds)…"), **cleared(f"Preparing {sampler}…"), "run_sid": ""}
+            if notice:
+                yield {"status": status_md(f"Preparing {sampler}: loading the model (a model's first run takes a "
+                                           "few seconds)…"), **cleared(f"Preparing {sampler}…"), "run_sid": ""}
             live = prep.result()
     except Exception as e:  # noqa: BLE001 - every problem becomes a message
         msg = readable(e)
@@ -288,7 +295,7 @@ def run_page(values: dict, watch, request: gr.Request = None):
     if freshness.input_problem(values):
         yield freshness.not_run()
         return
-    yield from run_infill(*(values[n] for n in FORM_FIELDS), watch=bool(watch), request=request)
+    yield from _streamed_run(values, bool(watch), request, notice=False)
 
 
 def wire(p: Page, remember) -> None:

@@ -76,6 +76,9 @@ def test_stop_before_the_first_round_leaves_nothing_of_either_run(chromium, url,
     page = _page(chromium, url)
     _full_run(page)
     reached, release = _hold(monkeypatch, where)
+    if where == "prepare":  # Stop is answered before the "Preparing" notice is due: it must never land after
+        from app.tabs import player
+        monkeypatch.setattr(player, "PREPARE_NOTICE", 2.0)
     try:
         page.click("#run")
         assert reached.wait(30)
@@ -84,6 +87,9 @@ def test_stop_before_the_first_round_leaves_nothing_of_either_run(chromium, url,
         page.wait_for_function("!document.querySelector('#stop').disabled", timeout=10_000)
         page.click("#stop")
         _wait_text(page, "#status", "Stopped before the first round")
+        if where == "prepare":
+            page.wait_for_timeout(2500)  # past the notice's moment, the run still held
+            assert "Stopped before the first round" in page.inner_text("#status"), page.inner_text("#status")
     finally:
         release.set()
     monkeypatch.undo()

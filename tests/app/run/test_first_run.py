@@ -225,6 +225,12 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
     frames = player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "0", 32, 0.05, "cosine", 1)
     assert "loading the model" in next(frames)["status"]
     assert any("Done" in f["status"] for f in frames)
+    # the page says it at Run's click (STARTING), so its stream sends no notice that could land after Stop's answer
+    from app.tabs.common import STARTING
+
+    page = list(player.run_page("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "0", 32, 0.05, "cosine", 1, False))
+    assert "to load" in STARTING and not any("Preparing" in f.get("status", "") for f in page)
+    assert "Done" in page[-1]["status"]
     monkeypatch.setattr(streaming, "start", fast)
     first = next(player.run_infill("text", None, "ab[MASK:3]cd", "assd-cache", 5, 1.0, "-1", 32, 0.05, "cosine", 1))
     assert "seed" in first["status"]
