@@ -22,7 +22,7 @@ def test_a_verdict_is_kept_with_its_session(tmp_path):
         assert st.get_session(sid).spans["verdict"].endswith("12 pairs)")  # the first kept
         plain = st.create_session("text", "m", "a [MASK] b", [1, 2])
         assert not st.annotate_session(plain, "verdict", "x") and st.get_session(plain).spans == [1, 2]
-        with pytest.raises(StorageInputError):
+        with pytest.raises(StorageInputError, match=r"^spans is too large"):
             st.annotate_session(sid, "verdict", "x" * 200_000)
         assert st.get_session(sid).spans["verdict"].endswith("12 pairs)")
     finally:
