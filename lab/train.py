@@ -154,7 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--data-chars", type=int, default=40_000_000, help="read at most this much training text")
     ap.add_argument("--init", default=None, metavar="DIR",
                     help="fine-tune: start from the weights and config of this checkpoint folder (the size flags "
-                         "are ignored; optimizer and schedule start fresh)")
+                         "are ignored; optimizer and schedule start fresh). ptp: the head is built from the size "
+                         "flags and takes the folder's weights that fit, with a warning for the rest")
     ap.add_argument("--teacher", default=None, help="ptp: the frozen AS-ARM (folder or bundled name) to distil")
     ap.add_argument("--k", type=int, default=5, help="ptp: draft rows per round it learns")
     ap.add_argument("--rate-min", type=float, default=0.5,

@@ -287,7 +287,7 @@ def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_p
     assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
 
 
-def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asarm):
+def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asarm, capsys):
     """--init copies the draft-mode head's shared weights (the one-pass extras start at zero, so the
     warm head is the old head reading e_{j-1}); --prev-init bigram sets the low-rank term to the
     corpus's bigram PMI: a token that always follows another gets a large term."""
@@ -301,6 +301,10 @@ def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asar
     assert {"in_proj.weight", "tok_embed.weight", "out.weight"} <= set(copied)
     assert all(torch.equal(head.state_dict()[n], old[n].float()) for n in copied)
     assert float(head.u_embed.weight.detach().abs().sum()) == 0
+    assert "warning" not in capsys.readouterr().out  # every weight of the folder fit
+    _, narrow = drafter_for_training(argparse.Namespace(**{**vars(a), "ffn": 16}), None)
+    warm_start(narrow, str(heads["random"].path))  # another width: its feed-forward weights start fresh, said
+    assert "do not fit this head and start fresh" in capsys.readouterr().out
     stream = torch.tensor([4, 5, 6] * 50 + [5, 4] * 5)
     bigram_init(head, stream)
     with torch.no_grad():
