@@ -19,6 +19,7 @@ from app import choices
 from app.errors import readable
 from app.run.form import served_seed
 from app.run.inputs import as_int, check_sentinels, check_text
+from app.serving import stops
 from app.serving.admission import admission
 from app.serving.slots import Cancelled, Turns, slots
 from app.serving.store_budget import store_budget
@@ -214,32 +215,25 @@ def store_check(res: CheckResult) -> str:
 CHECK_OUTPUTS = ("ex_status", "ex_plot", "ex_table", "ex_link")
 
 
-#: a page (its Gradio session hash) -> when it pressed Stop the check (bounded, oldest forgotten)
-_STOPS: dict[str, float] = {}
-_STOPS_MAX = 4096
-
-
 def stop_check(request: gr.Request = None) -> dict:
     """Stop the check: the page's check in progress ends at its next draw and stores nothing (a
     check is stored only whole); its own last frame says how far it got."""
-    page = getattr(request, "session_hash", None)
-    if page:
-        _STOPS[page] = time.monotonic()
-        while len(_STOPS) > _STOPS_MAX:
-            _STOPS.pop(next(iter(_STOPS)))
+    stops.request_owner_stop(_checker(request), time.monotonic())
     return {"ex_status": status_md("Stopping the check at its next draw; nothing is stored.")}
 
 
-def _stopped(page: str | None, t0: float) -> bool:
-    return bool(page) and _STOPS.get(page, -1.0) >= t0
+def _checker(request) -> str | None:
+    """The page's key in the stop record (app.serving.stops), apart from its Run's: one Stop never ends the other."""
+    page = getattr(request, "session_hash", None)
+    return f"exactness:{page}" if page else None
 
 
 def _check(text, model, samplers, n, seed, knobs, request: gr.Request = None):
     """Prepare, draw on the shared compute slots (a frame about twice a second), test, store.
     Stop the check (stop_check) ends it at its next draw, storing nothing. Updates CHECK_OUTPUTS
     by name (app.tabs.common.named)."""
-    page, started = getattr(request, "session_hash", None), time.monotonic()
-    turns = Turns(slots(), lambda: _stopped(page, started))
+    started, checker = time.monotonic(), _checker(request)
+    turns = Turns(slots(), lambda: stops.owner_stopped_since(checker, started))
     last = 0.0
     owner = request_address(request)  # the visitor's key: its address (app.serving.visitors)
     try:
@@ -261,14 +255,14 @@ def _check(text, model, samplers, n, seed, knobs, request: gr.Request = None):
             chosen = f" N = {chk.samples:,} per sampler ({chk.chosen})." if chk.chosen else ""
             done, total = 0, chk.samples * len(chk.names)
             for name, done, total in turns.iterate(chk.stream()):
-                if _stopped(page, started):
+                if stops.owner_stopped_since(checker, started):
                     break
                 now = time.perf_counter()
                 if now - last >= 0.5:
                     last = now
                     yield {"ex_status": status_md(f"Drawing… {done:,} of {total:,} fills ({name}), "
                                                   f"{now - t0:.0f} s so far.{chosen}"), "ex_link": ""}
-            if _stopped(page, started):
+            if stops.owner_stopped_since(checker, started):
                 store_budget().release()
                 yield {"ex_status": status_md(f"Stopped after {done:,} of {total:,} draws "
                                               f"({time.perf_counter() - t0:.0f} s); nothing is stored (a check is "

@@ -78,3 +78,21 @@ def test_stop_ends_a_check_at_its_next_draw_and_stores_nothing(client, monkeypat
     last = frames[-1]
     assert "Stopped after" in last["ex_status"] and "nothing is stored" in last["ex_status"], last
     assert last["ex_link"] == ""
+
+
+def test_the_checks_stop_and_the_runs_stop_are_kept_apart():
+    """One stop record (app.serving.stops), keyed apart: Stop the check never stops the page's Run, and
+    the Run's Stop (its owner stop) never ends the page's check."""
+    import time
+    from types import SimpleNamespace
+
+    from app.serving import stops
+    from app.tabs import exactness
+
+    page, t0 = SimpleNamespace(session_hash="page-apart"), time.monotonic()
+    exactness.stop_check(page)
+    assert stops.owner_stopped_since(exactness._checker(page), t0)
+    assert not stops.owner_stopped_since("page-apart", t0)
+    other, t1 = SimpleNamespace(session_hash="page-apart-2"), time.monotonic()
+    stops.request_owner_stop("page-apart-2", time.monotonic())
+    assert not stops.owner_stopped_since(exactness._checker(other), t1)
