@@ -12,9 +12,19 @@ import pickle
 import pytest
 
 from engine.errors import BadParameterError
-from engine.params import (KNOBS, KnobValues, _short, read_knob, read_knobs, real_number, recorded, seed_number,
-                           settle, whole_number, with_knobs)
-
+from engine.params import (
+    KNOBS,
+    KnobValues,
+    _short,
+    read_knob,
+    read_knobs,
+    real_number,
+    recorded,
+    seed_number,
+    settle,
+    whole_number,
+    with_knobs,
+)
 
 # -- whole numbers ---------------------------------------------------------------------------------
 
