@@ -60,8 +60,8 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/diffusion_drafter.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
     "engine/samplers/hybrid_passes.py": ["tests/engine/samplers/test_hybrid_rounds.py"],
     # the knob table and settle(): one frozen value per request (defaults, ranges, unknown names, the seed's rule)
-    "engine/params.py": ["tests/engine/test_params_rules.py", "tests/engine/test_params_table.py", "tests/engine/test_seed_rule.py",
-                         "tests/engine/test_run_setup.py"],
+    "engine/params.py": ["tests/engine/test_params_rules.py", "tests/engine/test_params_table.py",
+                         "tests/engine/test_seed_rule.py", "tests/engine/test_run_setup.py"],
     # the oracle on tiny random models: every answer against the original forward, cached against uncached,
     # AS-ARM and XLNet (the call and head functions under @torch.inference_mode are not mutated by mutmut)
     "engine/samplers/oracle.py": ["tests/engine/samplers/test_oracle_rules.py", "tests/engine/models/test_xlnet_cache.py"],
