@@ -103,35 +103,12 @@ def assd_trace(
         done = 0
         for i, (pos, tok, p) in enumerate(zip(drafted, toks, ps, strict=True)):
             q = rng.random()
-            if i == 0 or rng.random() < 0.6:
-                steps.append(
-                    Step(
-                        kind=StepKind.ACCEPT,
-                        round=rnd,
-                        positions=[pos],
-                        tokens=[tok],
-                        texts=[f"t{tok}{tag}"],
-                        p=[p],
-                        q=[q],
-                        calls=calls,
-                        elapsed=tick(),
-                    )
-                )
+            accepted = i == 0 or rng.random() < 0.6
+            steps.append(Step(kind=StepKind.ACCEPT if accepted else StepKind.REJECT, round=rnd, positions=[pos],
+                              tokens=[tok], texts=[f"t{tok}{tag}"], p=[p], q=[q], calls=calls, elapsed=tick()))
+            if accepted:
                 done += 1
             else:
-                steps.append(
-                    Step(
-                        kind=StepKind.REJECT,
-                        round=rnd,
-                        positions=[pos],
-                        tokens=[tok],
-                        texts=[f"t{tok}{tag}"],
-                        p=[p],
-                        q=[q],
-                        calls=calls,
-                        elapsed=tick(),
-                    )
-                )
                 new = rng.randrange(50_000)
                 steps.append(
                     Step(
