@@ -76,7 +76,7 @@ def test_stop_before_the_first_round_leaves_nothing_of_either_run(chromium, url,
     page = _page(chromium, url)
     _full_run(page)
     reached, release = _hold(monkeypatch, where)
-    if where == "prepare":  # Stop is answered before the "Preparing" notice is due: it must never land after
+    if where == "prepare":  # past the moment a "Preparing" notice would be due (the API's), nothing lands after Stop
         from app.tabs import player
         monkeypatch.setattr(player, "PREPARE_NOTICE", 2.0)
     try:
