@@ -38,7 +38,9 @@ from .campaign_plan import (
     GPU_JOBS,
     JOB_OVERHEAD_S,
     PROBE_S,
+    PTP_JOBS,
     PTP_ONEPASS,
+    PTP_TRAVEL,
     RETURN_FILE_MIB,
     RETURN_FILES,
     RETURN_TOTAL_MIB,
@@ -248,6 +250,8 @@ class Campaign:
             if teacher is None:
                 return f"no teacher {job.teacher}"
             args += ["--teacher", str(teacher), *job.extra]
+            if "--heads" not in job.extra:  # the head's attention heads follow its teacher's
+                args += ["--heads", str(_config(teacher)["num_heads"])]
             self.teachers[job.name] = teacher
             t_cfg = _config(teacher)
             if init and all(_config(init).get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
@@ -273,8 +277,8 @@ class Campaign:
             pool -= extra_s
             secs = max(0.0, min(job.share * train_s + extra_s,
                                 self.left() - self.budget.eval_s - self.budget.reserve_s))
-            overhead = 4.0 if self.a.dry_run else JOB_OVERHEAD_S  # start-up, data, the final save and valid loss
-            batch = ["--batch", "auto", "--probe-seconds", "10"]
+            overhead = 4.0 if self.a.dry_run else (job.overhead_s or JOB_OVERHEAD_S)  # start-up, data, the last save
+            batch = ["--batch", str(job.batch)] if job.batch else ["--batch", "auto", "--probe-seconds", "10"]
             if job.auto_size and self.has_data(job.domain):  # measure tokens/s, then pick the size
                 t = time.monotonic()
                 job, probed_batch = self.choose_size(job, secs)
@@ -293,7 +297,7 @@ class Campaign:
                               "--save-minutes", f"{save_minutes:.2f}", "--device", self.a.device, *batch,
                               "--data-chars", "20000" if self.a.dry_run else "2000000000")
             if job.kind == "ptp":  # the held-out acceptance curve, and the stop rule that reads it
-                cmd += ptp_curve_args(job.share * train_s - overhead, self.a.dry_run)
+                cmd += ptp_curve_args(job.share * train_s - overhead, self.a.dry_run, stop=len(jobs) > 1)
             if self.a.dry_run:
                 cmd += ["--threads", "1", "--warmup", "2", "--probe-steps", "2", "--max-batch-tokens", "600",
                         "--steps", "3"]
@@ -420,11 +424,13 @@ class Campaign:
         if (travel / "travel.json").is_file():
             done = pack.unpack_travel(travel, self.models_dir, self.data_dir)
             self.record("unpack", ok=True, result=done)
-        self.speed_table()
-        jobs = TEXT_JOBS if self.a.plan == "text" else with_text_size(GPU_JOBS, self.a.text_size)
+        if self.budget.speed_s > 0:
+            self.speed_table()
+        jobs = {"text": TEXT_JOBS, "ptp": PTP_JOBS}.get(self.a.plan) or with_text_size(GPU_JOBS, self.a.text_size)
         self.train(DRY_JOBS if self.a.dry_run else jobs)
         self.evaluate()
-        if self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s and self.trained:
+        if self.budget.speed_s > 0 and self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s \
+                and self.trained:
             self.speed_table(tag="-new")  # the speed table again, on the new weights
         self.record("done", ok=True, result=self.check_out(), left_s=round(self.left(), 1))
         self.archive_logs()
@@ -583,9 +589,10 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     r.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     r.add_argument("--travel", default="data/travel", help="the packed travel folder (unpacked first if there)")
-    r.add_argument("--plan", choices=["text", "full"], default="text",
+    r.add_argument("--plan", choices=["text", "ptp", "full"], default="text",
                    help="text: the speed table, then ONE text AS-ARM for every training second (sized on the "
-                        "GPU); full: every domain, heads and hybrids with the evaluations (the older plan)")
+                        "GPU); ptp: the text PTP head alone, continued against the bundled text AS-ARM, every "
+                        "second; full: every domain, heads and hybrids with the evaluations (the older plan)")
     r.add_argument("--domains", default=None, help="the speed table's domains (default: text; full plan: all)")
     r.add_argument("--text-size", choices=["chosen", "bundled"], default="chosen",
                    help="the text AS-ARM: the plan's new size (trained from scratch) or the bundled one (continued)")
@@ -593,8 +600,9 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--fail", action="append", metavar="STEP", help="make this step fail (tests the guards)")
     p = sub.add_parser("pack", help="write the travel folder (here, before the loan)")
     p.add_argument("--out", default="data/travel")
-    p.add_argument("--plan", choices=["text", "full"], default="text",
-                   help="text: the bundled text AS-ARM and every text training token that fits; full: TRAVEL")
+    p.add_argument("--plan", choices=["text", "ptp", "full"], default="text",
+                   help="text and ptp: the bundled text AS-ARM, every text training token that fits and the "
+                        "text PTP head; full: TRAVEL")
     p.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     p.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     p.add_argument("--limit-mib", type=float, default=TREE_LIMIT_MIB, help="what may travel (tree + travel + 1 MiB)")
@@ -604,7 +612,8 @@ def cli(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="whether the tree and the travel folder go as they stand (sparse checkout set, "
                                      "within 63 MiB); one line, exit 2 if not")
     c.add_argument("--travel", default="data/travel")
-    sub.add_parser("loan-command", help="the device call to make now: its command, what it carries, its limit")
+    lc = sub.add_parser("loan-command", help="the device call to make now: its command, what it carries, its limit")
+    lc.add_argument("--plan", choices=["text", "ptp"], default="text")
     hd = sub.add_parser("ptp-head", help="after a loan, on the CPU: a one-pass PTP head for a returned text AS-ARM")
     hd.add_argument("--teacher", default="runs/campaign-returned/text-asarm")
     hd.add_argument("--out", default="runs/ptp-head/text-ptp1")
@@ -616,8 +625,9 @@ def cli(argv: list[str] | None = None) -> int:
     h.add_argument("--threads", type=int, default=2)
     a = ap.parse_args(argv)
     if a.cmd == "loan-command":
+        plan_flag = f" --plan {a.plan}" if a.plan != "text" else ""
         print(json.dumps({"kind": "nvidia-h100-x1 (or nvidia-h200)", "timeout_s": int(COMMAND_S),
-                          "carry": ["data/travel"], "command": 'python3 -m lab.campaign run --out "$OUT"'}))
+                          "carry": ["data/travel"], "command": 'python3 -m lab.campaign run --out "$OUT"' + plan_flag}))
         print(f"after it: make gpu-loan-back FILES=<files_at>  (the campaign's own clock is {CAMPAIGN_S:.0f} s; "
               f"reserve about {START_RESERVE_S + TRANSFER_S:.0f} s of the 900 s loan for the start and transfers)")
         return 0
@@ -636,7 +646,7 @@ def cli(argv: list[str] | None = None) -> int:
         print(f"check refused: {why}" if why else "check: the tree and the travel folder go as they stand")
         return 2 if why else 0
     if a.cmd == "pack":
-        plan = TEXT_TRAVEL if a.plan == "text" else TRAVEL
+        plan = {"full": TRAVEL, "ptp": PTP_TRAVEL}.get(a.plan, TEXT_TRAVEL)
         m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out), plan, limit_mib=a.limit_mib)
         for it in m["items"]:
             print(f"{it['what']:<7} {it['name']:<15} {it['bytes'] / MIB:7.2f} MiB  " +
@@ -658,7 +668,7 @@ def cli(argv: list[str] | None = None) -> int:
         return 0
     a.seconds = a.seconds or (120.0 if a.dry_run else CAMPAIGN_S)
     a.device = a.device or ("cpu" if a.dry_run else "cuda")
-    a.domains = [d for d in (a.domains or ("text" if a.plan == "text" else ",".join(DOMAINS))).split(",") if d]
+    a.domains = [d for d in (a.domains or (",".join(DOMAINS) if a.plan == "full" else "text")).split(",") if d]
     return Campaign(a).run()
 
 

@@ -33,6 +33,8 @@ class Job:
     extra: tuple[str, ...] = ()
     seq_len: int = 256
     auto_size: bool = False  # the size is picked on the GPU from TEXT_SIZES by measured tokens/s
+    batch: int | None = None  # sequences a step; None: --batch auto (the probe's choice)
+    overhead_s: float | None = None  # start-up, the final save, outside --minutes (None: JOB_OVERHEAD_S)
 
 
 #: hidden, layers, heads, ffn. `bench calls` (one thread, CPU ms of the cached one-token call, median
@@ -54,10 +56,13 @@ PTP_STOP_WHEN_FLAT = (3, 0.003)
 PTP_STOP_MIN_POINTS = 6
 
 
-def ptp_curve_args(train_s: float, dry_run: bool = False) -> list[str]:
+def ptp_curve_args(train_s: float, dry_run: bool = False, stop: bool = True) -> list[str]:
     """The curve and stop-rule flags of a PTP job that trains about `train_s` seconds (the dry run:
-    a point every step, its three steps never reach the rule)."""
+    a point every step, its three steps never reach the rule). Without `stop` (a plan of one job:
+    no later job would get the seconds a stop saves) the curve alone."""
     every = "1" if dry_run else f"{max(2.0, train_s / PTP_CURVE_POINTS):.1f}s"
+    if not stop:
+        return ["--curve-every", every]
     w, gain = PTP_STOP_WHEN_FLAT
     return ["--curve-every", every, "--stop-when-flat", str(w), str(gain), "--stop-min-points", str(PTP_STOP_MIN_POINTS)]
 
@@ -115,6 +120,17 @@ TEXT_JOBS: tuple[Job, ...] = (
     Job(name="text-asarm", kind="asarm", domain="text", share=1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
 )
 
+#: `--plan ptp` (issue 47: better drafts): the text PTP head alone, distilled from the bundled text
+#: AS-ARM and continued from the bundled head (the same size: its `--heads` are read off the teacher),
+#: every training second; the AS-ARM is left as it is, so the head it drafts for stays its own. Batch 32,
+#: not probed: the step is host-bound (the rounds are cut on the host, ~200K tokens/s on this CPU at
+#: any batch), so the probe would pick the smallest batch and the noisiest steps. Overhead 40 s: two
+#: models to load (teacher and head) and a held-out curve point at the end
+PTP_JOBS: tuple[Job, ...] = (
+    Job(name="text-ptp1", kind="ptp", domain="text", share=1.0, teacher="text-asarm", init="text-ptp1",
+        extra=PTP_ONEPASS, batch=32, overhead_s=40.0),
+)
+
 #: the older plan of every domain and head, in priority order (text first; then code, then protein)
 GPU_JOBS: tuple[Job, ...] = (
     Job(name="text-asarm", kind="asarm", domain="text", share=0.45, size=SIZE_CHOICE["chosen"], init="text-asarm"),
@@ -157,6 +173,13 @@ TEXT_TRAVEL: tuple[Travel, ...] = (
     Travel("model", "text-asarm"),
     Travel("tokens", "text", cap_mib=60.0),
     Travel("model", "text-ptp1"),
+)
+
+#: what travels with `--plan ptp`: the teacher, the head it continues, then the text tokens that fit
+PTP_TRAVEL: tuple[Travel, ...] = (
+    Travel("model", "text-asarm"),
+    Travel("model", "text-ptp1"),
+    Travel("tokens", "text", cap_mib=60.0),
 )
 
 #: what travels with `--plan full`, best first: the speed table's AS-ARMs and the text data first
@@ -206,6 +229,9 @@ def gpu_budget(total_s: float = CAMPAIGN_S, plan: str = "text") -> Budget:
     bench calls 20 s), no evaluations on the GPU (they run on the CPU after the loan), 10 s to
     pack what comes back; training gets the rest. Budgets equal the sum of their steps' caps. The
     full plan (`--plan full`, every domain): the older 100 s table and 45 s of evaluations."""
+    if plan == "ptp":  # the head's speed is a CPU question: no GPU speed table, every second trains
+        return Budget(total_s=total_s, speed_s=0.0, eval_s=0.0, reserve_s=10.0,
+                      step_cap_s={"bench-assd": 0.0, "bench-calls": 0.0, "eval": 0.0, "fills": 0.0})
     if plan == "text":
         return Budget(total_s=total_s, speed_s=60.0, eval_s=0.0, reserve_s=10.0,
                       step_cap_s={"bench-assd": 40.0, "bench-calls": 20.0, "eval": 0.0, "fills": 0.0})
