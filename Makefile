@@ -91,13 +91,15 @@ gpu-campaign:
 # The moment a GPU is lent, on a clean clone (docs/TRAINING.md, "A loan in three commands"): fetch and
 # tokenize the text corpus only, pack it beside the bundled text AS-ARM and PTP head, leave the bundled
 # models out of the tree that travels (sparse checkout), check it all fits, print the device call.
+# PLAN=ptp: the loan trains the text PTP head alone against the bundled text AS-ARM (better drafts).
+PLAN ?= text
 gpu-loan: $(STAMP)
 	$(BIN)/python -m engine data fetch text
 	$(BIN)/python -m engine data tokenize text
-	$(BIN)/python -m lab.campaign pack --out data/travel
+	$(BIN)/python -m lab.campaign pack --out data/travel --plan $(PLAN)
 	git sparse-checkout set --no-cone '/*' '!/assets/models/' '!/docs/img/' '!/docs/figures/'
 	$(BIN)/python -m lab.campaign check --travel data/travel
-	$(BIN)/python -m lab.campaign loan-command
+	$(BIN)/python -m lab.campaign loan-command --plan $(PLAN)
 
 # After the loan: FILES=<the call's files_at>. The whole tree back, the returned models unpacked.
 FILES ?=

@@ -120,7 +120,7 @@ TEXT_JOBS: tuple[Job, ...] = (
     Job(name="text-asarm", kind="asarm", domain="text", share=1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
 )
 
-#: `--plan ptp` (issue 47: better drafts): the text PTP head alone, distilled from the bundled text
+#: `--plan ptp` (a loan spent on better drafts): the text PTP head alone, distilled from the bundled text
 #: AS-ARM and continued from the bundled head (the same size: its `--heads` are read off the teacher),
 #: every training second; the AS-ARM is left as it is, so the head it drafts for stays its own. Batch 32,
 #: not probed: the step is host-bound (the rounds are cut on the host, ~200K tokens/s on this CPU at

@@ -312,3 +312,50 @@ def test_check_refuses_without_the_sparse_checkout_and_over_the_limit(tmp_path):
     (travel / "tokens.xz").write_bytes(os.urandom(2 << 20))
     assert pack.check_travel(repo, travel, limit_mib=1.5).startswith("tree ")  # 2 MiB of travel: too much
     assert pack.check_travel(repo, travel, limit_mib=3) is None
+
+
+def test_the_ptp_plan_trains_the_text_head_alone_continued_against_the_bundled_teacher(bundled, tmp_path):
+    """`--plan ptp` (a loan spent on better drafts): no GPU speed table, every second but the packing
+    to the one head; its command continues the bundled head (--init) with its teacher's attention heads,
+    at a fixed batch, with the held-out curve and no stop rule (no later job would get the seconds)."""
+    import argparse
+
+    from lab.campaign import Campaign
+    from lab.campaign_plan import CAMPAIGN_S, PTP_JOBS, ptp_curve_args
+
+    b = gpu_budget(plan="ptp")
+    assert b.speed_s == 0 and b.eval_s == 0 and b.train_s() >= CAMPAIGN_S - 10
+    assert [(j.name, j.kind, j.share, j.init, j.teacher) for j in PTP_JOBS] == [
+        ("text-ptp1", "ptp", 1.0, "text-ptp1", "text-asarm")]
+    assert ptp_curve_args(500.0, stop=False) == ["--curve-every", "50.0s"]
+    a = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), models_dir=str(bundled / "models"),
+                           data_dir=str(bundled / "data"), dry_run=False, seconds=CAMPAIGN_S, plan="ptp",
+                           fail=None, device="cpu")
+    args = Campaign(a).job_args(PTP_JOBS[0])
+    assert args[args.index("--teacher") + 1] == str(bundled / "models" / "text-asarm")
+    assert args[args.index("--init") + 1] == str(bundled / "models" / "text-ptp1")
+    assert args[args.index("--heads") + 1] == "2"  # the tiny teacher's, read off its config
+    assert PTP_JOBS[0].batch and PTP_JOBS[0].overhead_s
+
+
+def test_the_ptp_plan_carries_the_head_before_the_tokens(tmp_path, bundled):
+    """The head the plan continues must travel: the tokens take the room left after both models."""
+    from lab.campaign_plan import PTP_TRAVEL
+
+    data = tmp_path / "data"
+    arrays = data / "tokens" / "text"
+    arrays.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in ("valid-000", "train-000", "train-001"):
+        np.save(arrays / f"{name}.npy", rng.integers(4, 4096, 200_000, dtype=np.uint16))
+    (arrays / "manifest.json").write_text(json.dumps({"shards": [{"file": f"{n}.npy"} for n in
+                                                                 ("valid-000", "train-000", "train-001")]}))
+    one_shard = len(pack.xz_bytes((arrays / "train-000.npy").read_bytes()))
+    whole = pack.pack_travel(ROOT, bundled / "models", data, tmp_path / "all", PTP_TRAVEL, limit_mib=1e6, margin_mib=0)
+    models = sum(i["bytes"] for i in whole["items"] if i["what"] == "model")  # as packed (compressed)
+    limit = (pack.tree_bytes(ROOT) + models + 2.5 * one_shard) / (1 << 20)  # room for two of the three shards
+    m = pack.pack_travel(ROOT, bundled / "models", data, tmp_path / "travel", PTP_TRAVEL, limit_mib=limit, margin_mib=0)
+    items = {i["name"]: i for i in m["items"]}
+    assert [i["name"] for i in m["items"]] == ["text-asarm", "text-ptp1", "text"]
+    assert "skipped" not in items["text-ptp1"] and items["text"]["shards"][:1] == ["valid-000.npy"]
+    assert len(items["text"]["shards"]) < 3  # the tokens, last, are the ones cut
