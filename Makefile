@@ -91,15 +91,16 @@ gpu-campaign:
 # The moment a GPU is lent, on a clean clone (docs/TRAINING.md, "A loan in three commands"): fetch and
 # tokenize the text corpus only, pack it beside the bundled text AS-ARM and PTP head, leave the bundled
 # models out of the tree that travels (sparse checkout), check it all fits, print the device call.
-# PLAN=ptp: the loan trains the text PTP head alone against the bundled text AS-ARM (better drafts).
+# PLAN=ptp: the loan trains a PTP head alone against its bundled AS-ARM (better drafts); DOMAIN=code: the code head.
 PLAN ?= text
+DOMAIN ?= text
 gpu-loan: $(STAMP)
-	$(BIN)/python -m engine data fetch text
-	$(BIN)/python -m engine data tokenize text
-	$(BIN)/python -m lab.campaign pack --out data/travel --plan $(PLAN)
+	$(BIN)/python -m engine data fetch $(DOMAIN)
+	$(BIN)/python -m engine data tokenize $(DOMAIN)
+	$(BIN)/python -m lab.campaign pack --out data/travel --plan $(PLAN) --ptp-domain $(DOMAIN)
 	git sparse-checkout set --no-cone '/*' '!/assets/models/' '!/docs/img/' '!/docs/figures/'
 	$(BIN)/python -m lab.campaign check --travel data/travel
-	$(BIN)/python -m lab.campaign loan-command --plan $(PLAN)
+	$(BIN)/python -m lab.campaign loan-command --plan $(PLAN) --ptp-domain $(DOMAIN)
 
 # After the loan: FILES=<the call's files_at>. The whole tree back, the returned models unpacked.
 FILES ?=

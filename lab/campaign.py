@@ -38,9 +38,7 @@ from .campaign_plan import (
     GPU_JOBS,
     JOB_OVERHEAD_S,
     PROBE_S,
-    PTP_JOBS,
     PTP_ONEPASS,
-    PTP_TRAVEL,
     RETURN_FILE_MIB,
     RETURN_FILES,
     RETURN_TOTAL_MIB,
@@ -57,6 +55,8 @@ from .campaign_plan import (
     dry_budget,
     gpu_budget,
     ptp_curve_args,
+    ptp_jobs,
+    ptp_travel,
     share_of_pool,
     text_timeline,
     with_text_size,
@@ -426,7 +426,8 @@ class Campaign:
             self.record("unpack", ok=True, result=done)
         if self.budget.speed_s > 0:
             self.speed_table()
-        jobs = {"text": TEXT_JOBS, "ptp": PTP_JOBS}.get(self.a.plan) or with_text_size(GPU_JOBS, self.a.text_size)
+        jobs = {"text": TEXT_JOBS, "ptp": ptp_jobs(self.a.ptp_domain)}.get(self.a.plan) \
+            or with_text_size(GPU_JOBS, self.a.text_size)
         self.train(DRY_JOBS if self.a.dry_run else jobs)
         self.evaluate()
         if self.budget.speed_s > 0 and self.left() > self.budget.step_cap_s["bench-assd"] + self.budget.reserve_s \
@@ -594,6 +595,7 @@ def cli(argv: list[str] | None = None) -> int:
                         "GPU); ptp: the text PTP head alone, continued against the bundled text AS-ARM, every "
                         "second; full: every domain, heads and hybrids with the evaluations (the older plan)")
     r.add_argument("--domains", default=None, help="the speed table's domains (default: text; full plan: all)")
+    r.add_argument("--ptp-domain", default="text", choices=DOMAINS, help="--plan ptp: whose head trains")
     r.add_argument("--text-size", choices=["chosen", "bundled"], default="chosen",
                    help="the text AS-ARM: the plan's new size (trained from scratch) or the bundled one (continued)")
     r.add_argument("--dry-run", action="store_true")
@@ -603,6 +605,7 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", choices=["text", "ptp", "full"], default="text",
                    help="text and ptp: the bundled text AS-ARM, every text training token that fits and the "
                         "text PTP head; full: TRAVEL")
+    p.add_argument("--ptp-domain", default="text", choices=DOMAINS, help="--plan ptp: whose head, teacher and tokens")
     p.add_argument("--models-dir", default=str(ROOT / "assets" / "models"))
     p.add_argument("--data-dir", default=os.environ.get("INFILL_DATA_DIR", "data"))
     p.add_argument("--limit-mib", type=float, default=TREE_LIMIT_MIB, help="what may travel (tree + travel + 1 MiB)")
@@ -614,6 +617,7 @@ def cli(argv: list[str] | None = None) -> int:
     c.add_argument("--travel", default="data/travel")
     lc = sub.add_parser("loan-command", help="the device call to make now: its command, what it carries, its limit")
     lc.add_argument("--plan", choices=["text", "ptp"], default="text")
+    lc.add_argument("--ptp-domain", default="text", choices=DOMAINS)
     hd = sub.add_parser("ptp-head", help="after a loan, on the CPU: a one-pass PTP head for a returned text AS-ARM")
     hd.add_argument("--teacher", default="runs/campaign-returned/text-asarm")
     hd.add_argument("--out", default="runs/ptp-head/text-ptp1")
@@ -626,6 +630,7 @@ def cli(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "loan-command":
         plan_flag = f" --plan {a.plan}" if a.plan != "text" else ""
+        plan_flag += f" --ptp-domain {a.ptp_domain}" if a.plan == "ptp" and a.ptp_domain != "text" else ""
         print(json.dumps({"kind": "nvidia-h100-x1 (or nvidia-h200)", "timeout_s": int(COMMAND_S),
                           "carry": ["data/travel"], "command": 'python3 -m lab.campaign run --out "$OUT"' + plan_flag}))
         print(f"after it: make gpu-loan-back FILES=<files_at>  (the campaign's own clock is {CAMPAIGN_S:.0f} s; "
@@ -646,7 +651,7 @@ def cli(argv: list[str] | None = None) -> int:
         print(f"check refused: {why}" if why else "check: the tree and the travel folder go as they stand")
         return 2 if why else 0
     if a.cmd == "pack":
-        plan = {"full": TRAVEL, "ptp": PTP_TRAVEL}.get(a.plan, TEXT_TRAVEL)
+        plan = {"full": TRAVEL, "ptp": ptp_travel(a.ptp_domain)}.get(a.plan, TEXT_TRAVEL)
         m = pack.pack_travel(ROOT, Path(a.models_dir), Path(a.data_dir), Path(a.out), plan, limit_mib=a.limit_mib)
         for it in m["items"]:
             print(f"{it['what']:<7} {it['name']:<15} {it['bytes'] / MIB:7.2f} MiB  " +

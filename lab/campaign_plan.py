@@ -120,16 +120,25 @@ TEXT_JOBS: tuple[Job, ...] = (
     Job(name="text-asarm", kind="asarm", domain="text", share=1.0, size=TEXT_SIZES[-1], init="text-asarm", auto_size=True),
 )
 
-#: `--plan ptp` (a loan spent on better drafts): the text PTP head alone, distilled from the bundled text
-#: AS-ARM and continued from the bundled head (the same size: its `--heads` are read off the teacher),
-#: every training second; the AS-ARM is left as it is, so the head it drafts for stays its own. Batch 32,
-#: not probed: the step is host-bound (the rounds are cut on the host, ~200K tokens/s on this CPU at
-#: any batch), so the probe would pick the smallest batch and the noisiest steps. Overhead 40 s: two
-#: models to load (teacher and head) and a held-out curve point at the end
-PTP_JOBS: tuple[Job, ...] = (
-    Job(name="text-ptp1", kind="ptp", domain="text", share=1.0, teacher="text-asarm", init="text-ptp1",
-        extra=PTP_ONEPASS, batch=32, overhead_s=40.0),
-)
+def ptp_head_name(domain: str) -> str:
+    """The bundled PTP head of a domain (engine.inputs.domains, `drafters`; else `<domain>-ptp`)."""
+    from engine.inputs.domains import DOMAINS
+
+    chosen = dict(DOMAINS[domain].drafters).get("ptp") if domain in DOMAINS else None
+    return chosen or f"{domain}-ptp"
+
+
+def ptp_jobs(domain: str = "text") -> tuple[Job, ...]:
+    """`--plan ptp` (a loan spent on better drafts): a domain's PTP head alone, distilled from the
+    bundled AS-ARM of the domain and continued from the bundled head (the same size: its `--heads`
+    are read off the teacher), every training second; the AS-ARM is left as it is, so the head it
+    drafts for stays its own. Batch 32, not probed: the step is host-bound (the rounds are cut on the
+    host, ~200K tokens/s on this CPU at any batch), so the probe would pick the smallest batch and
+    the noisiest steps. Overhead 40 s: two models to load and a held-out curve point at the end."""
+    head = ptp_head_name(domain)
+    return (Job(name=head, kind="ptp", domain=domain, share=1.0, teacher=f"{domain}-asarm", init=head,
+                extra=PTP_ONEPASS, batch=32, overhead_s=40.0),)
+
 
 #: the older plan of every domain and head, in priority order (text first; then code, then protein)
 GPU_JOBS: tuple[Job, ...] = (
@@ -175,12 +184,11 @@ TEXT_TRAVEL: tuple[Travel, ...] = (
     Travel("model", "text-ptp1"),
 )
 
-#: what travels with `--plan ptp`: the teacher, the head it continues, then the text tokens that fit
-PTP_TRAVEL: tuple[Travel, ...] = (
-    Travel("model", "text-asarm"),
-    Travel("model", "text-ptp1"),
-    Travel("tokens", "text", cap_mib=60.0),
-)
+def ptp_travel(domain: str = "text") -> tuple[Travel, ...]:
+    """What travels with `--plan ptp`: the teacher, the head it continues, then the tokens that fit."""
+    return (Travel("model", f"{domain}-asarm"), Travel("model", ptp_head_name(domain)),
+            Travel("tokens", domain, cap_mib=60.0))
+
 
 #: what travels with `--plan full`, best first: the speed table's AS-ARMs and the text data first
 TRAVEL: tuple[Travel, ...] = (

@@ -321,16 +321,19 @@ def test_the_ptp_plan_trains_the_text_head_alone_continued_against_the_bundled_t
     import argparse
 
     from lab.campaign import Campaign
-    from lab.campaign_plan import CAMPAIGN_S, PTP_JOBS, ptp_curve_args
+    from lab.campaign_plan import CAMPAIGN_S, ptp_curve_args, ptp_jobs
+
+    PTP_JOBS = ptp_jobs("text")
 
     b = gpu_budget(plan="ptp")
     assert b.speed_s == 0 and b.eval_s == 0 and b.train_s() >= CAMPAIGN_S - 10
     assert [(j.name, j.kind, j.share, j.init, j.teacher) for j in PTP_JOBS] == [
         ("text-ptp1", "ptp", 1.0, "text-ptp1", "text-asarm")]
     assert ptp_curve_args(500.0, stop=False) == ["--curve-every", "50.0s"]
+    assert [(j.name, j.teacher, j.init) for j in ptp_jobs("code")] == [("code-ptp", "code-asarm", "code-ptp")]
     a = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), models_dir=str(bundled / "models"),
                            data_dir=str(bundled / "data"), dry_run=False, seconds=CAMPAIGN_S, plan="ptp",
-                           fail=None, device="cpu")
+                           ptp_domain="text", fail=None, device="cpu")
     args = Campaign(a).job_args(PTP_JOBS[0])
     assert args[args.index("--teacher") + 1] == str(bundled / "models" / "text-asarm")
     assert args[args.index("--init") + 1] == str(bundled / "models" / "text-ptp1")
@@ -340,7 +343,10 @@ def test_the_ptp_plan_trains_the_text_head_alone_continued_against_the_bundled_t
 
 def test_the_ptp_plan_carries_the_head_before_the_tokens(tmp_path, bundled):
     """The head the plan continues must travel: the tokens take the room left after both models."""
-    from lab.campaign_plan import PTP_TRAVEL
+    from lab.campaign_plan import ptp_travel
+
+    PTP_TRAVEL = ptp_travel("text")
+    assert [t.name for t in ptp_travel("code")] == ["code-asarm", "code-ptp", "code"]
 
     data = tmp_path / "data"
     arrays = data / "tokens" / "text"
