@@ -39,7 +39,11 @@ class DefaultChoice:
 #: 8 samples for protein; test windows of 256 tokens 95% masked, the project's 2-core AMD EPYC, load
 #: under 1; raw JSON docs/results/bench_assd_*_k5_t1_2026-11-27.json): on text speculation is still
 #: *slower* than cached sequential decoding on that CPU, on code about as fast (the page and
-#: docs/RESULTS.md say so); on protein about twice as fast.
+#: docs/RESULTS.md say so); on protein about twice as fast. Protein's was measured again on
+#: 2026-11-28 (the same command, 8 test windows, k 5, quiet; docs/results/
+#: bench_assd_protein_windows_k5_quiet_2026-11-28.json): assd-pipelined 2.26x against assd-cache's
+#: 2.00x (2.48x against 2.06x in a run beside it, and 2.13x against 1.91x on the short inputs of
+#: that day's table), so its default is assd-pipelined.
 #: where the ratios below come from (DefaultChoice.source)
 DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-27, 2-core AMD EPYC"
 
@@ -109,7 +113,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             separator=None, quality="ppl_vs_unigram",
         data="20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
         models=("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
-        default=DefaultChoice(sampler="assd-cache", ratio=2.04, ratio_range=(1.86, 2.26), source=DEFAULTS_BENCH_SOURCE),
+        default=DefaultChoice(sampler="assd-pipelined", ratio=2.26, ratio_range=(1.93, 2.62),
+                              source="bench assd, 2026-11-28, 2-core AMD EPYC"),
         examples=(
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
