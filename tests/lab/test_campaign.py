@@ -141,8 +141,8 @@ def test_return_parts_are_at_most_16_mib_and_join_back(tmp_path):
     assert [p.name for p in one] == ["s.tar.xz"] and pack.join_parts(one[0]) == b"abc"
 
 
-def test_pack_carries_ranked_items_within_the_limit_and_unpacks(tmp_path, bundled):
-    data = tmp_path / "data"
+def three_text_shards(data: Path) -> Path:
+    """data/tokens/text with a valid shard and two train shards of 200,000 random tokens each."""
     arrays = data / "tokens" / "text"
     arrays.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -150,6 +150,12 @@ def test_pack_carries_ranked_items_within_the_limit_and_unpacks(tmp_path, bundle
         np.save(arrays / f"{name}.npy", rng.integers(4, 4096, 200_000, dtype=np.uint16))
     (arrays / "manifest.json").write_text(json.dumps({"shards": [{"file": f"{n}.npy"} for n in
                                                                  ("valid-000", "train-000", "train-001")]}))
+    return arrays
+
+
+def test_pack_carries_ranked_items_within_the_limit_and_unpacks(tmp_path, bundled):
+    data = tmp_path / "data"
+    arrays = three_text_shards(data)
     text_corpus(data)  # its test split travels beside the arrays (engine eval reads it)
     one_shard = len(pack.xz_bytes((arrays / "train-000.npy").read_bytes()))
     plan = (Travel("model", "text-asarm"), Travel("tokens", "text", cap_mib=2.2 * one_shard / (1 << 20)),
@@ -349,13 +355,7 @@ def test_the_ptp_plan_carries_the_head_before_the_tokens(tmp_path, bundled):
     assert [t.name for t in ptp_travel("code")] == ["code-asarm", "code-ptp", "code"]
 
     data = tmp_path / "data"
-    arrays = data / "tokens" / "text"
-    arrays.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name in ("valid-000", "train-000", "train-001"):
-        np.save(arrays / f"{name}.npy", rng.integers(4, 4096, 200_000, dtype=np.uint16))
-    (arrays / "manifest.json").write_text(json.dumps({"shards": [{"file": f"{n}.npy"} for n in
-                                                                 ("valid-000", "train-000", "train-001")]}))
+    arrays = three_text_shards(data)
     one_shard = len(pack.xz_bytes((arrays / "train-000.npy").read_bytes()))
     whole = pack.pack_travel(ROOT, bundled / "models", data, tmp_path / "all", PTP_TRAVEL, limit_mib=1e6, margin_mib=0)
     models = sum(i["bytes"] for i in whole["items"] if i["what"] == "model")  # as packed (compressed)
