@@ -592,7 +592,7 @@ def cli(argv: list[str] | None = None) -> int:
     r.add_argument("--travel", default="data/travel", help="the packed travel folder (unpacked first if there)")
     r.add_argument("--plan", choices=["text", "ptp", "full"], default="text",
                    help="text: the speed table, then ONE text AS-ARM for every training second (sized on the "
-                        "GPU); ptp: the text PTP head alone, continued against the bundled text AS-ARM, every "
+                        "GPU); ptp: a PTP head alone (--ptp-domain), continued against its bundled AS-ARM, every "
                         "second; full: every domain, heads and hybrids with the evaluations (the older plan)")
     r.add_argument("--domains", default=None, help="the speed table's domains (default: text; full plan: all)")
     r.add_argument("--ptp-domain", default="text", choices=DOMAINS, help="--plan ptp: whose head trains")
