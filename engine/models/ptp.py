@@ -120,11 +120,14 @@ class PtpHead(PreTrainedModel):
         Returns the residual logits [B, k, V] and the gate [B, k, prev_rank] of the low-rank term
         (None without one), which `prev_term` completes row by row once d_{j-1} is drawn."""
         k = hidden.shape[1]
-        x = self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(e_prev)
+        x = self.in_proj(hidden.to(self.norm.weight.dtype)) + self.tok_embed(e_prev)
         x = x + self.u_embed(uniform_bits(u_prev).to(x.dtype))
         if window is not None:
             x, pos = torch.cat([self.window_rows(window[0]), x], 1), torch.cat([window[1], pos], 1)
-        h = self.norm(self._extend(x, pos, [])[:, -k:])
+        r = self.blocks[0].rope(pos, x)  # the same positions in every block: looked up once
+        for blk in self.blocks:  # no cache to fill: every row of the round is in this one pass
+            x = blk.causal(x, r)
+        h = self.norm(x[:, -k:])
         gate = 1 + self.prev_gate(h) if self.config.prev_rank else None
         return self.out(h), gate
 
@@ -136,7 +139,7 @@ class PtpHead(PreTrainedModel):
 
     def rows(self, hidden: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
         """Input of draft rows: the projected AS-ARM state plus the embedding of the token before."""
-        return self.in_proj(hidden.to(self.in_proj.weight.dtype)) + self.tok_embed(prev)
+        return self.in_proj(hidden.to(self.norm.weight.dtype)) + self.tok_embed(prev)
 
     def window_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """Input of window rows: the known token's embedding plus the learned window vector."""

@@ -66,7 +66,7 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
         m = len(positions)
         dev = states.device
         pos = torch.tensor([[p + 1 for p in positions]], device=dev)
-        hid = states[None, :m].to(head.in_proj.weight.dtype)
+        hid = states[None, :m].to(head.norm.weight.dtype)
         cache: list = []  # the head's K/V of the window and of rows < j (causal: they never change)
         if window:
             head.start(torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev), cache)
@@ -90,7 +90,7 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
         return drafts, rows
 
 
-def row_inputs(base_p: list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
+def row_inputs(base_p: torch.Tensor | list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
     round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
@@ -112,7 +112,7 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
         m = len(positions)
         dev = states.device
         u = [uniform(gen) for _ in range(m)]  # u_1..u_m, before anything reads them
-        base_p = [tempered_probs(base[j], temperature) for j in range(m)]
+        base_p = tempered_probs(base[:m], temperature)  # the AS-ARM's parallel rows, all at once
         e_prev, u_prev = row_inputs(base_p, u, prev)
         pos = torch.tensor([[p + 1 for p in positions]], device=dev)
         win = None
@@ -122,16 +122,19 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
                                       torch.tensor([u_prev], dtype=torch.float64, device=dev), pos, win)
         if passes is not None:
             passes[0] += 1
+        # every row's logits but the low-rank term on d_{j-1}, in one batch: asarm_j + head_j
+        rows_logits = (base[:m] + resid[0].to(base.device, torch.float64)).masked_fill(special, float("-inf"))
+        p_all = tempered_probs(rows_logits, temperature) if gate is None else None
         drafts: list[int] = []
         rows: list[torch.Tensor] = []
         for j in range(m):
             if j == 0 and exact_first:
                 p = base_p[0]  # the AS-ARM's exact row
-            else:
-                r = resid[0, j]
-                if gate is not None:
-                    r = r + head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
-                p = tempered_probs((base[j] + r.to(base.device, torch.float64)).masked_fill(special, float("-inf")), temperature)
+            elif p_all is not None:
+                p = p_all[j]
+            else:  # + the low-rank term on the real previous draft, known only now
+                r = head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
+                p = tempered_probs(rows_logits[j] + r.to(base.device, torch.float64), temperature)
             drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
             rows.append(p)
         return drafts, rows

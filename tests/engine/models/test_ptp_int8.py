@@ -59,3 +59,30 @@ def test_a_head_without_the_low_rank_term_gets_its_copy_too():
         resid, gate = twin.draft_pass(torch.randn(1, 3, 32), torch.randint(2, 40, (1, 3)),
                                       torch.rand(1, 3, dtype=torch.float64), torch.arange(3)[None])
     assert resid.shape == (1, 3, 40) and gate is None
+
+
+def test_the_causal_pass_is_the_masked_pass_with_or_without_stacked_projections():
+    """Block.causal (the one-pass round: no mask built, Q|K|V from one layer when the drafting copy
+    has one) computes what the general cached pass computes for the same rows."""
+    head = _head()
+    x, pos = torch.randn(1, 6, 32), torch.arange(4, 10)[None]
+    with torch.no_grad():
+        want = head._extend(x, pos, [])
+        r = head.blocks[0].rope(pos, x)
+
+        def causal() -> torch.Tensor:
+            y = x
+            for blk in head.blocks:
+                y = blk.causal(y, r)
+            return y
+
+        assert torch.allclose(causal(), want, atol=1e-5)
+        for blk in head.blocks:  # the stacked layer, in float32: the same numbers up to rounding
+            blk.qkv_proj = torch.nn.Linear(32, 96, bias=False)
+            blk.qkv_proj.weight.copy_(torch.cat([blk.q.weight, blk.k.weight, blk.v.weight]))
+        assert torch.allclose(causal(), want, atol=1e-5)
+        full, first = causal(), head._extend(x[:, :3], pos[:, :3], [])
+        assert torch.allclose(full[:, :3], first, atol=1e-5), "a row must not see the rows after it"
+    twin = int8_copy(_head())
+    assert all(isinstance(b.qkv_proj, torch.ao.nn.quantized.dynamic.Linear) for b in twin.blocks)
+    assert [n for n, mod in twin.named_modules() if type(mod) is torch.nn.Linear] == [], "every linear layer in int8"

@@ -94,7 +94,7 @@ class DraftHead:
         self.config = SimpleNamespace(window=window)
         if mode is not None:  # None: an old checkpoint's config, without the field
             self.config.mode = mode
-        self.in_proj = SimpleNamespace(weight=torch.zeros(1, dtype=torch.float32))
+        self.norm = SimpleNamespace(weight=torch.zeros(1, dtype=torch.float32))
         self.steps: list[tuple[torch.Tensor, int, int]] = []  # (hid row, token before, model position)
         self.windows: list[tuple[list[int], list[int]]] = []
         self.asked_at: list[int] = []
