@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .layers import Block, rope, special_token_mask
+from .layers import Block, _rows_mm, cpu_transposed, rope, special_token_mask
 
 IGNORE = -100  # cross_entropy's ignore_index: a target that counts for nothing
 DEFAULTS = dict(vocab_size=260, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, max_positions=513,
@@ -150,8 +150,14 @@ class AsArmMixin:
             cache.n = past + nc
         h = self.norm(x)
         if not states:
-            return self.head(h)
-        return (self.head(h if head_rows is None else h[:, :head_rows]), h)
+            return self.output_head(h)
+        return (self.output_head(h if head_rows is None else h[:, :head_rows]), h)
+
+    def output_head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits [B, L, V] of normed states h [B, L, d]: `self.head`, from its [in, out] copy
+        on a CPU at inference (layers.cpu_transposed)."""
+        wt = cpu_transposed(self, ((self.head.weight,),))
+        return self.head(h) if wt is None else _rows_mm(h, wt[0])
 
     def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
         """Teacher-forced joint NLL: ids [B, L] (BOS at 0), masked [B, L] bool. Masked positions

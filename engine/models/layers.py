@@ -61,6 +61,34 @@ def _rows_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return F.linear(x.reshape(b * l, din), w).view(b, l, w.shape[0])
 
 
+def cpu_transposed(owner: nn.Module, groups: tuple[tuple[torch.Tensor, ...], ...]) -> tuple[torch.Tensor, ...] | None:
+    """Inference on a CPU: each group of weights stacked along their outputs and copied as one
+    contiguous [in, out] matrix, cached on `owner` and rebuilt when a weight's storage or version
+    changes (load_state_dict, an optimizer step, .to()). Why: at the few rows of a decoding call,
+    MKL multiplies x @ W^T from an [in, out] copy markedly faster than from the [out, in] layout
+    nn.Linear keeps (docs/RESULTS.md, "The weights' layout"). None while training (gradients
+    flow through the layers themselves) and off the CPU (where the layers' own matmuls are the
+    fast ones): the caller then uses its layers."""
+    ws = [w for g in groups for w in g]
+    if ws[0].device.type != "cpu" or (torch.is_grad_enabled() and any(w.requires_grad for w in ws)):
+        return None
+    key = tuple((w.data_ptr(), w._version) for w in ws) + (ws[0].dtype,)
+    if owner.__dict__.get("_cpu_key") != key:
+        with torch.no_grad():  # plain attributes: never in the state dict
+            owner.__dict__["_cpu_w"] = tuple(torch.cat(g).t().contiguous() for g in groups)
+        owner.__dict__["_cpu_key"] = key
+    return owner.__dict__["_cpu_w"]
+
+
+def _rows_mm(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [B, L, Din] @ wt [Din, Dout] (+ bias) as one 2-D matmul: `_rows_linear` for a weight
+    kept as a contiguous [in, out] copy (Block.cpu_weights)."""
+    b, l, din = x.shape
+    x2 = x.reshape(b * l, din)
+    y = torch.mm(x2, wt) if bias is None else torch.addmm(bias, x2, wt)
+    return y.view(b, l, wt.shape[1])
+
+
 class Block(nn.Module):
     """Pre-norm attention + MLP. `attend` lets any rows attend to any keys under a boolean mask,
     which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
@@ -112,6 +140,11 @@ class Block(nn.Module):
             self._kv_key = key
         return self._kv
 
+    def cpu_weights(self) -> tuple[torch.Tensor, ...] | None:
+        """The K|V, Q, O, MLP-in and MLP-out weights as `cpu_transposed` copies (None: use the layers)."""
+        return cpu_transposed(self, ((self.k.weight, self.v.weight), (self.q.weight,), (self.o.weight,),
+                                     (self.mlp[0].weight,), (self.mlp[2].weight,)))
+
     def lean_step(
         self, x: torch.Tensor, nc: int, r_all: Rope, r_c: Rope, mask: torch.Tensor, cache=None, layer: int = 0,
         last: bool = False,
@@ -126,19 +159,25 @@ class Block(nn.Module):
         arithmetic as `qkv`/`attend`, batched differently: float rounding may differ in the last
         bits (tests/engine/models/test_speed_exact.py bounds it)."""
         b, n, d = x.shape
+        cw = self.cpu_weights()
         xn = self.ln1(x)
-        kv = _rows_linear(xn[:, :nc], self.kv_weight())
+        kv = _rows_linear(xn[:, :nc], self.kv_weight()) if cw is None else _rows_mm(xn[:, :nc], cw[0])
         k = rotate(self.split(kv[..., :d]), r_c)
         v = self.split(kv[..., d:])
         if cache is not None:
             k, v = cache.write(layer, k, v)
         if last:
             x, xn = x[:, nc:], xn[:, nc:]
-        q = rotate(self.split(_rows_linear(xn, self.q.weight)), r_all)
+        q = rotate(self.split(_rows_linear(xn, self.q.weight) if cw is None else _rows_mm(xn, cw[1])), r_all)
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         _, h, l, hd = a.shape
-        x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * hd)))
-        return x + self.drop(self.mlp(self.ln2(x)))
+        a = a.transpose(1, 2).reshape(b, l, h * hd)
+        if cw is None:
+            x = x + self.drop(self.o(a))
+            return x + self.drop(self.mlp(self.ln2(x)))
+        x = x + _rows_mm(a, cw[2])
+        hid = self.mlp[1](_rows_mm(self.ln2(x), cw[3], self.mlp[0].bias))
+        return x + _rows_mm(hid, cw[4], self.mlp[2].bias)
 
     def causal(self, x: torch.Tensor, r: Rope) -> torch.Tensor:
         """Residual update of rows x [B, L, D] that are their own keys, row i seeing rows <= i: a

@@ -140,7 +140,7 @@ class AsArmOracle:
         """Logits, as `call` returns them, of query rows whose states a call returned without their
         logits (`logit_rows`): the model's output head on those states, for the query positions."""
         t0 = time.perf_counter()
-        out = self._finish(self.model.head(states), positions)
+        out = self._finish(self.model.output_head(states[None])[0], positions)
         self.seconds += time.perf_counter() - t0
         return out
 

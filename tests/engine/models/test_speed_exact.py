@@ -219,8 +219,9 @@ def test_lite_loader_is_the_hugging_face_model(text_asarm):
     assert text_asarm.codec.alphabet() == full.alphabet()
 
 
-def test_stacked_kv_weight_follows_weight_changes(tiny_asarm):
-    """The cached K|V weight is rebuilt when a weight changes in place (an optimizer step,
+def test_cached_weight_copies_follow_weight_changes(tiny_asarm):
+    """The cached weights (the stacked K|V, the CPU's [in, out] copies of every matrix and of the
+    output head) are rebuilt when a weight changes in place (an optimizer step,
     load_state_dict): the fast forward keeps matching the original code."""
     model = tiny_asarm.model
     ids = torch.tensor([[model.config.bos_token_id, 4, 5, 6]])
@@ -232,10 +233,12 @@ def test_stacked_kv_weight_follows_weight_changes(tiny_asarm):
         with torch.inference_mode():
             before = model(ids, pos, rank, pos, lim)
         last = before
-        for name, change in (("v", lambda w: w.mul_(1.5)), ("k", lambda w: w.mul_(1.3))):  # each one alone
+        layers = {"v": lambda b: b.v, "k": lambda b: b.k, "q": lambda b: b.q, "o": lambda b: b.o,
+                  "mlp in": lambda b: b.mlp[0], "mlp out": lambda b: b.mlp[2], "output head": lambda b: model.head}
+        for name, layer in layers.items():  # each one alone
             with torch.no_grad():
-                for blk in model.blocks:
-                    change(getattr(blk, name).weight)
+                for blk in model.blocks[:1] if name == "output head" else model.blocks:
+                    layer(blk).weight.mul_(1.5)
             with torch.inference_mode():
                 after = model(ids, pos, rank, pos, lim)
                 assert close(after, reference_forward(model, ids, pos, rank, pos, lim)), name
