@@ -72,7 +72,7 @@ def cpu_transposed(owner: nn.Module, groups: tuple[tuple[torch.Tensor, ...], ...
     ws = [w for g in groups for w in g]
     if ws[0].device.type != "cpu" or (torch.is_grad_enabled() and any(w.requires_grad for w in ws)):
         return None
-    key = tuple((w.data_ptr(), w._version) for w in ws) + (ws[0].dtype,)
+    key = [ws[0].dtype] + [(w.data_ptr(), w._version) for w in ws]
     if owner.__dict__.get("_cpu_key") != key:
         with torch.no_grad():  # plain attributes: never in the state dict
             owner.__dict__["_cpu_w"] = tuple(torch.cat(g).t().contiguous() for g in groups)
@@ -142,8 +142,9 @@ class Block(nn.Module):
 
     def cpu_weights(self) -> tuple[torch.Tensor, ...] | None:
         """The K|V, Q, O, MLP-in and MLP-out weights as `cpu_transposed` copies (None: use the layers)."""
-        return cpu_transposed(self, ((self.k.weight, self.v.weight), (self.q.weight,), (self.o.weight,),
-                                     (self.mlp[0].weight,), (self.mlp[2].weight,)))
+        mods, mlp = self._modules, self._modules["mlp"]._modules  # plain dict reads: this runs every layer of every call
+        w = [mods[n]._parameters["weight"] for n in ("k", "v", "q", "o")] + [mlp[i]._parameters["weight"] for i in ("0", "2")]
+        return cpu_transposed(self, ((w[0], w[1]), (w[2],), (w[3],), (w[4],), (w[5],)))
 
     def lean_step(
         self, x: torch.Tensor, nc: int, r_all: Rope, r_c: Rope, mask: torch.Tensor, cache=None, layer: int = 0,
