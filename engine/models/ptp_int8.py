@@ -1,16 +1,24 @@
-"""The PTP head as assd-ptp drafts with it on a CPU: its big matrices in int8.
+"""The PTP head as assd-ptp drafts with it on a CPU: its linear layers in int8, one row at a time.
 
-Why: on a CPU a drafting pass over k = 5 rows is bound by reading the weights, not by arithmetic
-(the text head's 3 blocks, output projection and low-rank term are ~25 MB of float32, read once a
-round, about a third of what the AS-ARM's verify call reads). Dynamic int8 quantisation of those
-linear layers reads a quarter of the bytes. The head's output is a proposal, so its exact numbers
-do not matter for the law: assd-ptp stays exact whatever the head computes (engine/samplers/ptp.py);
-only how often drafts are accepted can move, which `bench assd` measures.
+Why int8: on a CPU a drafting pass over k = 3-5 rows is bound by reading the weights, not by
+arithmetic (the text head's linear layers are ~25 MB of float32, read once a round, about a third
+of what the AS-ARM's verify call reads). Dynamic int8 quantisation reads a quarter of the bytes.
+The head's output is a proposal, so its exact numbers do not matter for the law, *provided* row j's
+proposal is still a function of the context and u_1..u_{j-1} only (engine/samplers/ptp.py).
 
-The embeddings and the norms stay float32 (lookups, or small). Each block
-also gets its Q, K and V weights stacked into one layer (`qkv_proj`, int8 like the rest), which
-`Block.causal` uses: the one-pass round makes one matmul call where it made three. The copy is
-made once per head object and kept beside it (not a submodule: never saved, never trained).
+Why one row at a time: dynamic quantisation picks one activation scale per call from the range of
+its whole input. Fed a round's rows together, row j's numbers would depend on the rows after it,
+which read u_j (and e_j): p_j would depend on the very uniform d_j is drawn with, and the
+speculative test would no longer be exact (the copy did exactly that from 2026-11-27 to 2026-11-28:
+on the text head, changing u_2 alone moved rows 1-2's residuals by up to 0.1;
+tests/engine/models/test_ptp_int8.py now holds every row <= j bitwise fixed). `RowInt8` gives each
+row its own call, so each row's scale is its own; the float32 head needs no such care (a matmul's
+row i reads row i only).
+
+The embeddings and the norms stay float32 (lookups, or small). Each block also gets its Q, K and V
+weights stacked into one layer (`qkv_proj`, int8 like the rest), which `Block.causal` uses: one
+matmul call per row where it made three. The copy is made once per head object and kept beside it
+(not a submodule: never saved, never trained).
 """
 
 from __future__ import annotations
@@ -22,13 +30,36 @@ import torch
 from torch import nn
 
 #: layers of the head quantised for CPU drafting: every linear layer (blocks, output projection, low-rank term,
-#: input projections); at 3-5 rows an int8 matmul costs a quarter of a float32 one even for the 384 x 384 ones
+#: input projections)
 INT8_LAYERS = ("blocks", "out", "prev_out", "in_proj", "u_embed", "prev_gate")
+
+
+class RowInt8(nn.Module):
+    """A dynamically quantised int8 linear layer applied to each row of its input by itself (see
+    the module's docstring: a row's activation scale must not depend on the other rows)."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        y = torch.cat([self.layer(rows[i : i + 1]) for i in range(rows.shape[0])])
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def _rowwise(module: nn.Module) -> None:
+    """Wrap every int8 linear layer below `module` in RowInt8 (in place)."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.ao.nn.quantized.dynamic.Linear):
+            setattr(module, name, RowInt8(child))
+        else:
+            _rowwise(child)
 
 
 def int8_copy(head: nn.Module) -> nn.Module:
     """A copy of `head` whose INT8_LAYERS' nn.Linear layers are dynamically quantised to int8
-    (weights int8 per tensor, activations quantised per call), cached on the head."""
+    (weights int8 per tensor, activations quantised per row: RowInt8), cached on the head."""
     cached = head.__dict__.get("_int8_copy")
     if cached is not None:
         return cached
@@ -44,6 +75,7 @@ def int8_copy(head: nn.Module) -> nn.Module:
             if layer is not None:
                 setattr(twin, name, torch.ao.quantization.quantize_dynamic(
                     nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)[0])
+    _rowwise(twin)
     twin.eval()
     head.__dict__["_int8_copy"] = twin
     return twin

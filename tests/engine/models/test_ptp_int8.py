@@ -84,5 +84,28 @@ def test_the_causal_pass_is_the_masked_pass_with_or_without_stacked_projections(
         full, first = causal(), head._extend(x[:, :3], pos[:, :3], [])
         assert torch.allclose(full[:, :3], first, atol=1e-5), "a row must not see the rows after it"
     twin = int8_copy(_head())
-    assert all(isinstance(b.qkv_proj, torch.ao.nn.quantized.dynamic.Linear) for b in twin.blocks)
+    assert all(isinstance(b.qkv_proj.layer, torch.ao.nn.quantized.dynamic.Linear) for b in twin.blocks)
     assert [n for n, mod in twin.named_modules() if type(mod) is torch.nn.Linear] == [], "every linear layer in int8"
+
+
+def test_the_int8_copy_keeps_each_row_blind_to_the_uniforms_after_it():
+    """Exactness of assd-ptp with the int8 copy: row j's residual and gate are functions of u_1..u_{j-1}
+    only, bitwise. Row j + 1 reads u_j; with one activation scale per call over all rows (dynamic
+    quantisation fed the round at once) changing u_j would move rows <= j, and p_j would depend on
+    the uniform d_j is drawn with. Here each row has its own scale (RowInt8)."""
+    head = _head()
+    with torch.no_grad():  # a trained head's activations: large and varied enough for the scales to move
+        head.u_embed.weight.normal_(0, 0.5)  # zero at init: an untrained head reads no uniform
+        for blk in head.blocks:
+            blk.mlp[2].weight.normal_(0, 0.5)
+    twin = int8_copy(head)
+    hid, e_prev, pos = torch.randn(1, 5, 32), torch.randint(2, 40, (1, 5)), torch.arange(3, 8)[None]
+    u = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8]], dtype=torch.float64)
+    with torch.no_grad():
+        r, g = twin.draft_pass(hid, e_prev, u, pos)
+        for j in range(1, 5):  # u_prev[:, j] = u_j is read by row j alone
+            later = u.clone()
+            later[0, j] = 0.999
+            r2, g2 = twin.draft_pass(hid, e_prev, later, pos)
+            assert torch.equal(r2[:, :j], r[:, :j]) and torch.equal(g2[:, :j], g[:, :j]), f"rows < {j} moved with u of row {j}"
+            assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"

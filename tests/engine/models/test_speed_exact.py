@@ -262,12 +262,19 @@ def test_training_gradients_reach_the_key_and_value_weights(tiny_asarm):
     limit = torch.where(masked, rank, torch.ones_like(rank))
     blk = model.blocks[0]
     grads = []
-    for fwd in (lambda: model(ids, pos, rank, pos, limit),
-                lambda: reference_forward.__wrapped__(model, ids, pos, rank, pos, limit)):
+    frozen = [p for p in model.parameters() if not p.requires_grad]  # a PTP test froze the shared model as a teacher
+    for p in frozen:
+        p.requires_grad_(True)
+    try:
+        for fwd in (lambda: model(ids, pos, rank, pos, limit),
+                    lambda: reference_forward.__wrapped__(model, ids, pos, rank, pos, limit)):
+            model.zero_grad()
+            with torch.enable_grad():
+                fwd()[masked].logsumexp(-1).sum().backward()
+            grads.append((blk.k.weight.grad.clone(), blk.v.weight.grad.clone()))
+    finally:
         model.zero_grad()
-        with torch.enable_grad():
-            fwd()[masked].logsumexp(-1).sum().backward()
-        grads.append((blk.k.weight.grad.clone(), blk.v.weight.grad.clone()))
-    model.zero_grad()
+        for p in frozen:
+            p.requires_grad_(False)
     for a, r in zip(grads[0], grads[1]):
         assert r.abs().max() > 0 and close(a, r)
