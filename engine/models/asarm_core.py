@@ -118,7 +118,7 @@ class AsArmMixin:
         such as the PTP head reads (no forward hook needed). With `head_rows` (and `states`), the
         output head runs on the first head_rows query rows only: a caller that reads the other
         rows' logits for one outcome out of several (pipelined ASSD) puts those states through
-        `self.head` itself, and the 4,096-wide head never runs on rows nobody reads."""
+        `output_head` itself, and the 4,096-wide head never runs on rows nobody reads."""
         past = len(cache) if cache is not None else 0
         key_rank = content_rank if not past else torch.cat([cache.ranks, content_rank], 1)
         nc = content_rank.shape[1]

@@ -68,13 +68,17 @@ def cpu_transposed(owner: nn.Module, groups: tuple[tuple[torch.Tensor, ...], ...
     MKL multiplies x @ W^T from an [in, out] copy markedly faster than from the [out, in] layout
     nn.Linear keeps (docs/RESULTS.md, "The weights' layout"). None while training (gradients
     flow through the layers themselves) and off the CPU (where the layers' own matmuls are the
-    fast ones): the caller then uses its layers."""
+    fast ones), and in train() mode (the fast path has no dropout): the caller then uses its layers.
+    One grouping per owner. A weight edited through `.data` keeps its version: call
+    `load_state_dict` or edit the parameter itself, as every caller here does."""
     ws = [w for g in groups for w in g]
-    if ws[0].device.type != "cpu" or (torch.is_grad_enabled() and any(w.requires_grad for w in ws)):
+    if ws[0].device.type != "cpu" or owner.training or (torch.is_grad_enabled() and any(w.requires_grad for w in ws)):
         return None
     key = [ws[0].dtype] + [(w.data_ptr(), w._version) for w in ws]
     if owner.__dict__.get("_cpu_key") != key:
-        with torch.no_grad():  # plain attributes: never in the state dict
+        # plain attributes, never in the state dict; ordinary tensors even when first built inside
+        # an inference_mode call, so a later call with gradients on its inputs can save them
+        with torch.inference_mode(False), torch.no_grad():
             owner.__dict__["_cpu_w"] = tuple(torch.cat(g).t().contiguous() for g in groups)
         owner.__dict__["_cpu_key"] = key
     return owner.__dict__["_cpu_w"]

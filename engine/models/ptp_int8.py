@@ -43,6 +43,7 @@ class RowInt8(nn.Module):
         self.layer = layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in] -> [..., out], one call of the int8 layer per row."""
         rows = x.reshape(-1, x.shape[-1])
         y = torch.cat([self.layer(rows[i : i + 1]) for i in range(rows.shape[0])])
         return y.view(*x.shape[:-1], y.shape[-1])

@@ -278,3 +278,22 @@ def test_training_gradients_reach_the_key_and_value_weights(tiny_asarm):
             p.requires_grad_(False)
     for a, r in zip(grads[0], grads[1]):
         assert r.abs().max() > 0 and close(a, r)
+
+
+def test_a_model_in_train_mode_keeps_its_dropout_without_gradients(tiny_asarm):
+    """The CPU's [in, out] copies skip the layers, dropout included: a model in train() mode takes
+    its layers even under no_grad, so its dropout still drops."""
+    model = tiny_asarm.model
+    ids = torch.tensor([[model.config.bos_token_id, 4, 5, 6]])
+    pos, rank, lim = torch.arange(4)[None], torch.tensor([[0, 1, 2, 3]]), torch.tensor([[1, 2, 3, 4]])
+    drops = [blk.drop for blk in model.blocks]
+    try:
+        for blk in model.blocks:
+            blk.drop = torch.nn.Dropout(0.5)
+        model.train()
+        with torch.no_grad():
+            assert not close(model(ids, pos, rank, pos, lim), model(ids, pos, rank, pos, lim)), "dropout skipped"
+    finally:
+        model.eval()
+        for blk, d in zip(model.blocks, drops):
+            blk.drop = d
