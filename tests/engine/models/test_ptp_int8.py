@@ -109,3 +109,22 @@ def test_the_int8_copy_keeps_each_row_blind_to_the_uniforms_after_it():
             r2, g2 = twin.draft_pass(hid, e_prev, later, pos)
             assert torch.equal(r2[:, :j], r[:, :j]) and torch.equal(g2[:, :j], g[:, :j]), f"rows < {j} moved with u of row {j}"
             assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"
+
+
+def test_row_int8_gives_every_row_what_the_layer_gives_it_alone():
+    """RowInt8 on a [2, 5, 4] input (10 rows, more rows than features): each output row is the int8
+    layer's answer for that row alone, in place."""
+    from engine.models.ptp_int8 import RowInt8
+
+    import warnings
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():  # torch's eager quantisation API announces its successor
+        warnings.simplefilter("ignore")
+        layer = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(4, 3)), {torch.nn.Linear},
+                                                       dtype=torch.qint8)[0]
+    x = torch.randn(2, 5, 4) * torch.arange(1, 11, dtype=torch.float32).view(2, 5, 1)  # rows of very different ranges
+    y = RowInt8(layer)(x)
+    want = torch.stack([torch.stack([layer(x[b, i : i + 1])[0] for i in range(5)]) for b in range(2)])
+    assert y.shape == (2, 5, 3) and torch.equal(y, want)
+    assert not torch.equal(layer(x.reshape(10, 4)).view(2, 5, 3), want), "one scale for all rows would differ"
