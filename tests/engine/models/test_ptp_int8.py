@@ -114,9 +114,9 @@ def test_the_int8_copy_keeps_each_row_blind_to_the_uniforms_after_it():
 def test_row_int8_gives_every_row_what_the_layer_gives_it_alone():
     """RowInt8 on a [2, 5, 4] input (10 rows, more rows than features): each output row is the int8
     layer's answer for that row alone, in place."""
-    from engine.models.ptp_int8 import RowInt8
-
     import warnings
+
+    from engine.models.ptp_int8 import RowInt8
 
     torch.manual_seed(0)
     with warnings.catch_warnings():  # torch's eager quantisation API announces its successor
