@@ -13,7 +13,7 @@ The rule for values, one for the Python API, the CLI and the app:
 Whole-number knobs (k, steps, inner, seed) take ints, strings of ASCII digits (a 64-bit seed does
 not fit a JSON double, so the HTTP API sends it as digits) and floats that are exactly whole and
 below 2**53; everything else (5.5, "abc", True, None, NaN, a list) is refused with the knob's
-name. Real-valued knobs (temperature, dtau) take numbers and numeric strings, never NaN or a bool.
+name. Real-valued knobs (temperature, confidence, dtau) take numbers and numeric strings, never NaN or a bool.
 Refusing here, before a model loads, is what keeps `steps=2.5` from failing mid-run.
 """
 
@@ -76,6 +76,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob(name="inner", type=int, default=1, range=(1, 64),
          help="How many times each outer step drafts and checks again before the window grows.",
          group="diffusion"),
+    Knob(name="confidence", type=float, default=0.5, range=(0.0, 1.0),
+         help="How sure the n-gram drafter must stay to keep drafting a round (the product of its rows' top "
+         "probabilities), below which the model samples the next token itself; 0 drafts k every round.",
+         ui_step=0.05),
 ]}
 
 #: the run's seed: every sampler reads it (its range is engine.seeding.SEED_MAX)

@@ -14,10 +14,13 @@ import time
 import torch
 
 from engine.cli import add_device_arg
+from engine.errors import InfillError
 from engine.loading.device import apply_device_flag
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
+from engine.params import read_knobs, refuse_unknown
+from engine.samplers import SAMPLERS
 
 from .bench_samplers import ASSD_BENCH
 from .progress import add_quiet_arg, set_quiet
@@ -40,6 +43,21 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
+def sampler_setting(s: str) -> tuple[str, str, dict[str, str]]:
+    """A --samplers entry as (sampler, option, knobs): "sequential+cache" is a sampler with its KV cache
+    switched on, "assd-ngram:confidence=0" one with a knob of its own (engine.params.KNOBS, read and
+    checked by the run like any knob), so two settings of one sampler are measured side by side."""
+    base, *sets = s.split(":")
+    name, _, opt = base.partition("+")
+    knobs = {}
+    for kv in sets:
+        knob, eq, value = kv.partition("=")
+        if not eq:
+            raise ValueError(f"{kv!r} in {s!r} is not KNOB=VALUE")
+        knobs[knob] = value
+    return name, opt, knobs
+
+
 def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float,
                  draft_model: str | None = None) -> dict:
     """Every sampler on one input, one right after the other (drift in machine load hits every
@@ -47,9 +65,9 @@ def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, te
     seconds inside the AS-ARM's calls and inside the drafter (the rest is the host's work)."""
     out = {}
     for s in samplers:
-        name, _, opt = s.partition("+")  # "sequential+cache": a sampler with its KV cache switched on
+        name, opt, knobs = sampler_setting(s)
         d = drain(lm, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None,
-                  draft_model=draft_model if name == "assd-ptp" else None)
+                  draft_model=draft_model if name == "assd-ptp" else None, **knobs)
         res = d.result
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
                   "cpu": d.cpu, "drafter_passes": d.run.drafter_passes[0], "fills": [sp.text for sp in res.spans],
@@ -304,6 +322,18 @@ def cli(argv: list[str]) -> int:
         ap.error(f"--k: expected whole numbers separated by commas, got {a.k!r}")
     if any(not 1 <= k <= 64 for k in ks):
         ap.error("--k: each draft length must be between 1 and 64")
+    for entry in a.samplers.split(","):  # refused before any model loads: a typo costs no run
+        try:
+            name, _, knobs = sampler_setting(entry)
+        except ValueError as e:
+            ap.error(f"--samplers: {e}")
+        if name not in SAMPLERS:
+            ap.error(f"--samplers: unknown sampler {name!r} in {entry!r}; known: {', '.join(sorted(SAMPLERS))}")
+        try:
+            refuse_unknown(knobs, "bench assd --samplers")
+            read_knobs(knobs)
+        except InfillError as e:
+            ap.error(f"--samplers {entry!r}: {e}")
     model, windows = a.model or default_model(a.domain, "asarm"), None
     if a.xlnet_base_random:
         from .bench_xlnet import random_windows, xlnet_base_random

@@ -64,11 +64,15 @@ def commit_exact(
     return rec(StepKind.ACCEPT, rnd, [pos], [tok], [prob], [prob], note=why, tested=False)
 
 
-def _bonus(oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, q_row: torch.Tensor, gen: torch.Generator) -> Step:
+def _bonus(oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, q_row: torch.Tensor, gen: torch.Generator,
+           exact_only: bool = False) -> Step:
     """Every draft passed: the density pass's extra row already saw them all, so it is the exact
-    target of the next position, and sampling it gives one more token for free."""
+    target of the next position, and sampling it gives one more token for free. With `exact_only`
+    (a round without drafts) that row was the call's only one: a sequential step, a SAMPLE."""
     tok = sample_categorical(q_row, gen)
     oracle.commit(pos, tok)
+    if exact_only:
+        return rec(StepKind.SAMPLE, rnd, [pos], [tok], q=[float(q_row[tok])])
     return rec(StepKind.BONUS, rnd, [pos], [tok], q=[float(q_row[tok])], note="free exact row")
 
 
@@ -131,7 +135,10 @@ def assd_drafted(
     drafter_seconds: list[float] | None = None,
 ) -> Iterator[Step]:
     """ASSD with an outside drafter (n-gram, masked diffusion): one density pass per round checks
-    every draft (none is exact), and its extra row gives a free token when all are accepted.
+    every draft (none is exact), and its extra row gives a free token when all are accepted. A
+    drafter may draft only a prefix of the round's positions, even none: the round then ends at its
+    last draft, and with no draft the call's one row is the next position's exact row (a
+    sequential step, recorded as a SAMPLE).
     `extra_calls[0]` accumulates the drafter's own network calls (a different network) and
     `drafter_passes[0]` its forward passes (the drafter's `passes` counter; 0 for an n-gram), and
     `drafter_seconds[0]` the wall seconds its proposals took (bench assd's drafter share of a round)."""
@@ -146,6 +153,7 @@ def assd_drafted(
         before = getattr(drafter, "passes", 0)
         t0 = time.perf_counter()
         drafts, p_rows, spent = drafter.propose(known, positions, gen, temperature)
+        positions, t = positions[: len(drafts)], n + len(drafts)  # the drafter may stop early
         if drafter_seconds is not None:
             drafter_seconds[0] += time.perf_counter() - t0
         extra_calls[0] += spent
@@ -153,17 +161,20 @@ def assd_drafted(
             drafter_passes[0] += getattr(drafter, "passes", 0) - before
         if spent:
             yield rec(StepKind.MDM_PASS, rnd, note=f"{drafter.name} drafter: {spent:g} calls")
-        yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
-                  note=f"{drafter.name} drafts")
+        if drafts:
+            yield rec(StepKind.DRAFT, rnd, positions, drafts, [float(p_rows[i][d]) for i, d in enumerate(drafts)],
+                      note=f"{drafter.name} drafts" + (f" ({len(drafts)} of {k}: not sure enough of the next)"
+                                                      if t < min(n + k, big_n) else ""))
         queries = [(pos, i) for i, pos in enumerate(positions)]
         if t < big_n:
             queries.append((order[t], len(positions)))
         q = tempered_probs(oracle.call(list(zip(positions, drafts)), queries), temperature)
-        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions)} drafts")
+        yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {len(positions)} drafts" if drafts
+                  else f"{drafter.name} drafter not sure enough: query 1 position")
         j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, dict(enumerate(q)), gen), known)
         n += j + 1 if j < len(positions) else len(positions)
         if j == len(positions) and t < big_n:
-            step = _bonus(oracle, rec, rnd, order[t], q[-1], gen)
+            step = _bonus(oracle, rec, rnd, order[t], q[-1], gen, exact_only=not drafts)
             known[order[t]] = step.tokens[0]
             yield step
             n += 1

@@ -34,6 +34,12 @@ class Drafter(Protocol):
     taken in rank order (draft j's row from the context and drafts < j only). It never sees the
     acceptance randomness of the rows it proposes: the verifier draws that from `gen` *after*
     `propose` returns, so every proposal row is fixed first, which is all exactness needs.
+
+    How many it drafts: drafts for a prefix of the positions, possibly none (the verifier's rows
+    decide the rest of the round exactly). Whether it drafts position j may depend on what row j may
+    read (the context, the drafts before j, its own randomness), never on draft j itself: stopping
+    *because of* the token drawn would turn the proposal into p restricted to the kept tokens while
+    the test still divides by p (tests/engine/samplers/test_rounds.py watches such a drafter fail).
     """
 
     name: str  # shown in the trace ("ngram drafts")
@@ -42,8 +48,9 @@ class Drafter(Protocol):
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
-        """Drafts for `positions`, the proposal rows (probability vectors over the vocabulary) they were
-        drawn from, and the calls spent, in the drafting network's own units (0 without a network)."""
+        """Drafts for `positions` (or a prefix of them), the proposal rows (probability vectors over the
+        vocabulary) they were drawn from, and the calls spent, in the drafting network's own units (0
+        without a network)."""
         ...
 
 

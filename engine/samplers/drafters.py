@@ -33,15 +33,24 @@ from .spec import SamplerSpec, knob_names
 class NgramDrafter(Drafter):
     """A `Drafter` without a network. Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
     and decided text, drafts left to right (each draft conditions on the previous draft), and mixes
-    in a smoothed context unigram so that unseen contexts still propose something sensible."""
+    in a smoothed context unigram so that unseen contexts still propose something sensible.
+
+    It drafts only while it is sure enough: `sure`, the product of its rows' top probabilities so far,
+    must stay >= `confidence` (the knob), else the round stops drafting there and the verifier's row
+    decides that position exactly (a round with no draft is one sequential step). Why: each draft
+    costs the verify call two rows, a content row and a query row, whether it is accepted or not,
+    and a bigram row of a mostly masked window is seldom right; the top probability is a number of the
+    row alone, known before the draft is drawn (docs/DESIGN.md, "Drafting only where it pays")."""
 
     name = "ngram"
     passes = 0  # no network: no forward passes (bench assd's drafter_passes)
 
-    def __init__(self, *, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1):
+    def __init__(self, *, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1,
+                 confidence: float = 0.0):
         self.allowed = torch.ones(vocab_size, dtype=torch.float64)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
+        self.confidence = confidence  # 0: a draft for every position, as the paper's rounds
         self.index = NgramIndex(vocab_size)  # counts kept up to date, not recounted each round
         self.uni_row: torch.Tensor  # the smoothed unigram row, recomputed only when the counts moved (the
         # index starts "changed", so the first propose computes it)
@@ -49,7 +58,8 @@ class NgramDrafter(Drafter):
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
-        """known[i] is the token at position i or None. Returns drafts, proposal rows, calls spent."""
+        """known[i] is the token at position i or None. Returns drafts for a prefix of `positions`
+        (possibly none: see `confidence`), their proposal rows, calls spent."""
         index = self.index
         index.sync(known)
         if index.changed:
@@ -59,6 +69,7 @@ class NgramDrafter(Drafter):
         uni = self.uni_row
         drafts, rows = [], []
         drafted: dict[int, int] = {}  # this round's drafts by position: a later draft's context
+        sure = 1.0
         for pos in positions:
             prev = drafted.get(pos - 1, known[pos - 1]) if pos > 0 else None
             row = uni
@@ -66,6 +77,9 @@ class NgramDrafter(Drafter):
                 b = index.big[prev] * self.allowed
                 if float(b.sum()) > 0:  # a context seen only before special tokens has no bigram row
                     row = self.mix * b / b.sum() + (1 - self.mix) * uni
+            sure *= float(row.max())  # of the row alone: fixed before its draft is drawn
+            if sure < self.confidence:
+                break  # this position and the rest of the round: the verifier's exact rows
             tok = sample_categorical(row, gen)
             drafted[pos] = tok
             drafts.append(tok)
@@ -73,10 +87,10 @@ class NgramDrafter(Drafter):
         return drafts, rows, 0.0
 
 
-def _ngram(ctx) -> Drafter:
-    """Bigrams of the run's own context: no network, no knob."""
+def _ngram(ctx, *, confidence: float) -> Drafter:
+    """Bigrams of the run's own context: no network; `confidence` says how sure it must stay to draft."""
     cfg = ctx.lm.codec
-    return NgramDrafter(vocab_size=cfg.vocab_size, special_ids=cfg.special_ids)
+    return NgramDrafter(vocab_size=cfg.vocab_size, special_ids=cfg.special_ids, confidence=confidence)
 
 
 def _diffusion(ctx, *, steps: int) -> Drafter:
@@ -132,7 +146,8 @@ def drafted(name: str) -> Callable[..., Iterator[Step]]:
 #: the catalogue's entries (engine.samplers.SAMPLERS) of ASSD drafted by a drafter of the table above
 NGRAM_SPEC = SamplerSpec(
     name="assd-ngram", kind="asarm", cache=True,
-    help="ASSD whose drafts come from bigrams of the context instead of the network. Exact.",
+    help="ASSD whose drafts come from bigrams of the context instead of the network, drafted only while "
+    "the bigrams are sure enough (confidence). Exact.",
     run=drafted("ngram"))
 DIFFUSION_SPEC = SamplerSpec(
     name="assd-diffusion", kind="asarm", cache=True,

@@ -54,10 +54,11 @@ def test_engine_limits_are_the_tables():
 @pytest.mark.parametrize("name", NUMERIC)
 def test_the_api_refuses_just_outside_the_tables_range(name):
     lo, hi = KNOBS[name].range
-    for bad in (lo - (1 if KNOBS[name].type is int else lo / 2), hi + (1 if KNOBS[name].type is int else hi / 10)):
+    for bad in (lo - (1 if KNOBS[name].type is int else (lo / 2 or 0.01)),  # a range from 0: -0.01
+                hi + (1 if KNOBS[name].type is int else hi / 10)):
         with pytest.raises(BadParameterError, match=name):
-            InfillRun("a [MASK] b", sampler="self-spec" if name in ("dtau", "inner", "steps") else "assd",
-                      **{name: bad})
+            InfillRun("a [MASK] b", sampler="self-spec" if name in ("dtau", "inner", "steps") else
+                      "assd-ngram" if name == "confidence" else "assd", **{name: bad})
 
 
 def test_window_choice_is_the_tables():

@@ -143,3 +143,28 @@ def test_mask_rate_lines_mask_the_same_positions_in_every_process(tiny_world, in
     other = read_inputs(inputs_file, codec, 128, seed=5)
     assert other.inputs[1].masked != a.inputs[1].masked and other.inputs[0].masked == a.inputs[0].masked
     assert len(a.inputs[1].masked) == round(0.4 * len(a.inputs[1].tokens))
+
+
+def test_bench_assd_measures_two_settings_of_one_sampler_side_by_side(tiny_world, inputs_file, capsys):  # noqa: F811
+    """`--samplers assd-ngram:confidence=0,assd-ngram`: one sampler with a knob of its own beside its
+    default, each its own row; the knob reaches the run (confidence 0 drafts every round; 1 never
+    drafts, so every round is one call and one token)."""
+    model = str(tiny_world / "models" / "text-asarm")
+    d, _ = _bench(capsys, ["bench", "assd", "--model", model, "--inputs", str(inputs_file), "--k", "3", "--json",
+                           "--samplers", "sequential-cache,assd-ngram:confidence=0,assd-ngram:confidence=1"])
+    rows = {r["sampler"]: r for r in d["rows"]}
+    assert set(rows) == {"sequential-cache", "assd-ngram:confidence=0", "assd-ngram:confidence=1"}
+    never = rows["assd-ngram:confidence=1"]
+    assert never["tokens_per_call"] == 1.0 and never["calls_mean"] == rows["sequential-cache"]["calls_mean"]
+    assert rows["assd-ngram:confidence=0"]["calls_mean"] < never["calls_mean"]
+
+
+@pytest.mark.parametrize("entry,says", [("assd-ngram:confidance=0", "unknown argument(s) confidance"),
+                                        ("assd-ngram:confidence=2", "outside the allowed range"),
+                                        ("assd-ngram:confidence", "is not KNOB=VALUE"),
+                                        ("assd-ngrm", "unknown sampler 'assd-ngrm'")])
+def test_bench_assd_refuses_a_bad_sampler_setting_before_it_runs(tiny_world, capsys, entry, says):  # noqa: F811
+    model = str(tiny_world / "models" / "text-asarm")
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "assd", "--model", model, "--samplers", f"sequential-cache,{entry}"])
+    assert e.value.code == 2 and says in capsys.readouterr().err

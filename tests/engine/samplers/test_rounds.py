@@ -45,10 +45,10 @@ def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 
         steps = assd(oracle, mi, rec, gen, temperature, k, bonus=name == "assd-bonus")
     elif name == "assd-pipelined":
         steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
-    elif name == "assd-ngram":
-        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(vocab_size=CODEC.vocab_size,
-                                                                                special_ids=CODEC.special_ids),
-                             extra)
+    elif name.startswith("assd-ngram"):  # "assd-ngram@0.5": with that confidence (plain: 0, a draft per position)
+        confidence = float(name.partition("@")[2] or 0)
+        steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(
+            vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids, confidence=confidence), extra)
     else:
         raise AssertionError(name)
     return list(steps), oracle
@@ -91,6 +91,9 @@ SAMPLE_CASES = [
     ("assd-pipelined", SIX, 5, 1.0, 2000),
     ("assd-bonus", SIX, 5, 1.0, 2000),
     ("assd-ngram", SIX, 5, 1.0, 1500),
+    ("assd-ngram@0.5", FOUR, 3, 1.0, 1500),
+    ("assd-ngram@0.5", SIX, 5, 1.0, 1500),
+    ("assd-ngram@0.8", SIX, 3, 0.6, 1500),
 ]
 
 
@@ -112,6 +115,52 @@ def test_sampler_is_exact(case):
         counts[outcome(mi, steps)] += 1
     p = g_test(counts, exact, n)
     assert p > PASS, f"{name} k={k} T={temperature}: G-test p = {p:.2e}"
+
+
+def test_a_confident_ngram_drafter_drafts_rounds_of_every_length():
+    """The confidence cases above are exact over rounds of every shape: no draft (a sequential
+    step, recorded as SAMPLE), fewer drafts than k, and k drafts."""
+    mi = make_input(SIX[1], SIX[0])
+    shapes = collections.Counter()
+    for seed in range(60):
+        steps, _ = run_sampler("assd-ngram@0.5", mi, SIX[2], 5, seed)
+        rounds = collections.defaultdict(list)
+        for s in steps:
+            rounds[s.round].append(s)
+        for r in rounds.values():
+            drafted = sum(len(s.positions) for s in r if s.kind == StepKind.DRAFT)
+            left = len(mi.masked) - sum(len(s.positions) for s in steps if s.kind in DECIDING_KINDS and s.round < r[0].round)
+            shapes["none" if drafted == 0 else "all" if drafted == min(5, left) else "some"] += 1
+            if drafted == 0:
+                assert [s.kind for s in r] == [StepKind.DENSITY_PASS, StepKind.SAMPLE]
+    assert shapes["none"] and shapes["some"] and shapes["all"], shapes
+
+
+class PeekingNgram(NgramDrafter):
+    """Wrong on purpose: drafts, then drops a draft (and the rest of the round) when the token it
+    drew is unlikely under its own row: the decision reads draft j itself."""
+
+    def propose(self, known, positions, gen, temperature=1.0):
+        drafts, rows, spent = super().propose(known, positions, gen, temperature)
+        keep = next((i for i, (d, r) in enumerate(zip(drafts, rows)) if float(r[d]) < 0.5), len(drafts))
+        return drafts[:keep], rows[:keep], spent
+
+
+def test_a_drafter_that_stops_because_of_its_own_draft_fails_the_exactness_test():
+    """The contract's rule (engine/samplers/drafter_contract.py): whether position j is drafted may
+    not depend on draft j. A drafter that drops its unlikely drafts samples a visibly wrong law."""
+    visible, length, symbols = FOUR
+    mi = make_input(length, visible)
+    exact = exact_joint(mi, symbols, SCALE, SALT)
+    counts: collections.Counter = collections.Counter()
+    n = 1500
+    for seed in range(n):
+        oracle = TableOracle(mi, symbols, SCALE, SALT)
+        steps = list(assd_drafted(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), 1.0, 3,
+                                  PeekingNgram(vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids), [0.0]))
+        check_trace(mi, steps, oracle, 3)
+        counts[outcome(mi, steps)] += 1
+    assert g_test(counts, exact, n) < PASS
 
 
 def test_fixtures_have_strong_dependence():
@@ -547,7 +596,9 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
                                 extra_calls=[0.0], drafter_passes=[0], drafter_seconds=[0.0],
                                 lm=types.SimpleNamespace(codec=CODEC))
     spec = SAMPLERS[entry]
-    knobs = {"k": k, "temperature": temperature}  # any other knob an entry reads: the table's default
+    knobs = {"k": k, "temperature": temperature, "confidence": 0.3}  # any other knob: the table's default
+    if entry == "assd-ngram":
+        want, _ = run_sampler("assd-ngram@0.3", mi, symbols, k, seed, temperature)
     got = list(spec.run(ctx, **{name: knobs.get(name, KNOBS[name].default) for name in spec.reads}))
 
     def shape(steps):
@@ -556,5 +607,6 @@ def test_each_catalogue_entry_runs_its_algorithm_with_the_knobs_it_is_given(entr
     assert shape(got) == shape(want)
     # bench assd's drafter share of a round: the entry hands the run's counter to its drafter
     assert (ctx.drafter_seconds[0] > 0) == (entry == "assd-ngram"), ctx.drafter_seconds
-    defaults, _ = run_sampler(ENTRY_ALGORITHM[entry], mi, symbols, 5, seed, 1.0)
+    confident = f"@{KNOBS['confidence'].default}" if entry == "assd-ngram" else ""
+    defaults, _ = run_sampler(ENTRY_ALGORITHM[entry] + confident, mi, symbols, 5, seed, 1.0)
     assert shape(defaults) != shape(want)  # the table's defaults give another trace: the knobs are seen
