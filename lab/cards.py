@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from engine.inputs.domains import CORPUS_DATA, DOMAINS
+from engine.samplers import ngram_prior
 
 KIND_TEXT = {
     "asarm": "Any-subset autoregressive model (two-stream, rotary, KV cache): sequential and every ASSD variant.",
@@ -44,11 +45,16 @@ def train_command(cfg: dict, state: dict) -> str:
                if kind == "ptp" else ""))
 
 
+#: the card's line for a folder that also holds the n-gram drafter's corpus prior
+PRIOR_LINE = (f"- Also `{ngram_prior.FILE}`: each token's 64 most frequent followers in the training split, the "
+              "assd-ngram drafter's corpus prior (engine/samplers/ngram_prior.py); `python -m engine data bigram DOMAIN`.")
+
+
 def stored_dtype(folder: Path) -> str | None:
     """The dtype the weights file really holds (config.json's `dtype` says what they load as)."""
     from safetensors import safe_open
 
-    files = sorted(folder.glob("*.safetensors"))
+    files = sorted(f for f in folder.glob("*.safetensors") if f.name != ngram_prior.FILE)  # the weights only
     if not files:
         return None
     with safe_open(str(files[0]), "pt") as f:
@@ -79,6 +85,8 @@ def write_card(folder: Path, metrics: dict) -> None:
     ]
     if state.get("provenance"):
         lines.append(f"- Where and how: {state['provenance']}.")
+    if (folder / ngram_prior.FILE).is_file():
+        lines.append(PRIOR_LINE)
     lines.append(f"- Command: `{train_command(cfg, state)}`")
     lines += ["", "## Measured (`python -m engine eval --write-cards`, held-out test splits, 2-core CPU)", ""]
     lines += [f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in metrics.items()]

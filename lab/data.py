@@ -425,6 +425,10 @@ def cli(argv: list[str]) -> int:
     tok = sub.add_parser("tokenize", help="pre-tokenize fetched corpora into uint16 arrays (data/tokens)")
     tok.add_argument("domain", choices=[*TOKENIZE_DOMAINS, "all"])
     tok.add_argument("--shard-tokens", type=int, default=None, help="train tokens per shard (default 8M)")
+    big = sub.add_parser("bigram", help="count the training split's bigrams into the AS-ARM's folder "
+                         "(bigram.safetensors: the n-gram drafter's corpus prior)")
+    big.add_argument("domain", choices=[d for d in TOKENIZE_DOMAINS if d != "protein"])
+    big.add_argument("--model", default=None, help="AS-ARM folder or bundled name (default: the domain's)")
     stats = sub.add_parser("stats", help="show what is cached")
     stats.add_argument("--verify", action="store_true", help="re-hash files against manifests")
     args = parser.parse_args(argv)
@@ -438,7 +442,36 @@ def cli(argv: list[str]) -> int:
     if args.command == "tokenize":
         return cmd_tokenize(list(TOKENIZE_DOMAINS) if args.domain == "all" else [args.domain], root,
                             args.shard_tokens)
+    if args.command == "bigram":
+        return cmd_bigram(args.domain, root, args.model)
     return cmd_stats(root, args.verify)
+
+
+def cmd_bigram(domain: str, root: Path, model: str | None) -> int:
+    """Count the training split's bigrams (engine/samplers/ngram_prior.py) with the model's own
+    tokenizer and store them in its folder. Needs `data tokenize DOMAIN` first."""
+    import torch
+
+    from engine.loading.registry import default_model, load
+    from engine.samplers import ngram_prior
+
+    from .token_arrays import _say, codec_fingerprint, load_stream
+
+    lm = load(model or default_model(domain, "asarm"))
+    stream = load_stream(domain, "train", root, codec=lm.codec)
+    if stream is None:
+        _say(f"bigram {domain}: no training arrays made with {lm.name}'s tokenizer; run "
+             f"`python -m engine data fetch {domain}` and `python -m engine data tokenize {domain}` first")
+        return 2
+    ids, probs = ngram_prior.count(stream, lm.codec.vocab_size, lm.codec.special_ids)
+    meta = {"domain": domain, "split": "train", "tokens": str(len(stream)), "top": str(ids.shape[1]),
+            "codec_sha256": codec_fingerprint(lm.codec)}
+    path = ngram_prior.save(Path(lm.path), ids, probs, meta)
+    covered = float((probs.double().sum(1) * torch.bincount(stream, minlength=lm.codec.vocab_size)[: len(probs)]).sum()
+                    / max(len(stream) - 1, 1))
+    _say(f"bigram {domain}: {len(stream):,} training tokens; the top {ids.shape[1]} followers of each token hold "
+         f"{covered:.1%} of the pairs; wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -27,13 +27,16 @@ from .diffusion_drafter import DiffusionDrafter
 from .diffusion_drafter import check_pair as diffusion_fits
 from .drafter_contract import Drafter, SecondModel
 from .ngram_index import NgramIndex
+from .ngram_prior import CorpusBigram, load_prior
 from .spec import SamplerSpec, knob_names
 
 
 class NgramDrafter(Drafter):
     """A `Drafter` without a network. Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
     and decided text, drafts left to right (each draft conditions on the previous draft), and mixes
-    in a smoothed context unigram so that unseen contexts still propose something sensible.
+    in a fallback row so that unseen contexts still propose something sensible: the training
+    corpus's followers of the previous token where the model folder has them (`prior`,
+    engine/samplers/ngram_prior.py), else the context's smoothed unigram.
 
     It drafts only while it is sure enough: `sure`, the product of its rows' top probabilities so far,
     must stay >= `confidence` (the knob), else the round stops drafting there and the verifier's row
@@ -46,11 +49,12 @@ class NgramDrafter(Drafter):
     passes = 0  # no network: no forward passes (bench assd's drafter_passes)
 
     def __init__(self, *, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1,
-                 confidence: float = 0.0):
+                 confidence: float = 0.0, prior: CorpusBigram | None = None):
         self.allowed = torch.ones(vocab_size, dtype=torch.float64)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
         self.confidence = confidence  # 0: a draft for every position, as the paper's rounds
+        self.prior = prior  # the corpus's followers of each token (None: the context's unigram instead)
         self.index = NgramIndex(vocab_size)  # counts kept up to date, not recounted each round
         self.uni_row: torch.Tensor  # the smoothed unigram row, recomputed only when the counts moved (the
         # index starts "changed", so the first propose computes it)
@@ -72,11 +76,12 @@ class NgramDrafter(Drafter):
         sure = 1.0
         for pos in positions:
             prev = drafted.get(pos - 1, known[pos - 1]) if pos > 0 else None
-            row = uni
+            back = uni if prev is None or self.prior is None else self.prior.row(prev, uni)  # the fallback row
+            row = back
             if prev is not None and prev in index.big:
                 b = index.big[prev] * self.allowed
                 if float(b.sum()) > 0:  # a context seen only before special tokens has no bigram row
-                    row = self.mix * b / b.sum() + (1 - self.mix) * uni
+                    row = self.mix * b / b.sum() + (1 - self.mix) * back
             sure *= float(row.max())  # of the row alone: fixed before its draft is drawn
             if sure < self.confidence:
                 break  # this position and the rest of the round: the verifier's exact rows
@@ -88,9 +93,11 @@ class NgramDrafter(Drafter):
 
 
 def _ngram(ctx, *, confidence: float) -> Drafter:
-    """Bigrams of the run's own context: no network; `confidence` says how sure it must stay to draft."""
+    """Bigrams of the run's own context over the corpus's, where the AS-ARM's folder holds them: no
+    network; `confidence` says how sure it must stay to draft."""
     cfg = ctx.lm.codec
-    return NgramDrafter(vocab_size=cfg.vocab_size, special_ids=cfg.special_ids, confidence=confidence)
+    prior = load_prior(getattr(ctx.lm, "path", None), cfg.vocab_size)
+    return NgramDrafter(vocab_size=cfg.vocab_size, special_ids=cfg.special_ids, confidence=confidence, prior=prior)
 
 
 def _diffusion(ctx, *, steps: int) -> Drafter:

@@ -25,6 +25,7 @@ from lab.data import (
     wordnet_glosses,
     write_domain,
 )
+from tests.engine.test_cli import tiny_world  # noqa: F401 - the fixture: tiny AS-ARM + hybrid + corpus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
@@ -279,3 +280,25 @@ def test_stats_on_empty_and_filled_cache(tmp_path: Path, capsys) -> None:
     assert data.cli(["--data-dir", str(tmp_path), "stats", "--verify"]) == 0
     out = capsys.readouterr().out
     assert "train: 2 docs" in out and "all files match" in out
+
+
+def test_data_bigram_writes_the_prior_into_the_model_folder_or_says_what_is_missing(tiny_world, monkeypatch, capsys):  # noqa: F811
+    """`python -m engine data bigram text --model FOLDER`: without training arrays made by that
+    model's tokenizer it says which commands to run (exit 2, nothing written); with them, it writes
+    bigram.safetensors beside the tokenizer, which the n-gram drafter then reads."""
+    import torch
+
+    from engine.cli import main
+    from engine.samplers.ngram_prior import FILE, load_prior
+    from lab import token_arrays
+
+    folder = tiny_world / "models" / "text-asarm"
+    assert main(["data", "bigram", "text", "--model", str(folder)]) == 2
+    assert "data tokenize text" in capsys.readouterr().err and not (folder / FILE).exists()
+    monkeypatch.setattr(token_arrays, "load_stream", lambda *a, **kw: torch.tensor([5, 6, 5, 6, 5, 7]))
+    assert main(["data", "bigram", "text", "--model", str(folder)]) == 0
+    assert "6 training tokens" in capsys.readouterr().err
+    from engine.inputs.tokenization import Codec
+
+    prior = load_prior(folder, Codec.load(folder).vocab_size)
+    assert prior is not None and prior.ids[5, 0] == 6 and abs(float(prior.probs[5, 0]) - 2 / 3) < 1e-6

@@ -19,6 +19,7 @@ import torch
 
 from engine.samplers.assd import assd, assd_drafted, assd_pipelined, next_first_is_exact, pipelined_queries
 from engine.samplers.drafters import NgramDrafter
+from engine.samplers.ngram_prior import CorpusBigram, count
 from engine.samplers.sequential import sequential
 from engine.trace import DECIDING_KINDS, PASS_KINDS, StepKind
 from tests.support.rounds_model import CODEC, SYMBOLS, TableOracle, dependence, exact_joint, make_input, recorder
@@ -34,6 +35,10 @@ FOUR = ({1: "b", 4: "a"}, 6, tuple(SYMBOLS))
 SIX = ({0: "c"}, 7, tuple(SYMBOLS[:2]))
 
 
+#: a corpus prior over the fixtures' symbols: each symbol's follower is the next one (a -> b -> c -> a)
+CYCLE_PRIOR = CorpusBigram(*count(torch.tensor(SYMBOLS * 20), CODEC.vocab_size, CODEC.special_ids))
+
+
 def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 1.0):
     oracle = TableOracle(mi, symbols, SCALE, SALT)
     rec = recorder(oracle)
@@ -45,10 +50,13 @@ def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 
         steps = assd(oracle, mi, rec, gen, temperature, k, bonus=name == "assd-bonus")
     elif name == "assd-pipelined":
         steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
-    elif name.startswith("assd-ngram"):  # "assd-ngram@0.5": with that confidence (plain: 0, a draft per position)
-        confidence = float(name.partition("@")[2] or 0)
+    elif name.startswith("assd-ngram"):  # "assd-ngram@0.5": with that confidence (plain: 0, a draft per position);
+        # "+prior": with a corpus prior whose followers are sure (a -> b -> c -> a), so rounds draft often
+        setting, _, prior = name.partition("+")
+        confidence = float(setting.partition("@")[2] or 0)
         steps = assd_drafted(oracle, mi, rec, gen, temperature, k, NgramDrafter(
-            vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids, confidence=confidence), extra)
+            vocab_size=CODEC.vocab_size, special_ids=CODEC.special_ids, confidence=confidence,
+            prior=CYCLE_PRIOR if prior else None), extra)
     else:
         raise AssertionError(name)
     return list(steps), oracle
@@ -94,6 +102,8 @@ SAMPLE_CASES = [
     ("assd-ngram@0.5", FOUR, 3, 1.0, 1500),
     ("assd-ngram@0.5", SIX, 5, 1.0, 1500),
     ("assd-ngram@0.8", SIX, 3, 0.6, 1500),
+    ("assd-ngram@0.3+prior", FOUR, 3, 1.0, 1500),
+    ("assd-ngram+prior", SIX, 5, 1.0, 1500),
 ]
 
 
