@@ -76,7 +76,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     Knob(name="inner", type=int, default=1, range=(1, 64),
          help="How many times each outer step drafts and checks again before the window grows.",
          group="diffusion"),
-    Knob(name="confidence", type=float, default=0.3, range=(0.0, 1.0),
+    Knob(name="confidence", type=float, default=0.2, range=(0.0, 1.0),
          help="How sure the n-gram drafter must stay to keep drafting a round (the product of its rows' top "
          "probabilities), below which the model samples the next token itself; 0 drafts k every round.",
          ui_step=0.05),

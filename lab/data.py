@@ -464,13 +464,16 @@ def cmd_bigram(domain: str, root: Path, model: str | None) -> int:
              f"`python -m engine data fetch {domain}` and `python -m engine data tokenize {domain}` first")
         return 2
     ids, probs = ngram_prior.count(stream, lm.codec.vocab_size, lm.codec.special_ids)
+    pairs = ngram_prior.count_pairs(stream, lm.codec.vocab_size, lm.codec.special_ids)
     meta = {"domain": domain, "split": "train", "tokens": str(len(stream)), "top": str(ids.shape[1]),
+            "pairs": str(len(pairs["pair_keys"])), "top_per_pair": str(pairs["pair_ids"].shape[1]),
             "codec_sha256": codec_fingerprint(lm.codec)}
-    path = ngram_prior.save(Path(lm.path), ids, probs, meta)
+    path = ngram_prior.save(Path(lm.path), ids, probs, meta, pairs)
     covered = float((probs.double().sum(1) * torch.bincount(stream, minlength=lm.codec.vocab_size)[: len(probs)]).sum()
                     / max(len(stream) - 1, 1))
     _say(f"bigram {domain}: {len(stream):,} training tokens; the top {ids.shape[1]} followers of each token hold "
-         f"{covered:.1%} of the pairs; wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+         f"{covered:.1%} of the pairs; {len(pairs['pair_keys']):,} most frequent pairs with their top "
+         f"{pairs['pair_ids'].shape[1]} followers; wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
 
 

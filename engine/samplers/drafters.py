@@ -35,8 +35,8 @@ class NgramDrafter(Drafter):
     """A `Drafter` without a network. Context bigram drafter (the ASSD paper's n-gram variant): counts token pairs in the visible
     and decided text, drafts left to right (each draft conditions on the previous draft), and mixes
     in a fallback row so that unseen contexts still propose something sensible: the training
-    corpus's followers of the previous token where the model folder has them (`prior`,
-    engine/samplers/ngram_prior.py), else the context's smoothed unigram.
+    corpus's followers of the previous two tokens, or of the previous one, where the model folder
+    has them (`prior`, engine/samplers/ngram_prior.py), else the context's smoothed unigram.
 
     It drafts only while it is sure enough: `sure`, the product of its rows' top probabilities so far,
     must stay >= `confidence` (the knob), else the round stops drafting there and the verifier's row
@@ -76,7 +76,10 @@ class NgramDrafter(Drafter):
         sure = 1.0
         for pos in positions:
             prev = drafted.get(pos - 1, known[pos - 1]) if pos > 0 else None
-            back = uni if prev is None or self.prior is None else self.prior.row(prev, uni)  # the fallback row
+            if prev is None or self.prior is None:
+                back = uni  # the fallback row
+            else:
+                back = self.prior.row(prev, uni, drafted.get(pos - 2, known[pos - 2]) if pos > 1 else None)
             row = back
             if prev is not None and prev in index.big:
                 b = index.big[prev] * self.allowed

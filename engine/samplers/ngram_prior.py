@@ -1,18 +1,20 @@
-"""The n-gram drafter's corpus prior: which tokens follow each token in the domain's training text.
+"""The n-gram drafter's corpus prior: which tokens follow each token (and each pair) in the training text.
 
 Why: a window that is 95% masked shows the context bigram drafter a dozen tokens, so its counts
 are mostly empty and its fallback, the context's unigram, is seldom right (the first draft of a
 round matched the AS-ARM's row 16% of the time on text windows: sum(min(p, q)) over the 972
-positions of 4 test windows). The training text's own bigrams, for the same token before, match it
-twice as often (31%). The prior takes the unigram's place in the drafter's mix; the context's own
-bigrams, where it has them, still lead (docs/DESIGN.md §3.5).
+positions of 4 test windows). The training text's bigrams, for the same token before, match it
+twice as often (31%); its trigrams, for the same two tokens before, more often still (36%, and
+half the positions then have a row sure enough to draft). The prior takes the unigram's place in
+the drafter's mix; the context's own bigrams, where it has them, still lead (docs/DESIGN.md §3.5).
 
-What is stored: for each token, its `top` most frequent followers in the training split and their
-shares of all its followers (special ids never counted), as `bigram.safetensors` in the AS-ARM's
-folder, beside the tokenizer whose ids it counts (`python -m engine data bigram DOMAIN` writes it).
-The share the top followers leave is spread as the drafter's own fallback row. A model folder
-without the file drafts as before; exactness never depends on it (a proposal only has to be a
-distribution fixed before its draft is tested).
+What is stored, as `bigram.safetensors` in the AS-ARM's folder beside the tokenizer whose ids it
+counts (`python -m engine data bigram DOMAIN` writes it): for each token, its `TOP` most frequent
+followers and their shares of all its followers; and for the `CONTEXTS` most frequent pairs of
+tokens, their `TOP3` most frequent followers and shares. Special ids are never counted. The share
+the stored followers leave is spread as the next shorter row (pair -> token -> the drafter's own
+fallback). A model folder without the file drafts as before; exactness never depends on it (a
+proposal only has to be a distribution fixed before its draft is tested).
 """
 
 from __future__ import annotations
@@ -25,28 +27,45 @@ from safetensors.torch import load_file, save_file
 
 FILE = "bigram.safetensors"
 TOP = 64  # followers kept per token: 75% of the text corpus's bigram mass, 80% of code's
+CONTEXTS = 80_000  # pairs kept (the most frequent): 81% of text's training positions, 89% of code's (4.5 MB files)
+TOP3 = 8  # followers kept per pair
 
 
 class CorpusBigram:
-    """Row lookups of the stored followers: `row(prev, rest)` is a distribution over the vocabulary."""
+    """Row lookups of the stored followers: `row(prev, rest)` and `row(prev, rest, before)` are
+    distributions over the vocabulary."""
 
-    def __init__(self, ids: torch.Tensor, probs: torch.Tensor):
+    def __init__(self, ids: torch.Tensor, probs: torch.Tensor, pairs: dict[str, torch.Tensor] | None = None):
         self.ids = ids.long()  # [V, top] follower ids, most frequent first
         self.probs = probs.to(torch.float64)  # [V, top] their shares of all the token's followers
         self.mass = self.probs.sum(1).clamp(max=1.0)  # [V] what the stored followers hold
+        pairs = pairs or {}
+        self.keys = pairs.get("pair_keys", torch.zeros(0, dtype=torch.long)).long()  # [C] before * V + prev, ascending
+        self.pair_ids = pairs.get("pair_ids", torch.zeros(0, TOP3, dtype=torch.long)).long()  # [C, TOP3]
+        self.pair_probs = pairs.get("pair_probs", torch.zeros(0, TOP3)).to(torch.float64)  # [C, TOP3]
 
     @property
     def vocab_size(self) -> int:
         """The vocabulary it was counted over (one row of followers per token id)."""
         return self.ids.shape[0]
 
-    def row(self, prev: int, rest: torch.Tensor) -> torch.Tensor:
-        """[V] float64: the followers of `prev` with their corpus shares, plus the share they leave
-        spread as `rest` (a distribution; the drafter's unigram row). A token never seen in the
-        corpus (no followers stored) gives `rest` itself."""
+    def row(self, prev: int, rest: torch.Tensor, before: int | None = None) -> torch.Tensor:
+        """[V] float64: the followers of the pair (`before`, `prev`) when it is stored, else of `prev`,
+        with their corpus shares, plus the share they leave spread as the shorter row (`prev`'s,
+        then `rest`: a distribution, the drafter's unigram row). A token never seen in the corpus
+        (no followers stored) gives `rest` itself."""
         out = rest * (1.0 - float(self.mass[prev]))
         out.index_add_(0, self.ids[prev], self.probs[prev])
-        return out / out.sum()
+        out = out / out.sum()
+        if before is not None and len(self.keys):
+            key = before * self.vocab_size + prev
+            at = int(torch.searchsorted(self.keys, key))
+            if at < len(self.keys) and int(self.keys[at]) == key:
+                share = self.pair_probs[at]
+                out = out * (1.0 - min(float(share.sum()), 1.0))
+                out.index_add_(0, self.pair_ids[at], share)
+                out = out / out.sum()
+        return out
 
 
 def count(stream: torch.Tensor, vocab_size: int, special_ids: list[int], top: int = TOP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,17 +85,52 @@ def count(stream: torch.Tensor, vocab_size: int, special_ids: list[int], top: in
     return ids.to(torch.int16 if vocab_size <= 32768 else torch.int32), probs.to(torch.float32)
 
 
-def save(folder: Path, ids: torch.Tensor, probs: torch.Tensor, meta: dict[str, str]) -> Path:
+def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], contexts: int = CONTEXTS,
+                top: int = TOP3) -> dict[str, torch.Tensor]:
+    """The `contexts` most frequent pairs of a stream (no special id in the triple) and, for each, its
+    `top` most frequent followers and their shares of all its followers: "pair_keys" [C] (before * V +
+    prev, ascending), "pair_ids" [C, top], "pair_probs" [C, top] (a pair with fewer followers pads
+    with share 0)."""
+    s = stream.long()
+    banned = torch.zeros(vocab_size, dtype=torch.bool)
+    banned[special_ids] = True
+    keep = ~(banned[s[:-2]] | banned[s[1:-1]] | banned[s[2:]])
+    tri, n = torch.unique((s[:-2] * vocab_size + s[1:-1])[keep] * vocab_size + s[2:][keep], return_counts=True)
+    keys, seg = torch.unique_consecutive(tri // vocab_size, return_inverse=True)  # pairs ascending, as tri is
+    totals = torch.zeros(len(keys), dtype=torch.long).index_add_(0, seg, n)
+    chosen = torch.zeros(len(keys), dtype=torch.bool)
+    chosen[totals.argsort(descending=True, stable=True)[:contexts]] = True  # the most frequent pairs
+    row_of = torch.cumsum(chosen, 0) - 1  # a chosen pair's row, in key order
+    # each pair's followers, most frequent first: sort by (pair, -count)
+    order = (seg * (int(n.max()) + 1) + (int(n.max()) - n)).argsort(stable=True) if len(n) else seg
+    seg_sorted = seg[order]
+    starts = torch.searchsorted(seg_sorted, torch.arange(len(keys)))
+    rank = torch.arange(len(order)) - starts[seg_sorted]
+    take = (rank < top) & chosen[seg_sorted]
+    c = int(chosen.sum())
+    ids = torch.zeros(c, top, dtype=torch.long)
+    probs = torch.zeros(c, top, dtype=torch.float64)
+    rows, ranks, picked = row_of[seg_sorted[take]], rank[take], order[take]
+    ids[rows, ranks] = tri[picked] % vocab_size
+    probs[rows, ranks] = n[picked].double() / totals[seg[picked]].double()
+    keys = keys[chosen]
+    return {"pair_keys": keys.to(torch.int32 if vocab_size**2 < 2**31 else torch.int64),
+            "pair_ids": ids.to(torch.int16 if vocab_size <= 32768 else torch.int32), "pair_probs": probs.half()}
+
+
+def save(folder: Path, ids: torch.Tensor, probs: torch.Tensor, meta: dict[str, str],
+         pairs: dict[str, torch.Tensor] | None = None) -> Path:
     """Write the prior into a model folder (safetensors, `meta` in its header)."""
     path = Path(folder) / FILE
-    save_file({"ids": ids.contiguous(), "probs": probs.contiguous()}, str(path), metadata=meta)
+    tensors = {"ids": ids.contiguous(), "probs": probs.contiguous(), **{k: v.contiguous() for k, v in (pairs or {}).items()}}
+    save_file(tensors, str(path), metadata=meta)
     return path
 
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, mtime: float) -> CorpusBigram:
     t = load_file(path)
-    return CorpusBigram(t["ids"], t["probs"])
+    return CorpusBigram(t.pop("ids"), t.pop("probs"), t)
 
 
 def load_prior(folder: Path | str | None, vocab_size: int) -> CorpusBigram | None:

@@ -50,3 +50,26 @@ def test_bundled_tokenizers_round_trip(domain):
                "def f(x):\n\tif x:\n        return {'a': [1, 2]}  # comment\n"]
     for s in samples:
         assert codec.decode(codec.encode(s)) == s
+
+
+#: what a bundled folder may weigh (the project's rule: every retrain grows git history)
+FOLDER_LIMIT, TEXT_ASARM_LIMIT = 25_000_000, 48_000_000
+
+
+def test_each_bundled_folder_stays_within_its_size():
+    from pathlib import Path
+
+    folders = [p for p in (Path(engine.__file__).parents[1] / "assets" / "models").iterdir() if p.is_dir()]
+    assert len(folders) >= 9
+    for folder in folders:
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        assert size <= (TEXT_ASARM_LIMIT if folder.name == "text-asarm" else FOLDER_LIMIT), (folder.name, size)
+
+
+@pytest.mark.parametrize("domain", ["text", "code"])
+def test_the_text_and_code_asarms_carry_the_ngram_drafters_corpus_prior(domain):
+    from engine.samplers.ngram_prior import load_prior
+
+    row = BUNDLED[f"{domain}-asarm"]
+    prior = load_prior(row["path"], Codec.load(row["path"]).vocab_size)
+    assert prior is not None and len(prior.keys) > 10_000  # the pairs too, not the token rows alone

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from engine.samplers.drafters import NgramDrafter
-from engine.samplers.ngram_prior import FILE, CorpusBigram, count, load_prior, save
+from engine.samplers.ngram_prior import FILE, CorpusBigram, count, count_pairs, load_prior, save
 
 V, SPECIAL = 6, [0, 1]
 
@@ -67,3 +67,34 @@ def test_the_drafter_reads_the_prior_where_the_context_has_no_bigram_and_mixes_i
     _, (row,) = _rows(with_prior, known2, [3])
     want = 0.8 * torch.nn.functional.one_hot(torch.tensor(3), V).double() + 0.2 * prior.row(2, with_prior.uni_row)
     assert torch.allclose(row, want) and abs(float(row.sum()) - 1) < 1e-12
+
+
+def test_count_pairs_keeps_the_most_frequent_pairs_with_their_top_followers():
+    # pairs (2,3): followers 4, 4, 5; (3,4): 2, 2, 2; (4,2): 3, 3; the triple through the special 1 is not counted
+    stream = torch.tensor([2, 3, 4, 2, 3, 4, 2, 3, 5, 3, 4, 2, 1, 2, 3])
+    pairs = count_pairs(stream, V, SPECIAL, contexts=2, top=2)
+    assert pairs["pair_keys"].tolist() == [2 * V + 3, 3 * V + 4]  # the two most frequent, in key order
+    assert pairs["pair_ids"].tolist() == [[4, 5], [2, 0]]
+    assert torch.allclose(pairs["pair_probs"].float(), torch.tensor([[2 / 3, 1 / 3], [1.0, 0.0]]), atol=1e-3)
+    assert count_pairs(stream, V, SPECIAL, contexts=3)["pair_keys"].tolist() == [2 * V + 3, 3 * V + 4, 4 * V + 2]
+
+
+def test_a_stored_pair_refines_its_tokens_row_and_an_unstored_one_leaves_it():
+    stream = torch.tensor([2, 3, 4, 2, 3, 4, 2, 3, 5, 3, 4, 2, 1, 2, 3])
+    prior = CorpusBigram(*count(stream, V, SPECIAL), count_pairs(stream, V, SPECIAL, contexts=2, top=2))
+    rest = torch.full((V,), 1 / V, dtype=torch.float64)
+    assert torch.allclose(prior.row(3, rest), torch.tensor([0, 0, 0, 0, 0.75, 0.25], dtype=torch.float64))
+    assert torch.allclose(prior.row(3, rest, before=2), torch.tensor([0, 0, 0, 0, 2 / 3, 1 / 3], dtype=torch.float64),
+                          atol=1e-3)
+    assert torch.equal(prior.row(3, rest, before=5), prior.row(3, rest))  # (5, 3) is not stored
+    assert abs(float(prior.row(3, rest, before=2).sum()) - 1) < 1e-12
+
+
+def test_the_drafter_reads_the_pair_before_each_position_its_own_drafts_included():
+    stream = torch.tensor([2, 3, 4] * 10 + [5, 3, 2] * 10)  # after (2, 3): 4; after (5, 3): 2
+    prior = CorpusBigram(*count(stream, V, SPECIAL), count_pairs(stream, V, SPECIAL))
+    drafter = NgramDrafter(vocab_size=V, special_ids=SPECIAL, prior=prior)
+    _, (row,) = _rows(drafter, [2, 3, None, 4], [2])
+    assert row[4] > 0.9  # (2, 3) before position 2
+    _, (row,) = _rows(drafter, [5, 3, None, 4], [2])
+    assert row[2] > 0.9  # (5, 3) before it
