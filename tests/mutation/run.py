@@ -46,7 +46,10 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/assd.py": SAMPLER_TESTS,
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
-    "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT, "tests/engine/samplers/test_ngram_index.py"],
+    "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT, "tests/engine/samplers/test_ngram_index.py",
+                                                    "tests/engine/samplers/test_ngram_prior.py"],
+    # the corpus prior: its counts, rows and file, and the drafter reading it
+    "engine/samplers/ngram_prior.py": ["tests/engine/samplers/test_ngram_prior.py"],
     # the n-gram drafter's counts against a full recount, and the samplers that draft with it
     "engine/samplers/ngram_index.py": ["tests/engine/samplers/test_ngram_index.py"] + SAMPLER_TESTS,
     # the int8 copy assd-ptp drafts with on a CPU: made once, close to the float head, kept off where it must be
