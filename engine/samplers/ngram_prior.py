@@ -37,12 +37,11 @@ class CorpusBigram:
 
     def __init__(self, ids: torch.Tensor, probs: torch.Tensor, pairs: dict[str, torch.Tensor] | None = None):
         self.ids = ids.long()  # [V, top] follower ids, most frequent first
-        self.probs = probs.to(torch.float64)  # [V, top] their shares of all the token's followers
-        self.mass = self.probs.sum(1).clamp(max=1.0)  # [V] what the stored followers hold
-        pairs = pairs or {}
-        self.keys = pairs.get("pair_keys", torch.zeros(0, dtype=torch.long)).long()  # [C] before * V + prev, ascending
-        self.pair_ids = pairs.get("pair_ids", torch.zeros(0, TOP3, dtype=torch.long)).long()  # [C, TOP3]
-        self.pair_probs = pairs.get("pair_probs", torch.zeros(0, TOP3)).to(torch.float64)  # [C, TOP3]
+        self.probs = probs.double()  # [V, top] their shares of all the token's followers
+        self.mass = self.probs.sum(1)  # [V] what the stored followers hold
+        # the pairs' keys (before * V + prev, ascending) [C], their followers and shares [C, TOP3]; None: no pairs
+        self.pairs = None if not pairs else (pairs["pair_keys"].long(), pairs["pair_ids"].long(),
+                                             pairs["pair_probs"].double())
 
     @property
     def vocab_size(self) -> int:
@@ -53,19 +52,24 @@ class CorpusBigram:
         """[V] float64: the followers of the pair (`before`, `prev`) when it is stored, else of `prev`,
         with their corpus shares, plus the share they leave spread as the shorter row (`prev`'s,
         then `rest`: a distribution, the drafter's unigram row). A token never seen in the corpus
-        (no followers stored) gives `rest` itself."""
-        out = rest * (1.0 - float(self.mass[prev]))
+        (no followers stored) gives `rest` itself. Normalised once at the end: stored shares are
+        rounded (float32, float16), and a proposal must sum to 1."""
+        out = rest * max(0.0, 1.0 - float(self.mass[prev]))
         out.index_add_(0, self.ids[prev], self.probs[prev])
-        out = out / out.sum()
-        if before is not None and len(self.keys):
+        if before is not None and self.pairs is not None:
+            keys, ids, shares = self.pairs
             key = before * self.vocab_size + prev
-            at = int(torch.searchsorted(self.keys, key))
-            if at < len(self.keys) and int(self.keys[at]) == key:
-                share = self.pair_probs[at]
-                out = out * (1.0 - min(float(share.sum()), 1.0))
-                out.index_add_(0, self.pair_ids[at], share)
-                out = out / out.sum()
-        return out
+            at = int(torch.searchsorted(keys, key))
+            if at < len(keys) and int(keys[at]) == key:
+                out = out / out.sum() * max(0.0, 1.0 - float(shares[at].sum()))
+                out.index_add_(0, ids[at], shares[at])
+        return out / out.sum()
+
+
+def int_dtype(limit: int) -> torch.dtype:
+    """The integer dtype the file stores values below `limit` in (ids below V, pair keys below V * V):
+    int16 up to 2**15, int32 up to 2**31, else int64."""
+    return torch.int16 if limit <= 2**15 else torch.int32 if limit <= 2**31 else torch.int64
 
 
 def count(stream: torch.Tensor, vocab_size: int, special_ids: list[int], top: int = TOP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,12 +81,10 @@ def count(stream: torch.Tensor, vocab_size: int, special_ids: list[int], top: in
     banned[special_ids] = True
     keep = ~(banned[a] | banned[b])
     counts = torch.bincount(a[keep] * vocab_size + b[keep], minlength=vocab_size * vocab_size)
-    counts = counts.view(vocab_size, vocab_size).to(torch.float64)
-    top = min(top, vocab_size)
-    n, ids = counts.topk(top, dim=1)
-    total = counts.sum(1, keepdim=True)
-    probs = torch.where(total > 0, n / total.clamp(min=1), 0.0)
-    return ids.to(torch.int16 if vocab_size <= 32768 else torch.int32), probs.to(torch.float32)
+    counts = counts.view(vocab_size, vocab_size).double()
+    n, ids = counts.topk(min(top, vocab_size))
+    probs = n / counts.sum(1, keepdim=True).clamp(min=1)
+    return ids.to(int_dtype(vocab_size)), probs.float()
 
 
 def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], contexts: int = CONTEXTS,
@@ -90,7 +92,7 @@ def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], c
     """The `contexts` most frequent pairs of a stream (no special id in the triple) and, for each, its
     `top` most frequent followers and their shares of all its followers: "pair_keys" [C] (before * V +
     prev, ascending), "pair_ids" [C, top], "pair_probs" [C, top] (a pair with fewer followers pads
-    with share 0)."""
+    with share 0). Ties go to the lower key and the lower follower id."""
     s = stream.long()
     banned = torch.zeros(vocab_size, dtype=torch.bool)
     banned[special_ids] = True
@@ -99,23 +101,22 @@ def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], c
     keys, seg = torch.unique_consecutive(tri // vocab_size, return_inverse=True)  # pairs ascending, as tri is
     totals = torch.zeros(len(keys), dtype=torch.long).index_add_(0, seg, n)
     chosen = torch.zeros(len(keys), dtype=torch.bool)
-    chosen[totals.argsort(descending=True, stable=True)[:contexts]] = True  # the most frequent pairs
+    by_count = totals * len(keys) + torch.arange(len(keys) - 1, -1, -1)  # distinct: the lower key wins a tie
+    chosen[by_count.argsort(descending=True)[:contexts]] = True  # the most frequent pairs
     row_of = torch.cumsum(chosen, 0) - 1  # a chosen pair's row, in key order
-    # each pair's followers, most frequent first: sort by (pair, -count)
-    order = (seg * (int(n.max()) + 1) + (int(n.max()) - n)).argsort(stable=True) if len(n) else seg
+    # each pair's followers, most frequent first, then by id: ascending (pair, -count, follower), all distinct
+    most = int(n.max()) if len(n) else 0
+    order = ((seg * (most + 1) + (most - n)) * vocab_size + tri % vocab_size).argsort()
     seg_sorted = seg[order]
-    starts = torch.searchsorted(seg_sorted, torch.arange(len(keys)))
-    rank = torch.arange(len(order)) - starts[seg_sorted]
+    rank = torch.arange(len(order)) - torch.searchsorted(seg_sorted, seg_sorted)  # place within its pair
     take = (rank < top) & chosen[seg_sorted]
-    c = int(chosen.sum())
-    ids = torch.zeros(c, top, dtype=torch.long)
-    probs = torch.zeros(c, top, dtype=torch.float64)
+    ids = torch.zeros(int(chosen.sum()), top, dtype=torch.long)
+    probs = torch.zeros(int(chosen.sum()), top, dtype=torch.float64)
     rows, ranks, picked = row_of[seg_sorted[take]], rank[take], order[take]
     ids[rows, ranks] = tri[picked] % vocab_size
     probs[rows, ranks] = n[picked].double() / totals[seg[picked]].double()
-    keys = keys[chosen]
-    return {"pair_keys": keys.to(torch.int32 if vocab_size**2 < 2**31 else torch.int64),
-            "pair_ids": ids.to(torch.int16 if vocab_size <= 32768 else torch.int32), "pair_probs": probs.half()}
+    return {"pair_keys": keys[chosen].to(int_dtype(vocab_size * vocab_size)), "pair_ids": ids.to(int_dtype(vocab_size)),
+            "pair_probs": probs.half()}
 
 
 def save(folder: Path, ids: torch.Tensor, probs: torch.Tensor, meta: dict[str, str],

@@ -72,4 +72,4 @@ def test_the_text_and_code_asarms_carry_the_ngram_drafters_corpus_prior(domain):
 
     row = BUNDLED[f"{domain}-asarm"]
     prior = load_prior(row["path"], Codec.load(row["path"]).vocab_size)
-    assert prior is not None and len(prior.keys) > 10_000  # the pairs too, not the token rows alone
+    assert prior is not None and len(prior.pairs[0]) > 10_000  # the pairs too, not the token rows alone
