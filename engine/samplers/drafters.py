@@ -156,8 +156,8 @@ def drafted(name: str) -> Callable[..., Iterator[Step]]:
 #: the catalogue's entries (engine.samplers.SAMPLERS) of ASSD drafted by a drafter of the table above
 NGRAM_SPEC = SamplerSpec(
     name="assd-ngram", kind="asarm", cache=True,
-    help="ASSD whose drafts come from bigrams of the context instead of the network, drafted only while "
-    "the bigrams are sure enough (confidence). Exact.",
+    help="ASSD whose drafts come from n-grams instead of the network (the context's bigrams over the training "
+    "corpus's followers of the last two tokens), drafted only while they are sure enough (confidence). Exact.",
     run=drafted("ngram"))
 DIFFUSION_SPEC = SamplerSpec(
     name="assd-diffusion", kind="asarm", cache=True,
