@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from engine.samplers import default_sampler
 from tests.e2e.test_browser import launched_chromium, need_browser, tiny_studio
 from tests.e2e.test_browser import open_page as _page
 from tests.e2e.test_browser import shot as _shot
@@ -169,7 +170,7 @@ def test_shared_link_opens_in_view_and_plays(chromium, first_url, request):
     other = _page(chromium, link)
     _wait_status(other, "Restored")
     status = _status(other)
-    assert "assd-cache" in status and "seed 3" in status and "play" in status
+    assert default_sampler("text") in status and "seed 3" in status and "play" in status  # the run's sampler
     other.wait_for_function("document.querySelector('#counters').innerText.includes('restored')", timeout=10_000)
     assert _in_view(other, "#player [data-role='accepted']"), "restored tokens in view without scrolling"
     assert _in_view(other, "#play") and _in_view(other, "#counters")
