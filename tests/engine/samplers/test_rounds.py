@@ -140,9 +140,16 @@ def test_a_confident_ngram_drafter_drafts_rounds_of_every_length():
         for r in rounds.values():
             drafted = sum(len(s.positions) for s in r if s.kind == StepKind.DRAFT)
             left = len(mi.masked) - sum(len(s.positions) for s in steps if s.kind in DECIDING_KINDS and s.round < r[0].round)
-            shapes["none" if drafted == 0 else "all" if drafted == min(5, left) else "some"] += 1
-            if drafted == 0:
+            shape = "none" if drafted == 0 else "all" if drafted == min(5, left) else "some"
+            shapes[shape] += 1
+            if shape == "none":  # one exact row: a sequential step, its token's probability recorded
                 assert [s.kind for s in r] == [StepKind.DENSITY_PASS, StepKind.SAMPLE]
+                assert "not sure enough" in r[0].note and 0 < r[1].q[0] <= 1
+            else:
+                draft = next(s for s in r if s.kind == StepKind.DRAFT)
+                density = next(s for s in r if s.kind == StepKind.DENSITY_PASS)
+                assert density.note == f"verify {drafted} drafts"
+                assert (f"({drafted} of 5: not sure enough of the next)" in draft.note) == (shape == "some"), draft.note
     assert shapes["none"] and shapes["some"] and shapes["all"], shapes
 
 
