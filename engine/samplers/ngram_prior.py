@@ -4,9 +4,10 @@ Why: a window that is 95% masked shows the context bigram drafter a dozen tokens
 are mostly empty and its fallback, the context's unigram, is seldom right (the first draft of a
 round matched the AS-ARM's row 16% of the time on text windows: sum(min(p, q)) over the 972
 positions of 4 test windows). The training text's bigrams, for the same token before, match it
-twice as often (31%); its trigrams, for the same two tokens before, more often still (36%, and
-half the positions then have a row sure enough to draft). The prior takes the unigram's place in
-the drafter's mix; the context's own bigrams, where it has them, still lead (docs/DESIGN.md §3.5).
+twice as often (31%); its trigrams, for the same two tokens before, more often still (36%; and
+half the positions then get a row whose top probability is 0.3 or more, against a quarter with
+the unigram). The prior takes the unigram's place in the drafter's mix; the context's own bigrams,
+where it has them, still lead (docs/DESIGN.md §3.5).
 
 What is stored, as `bigram.safetensors` in the AS-ARM's folder beside the tokenizer whose ids it
 counts (`python -m engine data bigram DOMAIN` writes it): for each token, its `TOP` most frequent
