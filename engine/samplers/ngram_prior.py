@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -105,9 +106,9 @@ def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], c
     by_count = totals * len(keys) + torch.arange(len(keys) - 1, -1, -1)  # distinct: the lower key wins a tie
     chosen[by_count.argsort(descending=True)[:contexts]] = True  # the most frequent pairs
     row_of = torch.cumsum(chosen, 0) - 1  # a chosen pair's row, in key order
-    # each pair's followers, most frequent first, then by id: ascending (pair, -count, follower), all distinct
-    most = int(n.max()) if len(n) else 0
-    order = ((seg * (most + 1) + (most - n)) * vocab_size + tri % vocab_size).argsort()
+    # each pair's followers, most frequent first, then by id: by pair, then -count, then the triple
+    # (whose order within a pair is its follower's)
+    order = torch.from_numpy(np.lexsort((tri.numpy(), (-n).numpy(), seg.numpy())))
     seg_sorted = seg[order]
     rank = torch.arange(len(order)) - torch.searchsorted(seg_sorted, seg_sorted)  # place within its pair
     take = (rank < top) & chosen[seg_sorted]

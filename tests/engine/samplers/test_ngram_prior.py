@@ -216,3 +216,19 @@ def test_the_file_keeps_its_header_and_a_rewritten_file_is_read_again(tmp_path):
     save(tmp_path, *count(torch.tensor([2, 4]), V, SPECIAL), {})
     os.utime(tmp_path / FILE, (1e9, 1e9))  # another modification time: not the cached prior
     assert load_prior(tmp_path, V).ids[2, 0] == 4
+
+
+def test_pair_keys_beyond_int16_keep_their_values():
+    w = 200  # keys up to 200 * 200: past int16
+    pairs = count_pairs(torch.tensor([190, 191, 192] * 3), w, [0, 1])
+    assert pairs["pair_keys"].dtype == torch.int32 and 190 * w + 191 in pairs["pair_keys"].tolist()
+
+
+def test_a_pair_row_scales_its_tokens_row_to_the_share_the_pair_leaves():
+    """The token's row (normalised first, even when its stored shares overshoot) takes what the pair's
+    followers leave: here 0.5 of it, spread as the token's own row."""
+    prior = CorpusBigram(torch.tensor([[2, 3]] * V), torch.full((V, 2), 0.6),
+                         {"pair_keys": torch.tensor([4 * V + 5]), "pair_ids": torch.tensor([[2, 3]]),
+                          "pair_probs": torch.tensor([[0.3, 0.2]])})
+    row = prior.row(5, torch.full((V,), 1 / V, dtype=torch.float64), before=4)
+    assert torch.allclose(row, torch.tensor([0, 0, 0.55, 0.45, 0, 0], dtype=torch.float64)), row
