@@ -46,8 +46,9 @@ def train_command(cfg: dict, state: dict) -> str:
 
 
 #: the card's line for a folder that also holds the n-gram drafter's corpus prior
-PRIOR_LINE = (f"- Also `{ngram_prior.FILE}`: each token's 64 most frequent followers in the training split, the "
-              "assd-ngram drafter's corpus prior (engine/samplers/ngram_prior.py); `python -m engine data bigram DOMAIN`.")
+PRIOR_LINE = (f"- Also `{ngram_prior.FILE}`: each token's {ngram_prior.TOP} most frequent followers in the training split "
+              f"and the {ngram_prior.CONTEXTS:,} most frequent pairs' top {ngram_prior.TOP3}, the assd-ngram drafter's "
+              "corpus prior (engine/samplers/ngram_prior.py); `python -m engine data bigram DOMAIN`.")
 
 
 def stored_dtype(folder: Path) -> str | None:

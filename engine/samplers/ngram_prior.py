@@ -74,13 +74,19 @@ def int_dtype(limit: int) -> torch.dtype:
     return torch.int16 if limit <= 2**15 else torch.int32 if limit <= 2**31 else torch.int64
 
 
+def _banned(vocab_size: int, special_ids: list[int]) -> torch.Tensor:
+    """[V] bool, True at the special ids: no pair or triple through one is counted."""
+    banned = torch.zeros(vocab_size, dtype=torch.bool)
+    banned[special_ids] = True
+    return banned
+
+
 def count(stream: torch.Tensor, vocab_size: int, special_ids: list[int], top: int = TOP) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, probs) [V, top] of a token stream: each token's `top` most frequent followers and their
     shares of its followers, pairs with a special id on either side not counted (a token with no
     followers keeps zero shares)."""
     a, b = stream[:-1].long(), stream[1:].long()
-    banned = torch.zeros(vocab_size, dtype=torch.bool)
-    banned[special_ids] = True
+    banned = _banned(vocab_size, special_ids)
     keep = ~(banned[a] | banned[b])
     counts = torch.bincount(a[keep] * vocab_size + b[keep], minlength=vocab_size * vocab_size)
     counts = counts.view(vocab_size, vocab_size).double()
@@ -96,8 +102,7 @@ def count_pairs(stream: torch.Tensor, vocab_size: int, special_ids: list[int], c
     prev, ascending), "pair_ids" [C, top], "pair_probs" [C, top] (a pair with fewer followers pads
     with share 0). Ties go to the lower key and the lower follower id."""
     s = stream.long()
-    banned = torch.zeros(vocab_size, dtype=torch.bool)
-    banned[special_ids] = True
+    banned = _banned(vocab_size, special_ids)
     keep = ~(banned[s[:-2]] | banned[s[1:-1]] | banned[s[2:]])
     tri, n = torch.unique((s[:-2] * vocab_size + s[1:-1])[keep] * vocab_size + s[2:][keep], return_counts=True)
     keys, seg = torch.unique_consecutive(tri // vocab_size, return_inverse=True)  # pairs ascending, as tri is
