@@ -1,4 +1,4 @@
-"""The PTP head as assd-ptp drafts with it on a CPU: its linear layers in int8, one row at a time.
+"""The PTP head as assd-ptp drafts with it on a CPU: its linear layers in int8, each row by its own scale.
 
 Why int8: on a CPU a drafting pass over k = 3-5 rows is bound by reading the weights, not by
 arithmetic (the text head's linear layers are ~25 MB of float32, read once a round, about a third
@@ -6,18 +6,20 @@ of what the AS-ARM's verify call reads). Dynamic int8 quantisation reads a quart
 The head's output is a proposal, so its exact numbers do not matter for the law, *provided* row j's
 proposal is still a function of the context and u_1..u_{j-1} only (engine/samplers/ptp.py).
 
-Why one row at a time: dynamic quantisation picks one activation scale per call from the range of
-its whole input. Fed a round's rows together, row j's numbers would depend on the rows after it,
-which read u_j (and e_j): p_j would depend on the very uniform d_j is drawn with, and the
+Why each row by its own scale: dynamic quantisation picks one activation scale per call from the
+range of its whole input. Fed a round's rows together, row j's numbers would depend on the rows
+after it, which read u_j (and e_j): p_j would depend on the very uniform d_j is drawn with, and the
 speculative test would no longer be exact (the copy did exactly that from 2026-11-27 to 2026-11-28:
 on the text head, changing u_2 alone moved rows 1-2's residuals by up to 0.1;
-tests/engine/models/test_ptp_int8.py now holds every row <= j bitwise fixed). `RowInt8` gives each
-row its own call, so each row's scale is its own; the float32 head needs no such care (a matmul's
-row i reads row i only).
+tests/engine/models/test_ptp_int8.py holds every row <= j bitwise fixed). `RowInt8` first gave each
+row its own call (m calls a layer); since 2026-11-28 (night) it divides each row by its own largest
+magnitude and adds an anchor row (-1, 1, 0, ...) that pins the call's range to [-1, 1], so the one
+call's scale is a constant and row i's numbers are row i's alone: one call a layer. The float32
+head needs no such care (a matmul's row i reads row i only).
 
 The embeddings and the norms stay float32 (lookups, or small). Each block also gets its Q, K and V
 weights stacked into one layer (`qkv_proj`, int8 like the rest), which `Block.causal` uses: one
-matmul call per row where it made three. The copy is made once per head object and kept beside it
+matmul call where it made three. The copy is made once per head object and kept beside it
 (not a submodule: never saved, never trained).
 """
 
@@ -35,27 +37,50 @@ INT8_LAYERS = ("blocks", "out", "prev_out", "in_proj", "u_embed", "prev_gate")
 
 
 class RowInt8(nn.Module):
-    """A dynamically quantised int8 linear layer applied to each row of its input by itself (see
-    the module's docstring: a row's activation scale must not depend on the other rows)."""
+    """A dynamically quantised int8 linear layer whose every row is quantised by its own scale, in ONE
+    call for all rows (see the module's docstring: a row's activation scale must not depend on the
+    other rows). Each row is divided by its own largest magnitude, so every row lies in [-1, 1]; one
+    more row, the anchor (-1, 1, 0, ...), makes [-1, 1] the range of every call whatever the rows
+    hold, so the layer's one activation scale is the same for every call; the result is multiplied
+    back by each row's own magnitude and the bias added in float32. Row i's output is a function of
+    row i alone, bitwise, as with one call per row, at the cost of one call."""
 
-    def __init__(self, layer: nn.Module):
+    def __init__(self, layer: nn.Module, bias: torch.Tensor | None):
         super().__init__()
-        self.layer = layer
+        self.layer = layer  # the int8 layer, without its bias (added after the rescaling)
+        self.bias = None if bias is None else bias.detach().clone()
+        anchor = torch.zeros(1, layer.in_features)
+        anchor[0, 0], anchor[0, -1] = -1.0, 1.0
+        self.anchor = anchor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., in] -> [..., out], one call of the int8 layer per row."""
+        """x [..., in] -> [..., out], every row by its own scale, one int8 call."""
         rows = x.reshape(-1, x.shape[-1])
-        y = torch.cat([self.layer(rows[i : i + 1]) for i in range(rows.shape[0])])
+        size = rows.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
+        y = self.layer(torch.cat([rows / size, self.anchor]))[:-1] * size
+        if self.bias is not None:
+            y = y + self.bias
         return y.view(*x.shape[:-1], y.shape[-1])
 
 
-def _rowwise(module: nn.Module) -> None:
-    """Wrap every int8 linear layer below `module` in RowInt8 (in place)."""
+def _int8(layer: nn.Linear) -> RowInt8:
+    """`layer` as a RowInt8: its weight quantised to int8 (per tensor, dynamic activations), its bias kept."""
+    bare = nn.Linear(layer.in_features, layer.out_features, bias=False)
+    with torch.no_grad():
+        bare.weight.copy_(layer.weight)
+    with warnings.catch_warnings():  # torch's eager quantisation API announces its successor on every call
+        warnings.simplefilter("ignore")
+        q = torch.ao.quantization.quantize_dynamic(nn.Sequential(bare), {nn.Linear}, dtype=torch.qint8)[0]
+    return RowInt8(q, layer.bias)
+
+
+def _quantise(module: nn.Module) -> nn.Module:
+    """`module` with every nn.Linear below it (or itself) replaced by its RowInt8 (in place where below)."""
+    if isinstance(module, nn.Linear):
+        return _int8(module)
     for name, child in list(module.named_children()):
-        if isinstance(child, torch.ao.nn.quantized.dynamic.Linear):
-            setattr(module, name, RowInt8(child))
-        else:
-            _rowwise(child)
+        setattr(module, name, _quantise(child))
+    return module
 
 
 def int8_copy(head: nn.Module) -> nn.Module:
@@ -69,14 +94,10 @@ def int8_copy(head: nn.Module) -> nn.Module:
         blk.qkv_proj = nn.Linear(blk.q.in_features, 3 * blk.q.out_features, bias=False)
         with torch.no_grad():
             blk.qkv_proj.weight.copy_(torch.cat([blk.q.weight, blk.k.weight, blk.v.weight]))
-    with warnings.catch_warnings():  # torch's eager quantisation API announces its successor on every call
-        warnings.simplefilter("ignore")
-        for name in INT8_LAYERS:
-            layer = getattr(twin, name, None)
-            if layer is not None:
-                setattr(twin, name, torch.ao.quantization.quantize_dynamic(
-                    nn.Sequential(layer), {nn.Linear}, dtype=torch.qint8)[0])
-    _rowwise(twin)
+    for name in INT8_LAYERS:
+        layer = getattr(twin, name, None)
+        if layer is not None:
+            setattr(twin, name, _quantise(layer))
     twin.eval()
     head.__dict__["_int8_copy"] = twin
     return twin

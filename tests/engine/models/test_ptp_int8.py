@@ -111,20 +111,30 @@ def test_the_int8_copy_keeps_each_row_blind_to_the_uniforms_after_it():
             assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"
 
 
-def test_row_int8_gives_every_row_what_the_layer_gives_it_alone():
-    """RowInt8 on a [2, 5, 4] input (10 rows, more rows than features): each output row is the int8
-    layer's answer for that row alone, in place."""
+def test_row_int8_gives_every_row_what_it_gives_that_row_alone_in_one_call():
+    """RowInt8 on a [2, 5, 4] input (10 rows, more rows than features, of very different ranges):
+    each output row is, bitwise, what RowInt8 gives that row alone (its own scale), close to the
+    float layer, from ONE call of the int8 layer; the plain int8 layer fed the rows at once (one
+    scale for all) gives other numbers."""
     import warnings
 
-    from engine.models.ptp_int8 import RowInt8
+    from engine.models.ptp_int8 import RowInt8, _int8
 
     torch.manual_seed(0)
-    with warnings.catch_warnings():  # torch's eager quantisation API announces its successor
-        warnings.simplefilter("ignore")
-        layer = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(4, 3)), {torch.nn.Linear},
-                                                       dtype=torch.qint8)[0]
-    x = torch.randn(2, 5, 4) * torch.arange(1, 11, dtype=torch.float32).view(2, 5, 1)  # rows of very different ranges
-    y = RowInt8(layer)(x)
-    want = torch.stack([torch.stack([layer(x[b, i : i + 1])[0] for i in range(5)]) for b in range(2)])
-    assert y.shape == (2, 5, 3) and torch.equal(y, want)
-    assert not torch.equal(layer(x.reshape(10, 4)).view(2, 5, 3), want), "one scale for all rows would differ"
+    lin = torch.nn.Linear(4, 3)
+    layer = _int8(lin)
+    x = torch.randn(2, 5, 4) * torch.arange(1, 11, dtype=torch.float32).view(2, 5, 1)
+    calls = []
+    layer.layer.register_forward_hook(lambda *a: calls.append(1))
+    with torch.no_grad():
+        y = layer(x)
+        assert y.shape == (2, 5, 3) and len(calls) == 1
+        want = torch.stack([torch.stack([layer(x[b, i : i + 1])[0] for i in range(5)]) for b in range(2)])
+        assert torch.equal(y, want)
+        assert (y - lin(x)).abs().max() < 0.05 * lin(x).abs().max()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plain = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear},
+                                                           dtype=torch.qint8)[0]
+        assert not torch.equal(plain(x.reshape(10, 4)).view(2, 5, 3), want), "one scale for all rows would differ"
+    assert isinstance(layer, RowInt8)
