@@ -121,6 +121,7 @@ class InfillRun:
         self.trace: list[Step] = []
         self.drafter_passes = [0]  # forward passes of the drafting network (bench assd: one-pass drafting shows)
         self.call_shapes: list[tuple[int, int]] = []
+        self.call_seconds: list[float] = []  # wall seconds of each AS-ARM call (bench assd prices call shapes by them)
         self.drafter_seconds = [0.0]  # wall seconds of drafting outside the AS-ARM (bench assd)
         self.asarm_seconds = 0.0  # wall seconds inside the AS-ARM's calls (bench assd)
         self.seconds = 0.0
@@ -133,6 +134,7 @@ class InfillRun:
                          cache=self.params["cache"])
         self.drafter_passes = ctx.drafter_passes
         self.call_shapes = getattr(ctx.oracle, "shapes", [])  # (content, query) rows per AS-ARM call
+        self.call_seconds = getattr(ctx.oracle, "call_seconds", [])
         self.drafter_seconds = ctx.drafter_seconds
         for lm in (self.lm, self.draft_lm):
             if lm is not None and (self.budget is not None or self.pause is not None):

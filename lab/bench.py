@@ -72,6 +72,7 @@ def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, te
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
                   "cpu": d.cpu, "drafter_passes": d.run.drafter_passes[0], "fills": [sp.text for sp in res.spans],
                   "rows": [nc + nq for nc, nq in d.run.call_shapes],
+                  "call_seconds": list(d.run.call_seconds),
                   "asarm_seconds": d.run.asarm_seconds, "drafter_seconds": d.run.drafter_seconds[0]}
     return out
 
@@ -129,28 +130,20 @@ def round_shares(seconds: float, asarm: float, drafter: float, rounds: int) -> d
             "host_ms_per_round": max(0.0, seconds - asarm - drafter) * per}
 
 
-def call_cost_curve(model, context: int = 200, reps: int = 7) -> dict[int, float]:
-    """Median CPU ms of one AS-ARM call against the rows it carries (half content, half query rows,
-    after `context` cached rows), on a grid of row counts: the cost model of the `limit` column."""
-    from .calls_worker import call_args, setup
-
-    m, cache, g = setup(model, context)
-    curve = {}
-    with torch.inference_mode():
-        for r in COST_GRID:
-            nc = max(1, r // 2)
-            times = []
-            for _ in range(reps + 1):
-                cache.truncate(context)
-                args = call_args(m, context, nc, r - nc, g)
-                c0 = time.process_time()
-                m(*args, cache=cache)
-                times.append(time.process_time() - c0)
-            curve[r] = 1000 * statistics.median(times[1:])
-    return curve
-
-
-COST_GRID = [2, 3, 4, 6, 8, 11, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+def observed_costs(measured: list[dict]) -> dict[int, float]:
+    """The cost model of the `limit` column, from the run itself: for every number of rows a call
+    carried (content + query rows), the median wall ms of the AS-ARM calls of that size, pooled over
+    every sampler and input of the run. Why not a separate timing of synthetic calls (before
+    2026-11-28, night): on a noisy 2-core VM such a curve, measured after the samplers at one fixed
+    context, priced calls up to 1.4x off what the same calls cost inside the runs (protein, Intel
+    Xeon: assd-pipelined's limit read 3.70x where its calls alone allowed about 2.7x). A call of r
+    rows costs what calls of r rows cost in this run, whichever sampler makes it."""
+    by_rows: dict[int, list[float]] = {}
+    for m in measured:
+        for one in m.values():
+            for r, sec in zip(one.get("rows", []), one.get("call_seconds", []), strict=False):
+                by_rows.setdefault(r, []).append(1000 * sec)
+    return {r: statistics.median(v) for r, v in sorted(by_rows.items())}
 
 
 def call_cost(curve: dict[int, float], rows: int) -> float:
@@ -188,8 +181,8 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (lab.shard)
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
-    span texts it wrote) and the lines left out. With `cost_model`, the call-cost curve of this
-    machine is measured after the samplers and each row gets its `limit` (add_limits). A model already
+    span texts it wrote) and the lines left out. With `cost_model`, each row gets its `limit`
+    (add_limits), every call priced at what calls of its size cost in this run (observed_costs). A model already
     loaded and its `windows` (bench assd --xlnet-base-random) are taken as given."""
     lm = model if isinstance(model, LoadedModel) else load(model)
     inputs, src = (windows, None) if windows is not None else bench_inputs(lm, inputs_file, length, mask_rate,
@@ -210,7 +203,7 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
         "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
         "processes": world()[1], "rows": assd_rows(measured, samplers),
     }
-    curve = call_cost_curve(model, context=max(2, (length or 256) // 2)) if cost_model else None
+    curve = observed_costs(measured) if cost_model else None
     if curve:
         out["call_cost_ms"] = curve
         add_limits(out["rows"], measured, curve)
@@ -254,7 +247,7 @@ def print_table(res: dict) -> None:
           "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time. rounds, "
           "drafter passes: totals over inputs (drafter passes: forward passes of a drafting network, PTP head or "
           "diffusion drafter). tok/s: masked tokens filled per wall second. limit: the ratio if the AS-ARM calls "
-          "were all a sampler cost (each call priced by this machine's call-cost curve, measured in the same run; "
+          "were all a sampler cost (each call priced at the median wall ms of this run's AS-ARM calls of its size, every sampler's; "
           "drafting network and host work free); meas/lim: the measured ratio over the limit. ms/round: wall ms "
           "per round inside the AS-ARM's calls (draft and verify passes), inside the drafter outside the AS-ARM "
           "(PTP head, n-gram counts, diffusion steps) and the rest (host: acceptance, bookkeeping, trace).")

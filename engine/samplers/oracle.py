@@ -49,6 +49,25 @@ def oracle_rows(mi: MaskedInput, logits: torch.Tensor, banned: torch.Tensor, pos
     return mi.constrain(logits.masked_fill(banned, float("-inf")), positions)
 
 
+class CallClock:
+    """Wall seconds inside the network, in all (`seconds`) and per call (`call_seconds`, a late
+    output head's time added to the call whose states it reads): bench assd's AS-ARM share of a round
+    and the price of each call shape in the same run (lab/bench.py, `observed_costs`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.call_seconds: list[float] = []
+
+    def spent(self, t0: float, call: bool) -> None:
+        """Book the seconds since `t0`: a call of its own (`call`), or the latest call's late work."""
+        dt = time.perf_counter() - t0
+        self.seconds += dt
+        if call or not self.call_seconds:
+            self.call_seconds.append(dt)
+        else:
+            self.call_seconds[-1] += dt
+
+
 def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     """The density oracle an AS-ARM sampler drives: our AS-ARM (cached or not) or an XLNet adapter;
     refuses a model that is not an AS-ARM."""
@@ -59,7 +78,7 @@ def make_oracle(lm: LoadedModel, mi: MaskedInput, use_cache: bool):
     return AsArmOracle(lm.model, mi, use_cache=use_cache)
 
 
-class AsArmOracle:
+class AsArmOracle(CallClock):
     """The AS-ARM as a density oracle (docs/DESIGN.md §2.1): samplers say which drafts to place and
     which positions to query; it builds ranks, runs the model and keeps the KV cache exact."""
 
@@ -69,9 +88,7 @@ class AsArmOracle:
         self.use_cache = use_cache
         self.calls = 0
         self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call: bench assd's cost model
-        # wall seconds inside the AS-ARM (calls and late output heads): bench assd sets them beside
-        # the drafter's and the host's share of a round
-        self.seconds = 0.0
+        super().__init__()  # wall seconds inside the AS-ARM (calls and late output heads), CallClock
         cfg = model.config
         self.bos = cfg.bos_token_id
         # prompt: BOS at model position 0, visible tokens at index + 1; all rank 0
@@ -132,7 +149,7 @@ class AsArmOracle:
             self.valid = n
             self.tentative = list(drafts)
         logits = self._finish(logits[0], [p for p, _ in queries[: logits.shape[1]]])
-        self.seconds += time.perf_counter() - t0
+        self.spent(t0, call=True)
         return (logits, hidden[0]) if states else logits
 
     @torch.inference_mode()
@@ -141,7 +158,7 @@ class AsArmOracle:
         logits (`logit_rows`): the model's output head on those states, for the query positions."""
         t0 = time.perf_counter()
         out = self._finish(self.model.output_head(states[None])[0], positions)
-        self.seconds += time.perf_counter() - t0
+        self.spent(t0, call=False)
         return out
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
@@ -159,7 +176,7 @@ def banned_ids(codec: Codec, vocab: int, exclude_special: bool) -> torch.Tensor:
     return ban
 
 
-class XLNetOracle:
+class XLNetOracle(CallClock):
     """A pretrained XLNet seen as the density oracle ASSD needs: its permutation attention gives
     any-subset conditionals, so the AS-ARM samplers run on it unchanged; `use_cache` keeps the
     content K/V of decided tokens (engine/models/xlnet_cache.py)."""
@@ -169,7 +186,7 @@ class XLNetOracle:
         self.model, self.mi, self.codec = model, mi, codec
         self.calls = 0
         self.shapes: list[tuple[int, int]] = []  # (content rows computed, query rows) per call
-        self.seconds = 0.0  # wall seconds inside the network (bench assd's AS-ARM share of a round)
+        super().__init__()  # wall seconds inside the network, in all and per call (CallClock)
         self.offset = 0 if mi.visible else 1  # only a window with nothing visible gets a <s>
         if self.offset and codec.bos_id is None:
             raise IncompatibleModelsError("This XLNet tokenizer has no <s> token: leave at least one token visible.")
@@ -204,7 +221,7 @@ class XLNetOracle:
                 return self._full(drafts, queries, states)
             return self._cached(drafts, queries, states, logit_rows)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self.spent(t0, call=True)
 
     @torch.inference_mode()
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:
@@ -213,7 +230,7 @@ class XLNetOracle:
         try:
             return self._finish(self.model.lm_loss(states), positions)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self.spent(t0, call=False)
 
     def _finish(self, logits: torch.Tensor, positions: list[int]) -> torch.Tensor:
         return oracle_rows(self.mi, host64(logits), self.banned, positions)

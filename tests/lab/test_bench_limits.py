@@ -1,13 +1,14 @@
-"""`bench assd`'s cost-model column and k sweep: a call priced from the measured curve (linear
-between grid points), each sampler's `limit` (the baseline's calls over its calls, both priced by
+"""`bench assd`'s cost-model column and k sweep: the run's own calls priced by size (the median wall ms
+of every call of that many rows, pooled over samplers and inputs), a call priced from that curve
+(linear between sizes), each sampler's `limit` (the baseline's calls over its calls, both priced by
 the curve) and the best k of a sweep. Pure functions over made-up numbers, so each rule is checked
-exactly."""
+exactly; one real run checks that every AS-ARM call gets its own seconds."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab.bench import add_limits, best_k, call_cost, round_shares
+from lab.bench import add_limits, best_k, call_cost, observed_costs, round_shares
 
 CURVE = {2: 5.0, 4: 6.0, 8: 10.0}
 
@@ -70,3 +71,33 @@ def test_measured_over_limit_is_the_wall_ratio_over_the_limit():
             {"sampler": "assd-cache", "wall_ratio_vs_sequential_cache": 0.6}]
     add_limits(rows, measured, CURVE)
     assert rows[1]["measured_over_limit"] == pytest.approx(0.6 / (20.0 / 16.0))
+
+
+def test_observed_costs_are_the_median_ms_of_the_runs_calls_of_each_size_over_every_sampler():
+    measured = [
+        {"sequential-cache": {"rows": [2, 2, 9], "call_seconds": [0.004, 0.006, 0.030]},
+         "assd-cache": {"rows": [4, 2], "call_seconds": [0.010, 0.100]}},
+        {"sequential-cache": {"rows": [2], "call_seconds": [0.005]},
+         "assd-cache": {"rows": [4, 4], "call_seconds": [0.020, 0.012]}},
+    ]
+    got = observed_costs(measured)
+    assert list(got) == [2, 4, 9]  # sizes in order: call_cost interpolates between them
+    assert got[2] == pytest.approx(5.5), "median of 4, 6, 100 (another sampler's call) and 5 ms"
+    assert got[4] == pytest.approx(12.0) and got[9] == pytest.approx(30.0)
+    assert observed_costs([{"assd": {"rows": [3]}}]) == {}, "no seconds recorded: no curve, no limit"
+
+
+def test_every_asarm_call_of_a_run_gets_its_own_seconds_and_they_add_up(tiny_asarm):
+    """The oracle books each call's wall seconds (a late output head's to the call it reads) beside
+    its shape, so bench assd can price every call; their sum is the run's AS-ARM seconds."""
+    from engine.api import InfillRun
+    from tests.support.tiny import masked_input
+
+    mi = masked_input(tiny_asarm.codec, {1: "b"}, 6)
+    for sampler in ("sequential", "assd-pipelined", "assd-ngram"):
+        r = InfillRun(masked_input=mi, model=str(tiny_asarm.path), sampler=sampler, seed=0, k=3, cache=True)
+        list(r.stream())
+        res = r.result(with_log_prob=False)
+        assert len(r.call_seconds) == len(r.call_shapes) == res.calls > 0, sampler
+        assert all(s > 0 for s in r.call_seconds)
+        assert sum(r.call_seconds) == pytest.approx(r.asarm_seconds), sampler
