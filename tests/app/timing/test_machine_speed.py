@@ -35,7 +35,7 @@ def test_without_a_measurement_the_figure_says_it_is_from_elsewhere(cache):
     said = choices.sampler_help(DEFAULT_SAMPLERS["text"].sampler, "text")
     c = DEFAULT_SAMPLERS["text"]
     words = f"{c.ratio:.2f}x faster" if c.ratio >= 1 else f"{1 / c.ratio:.2f}x slower"
-    assert words in said and "on 2-core AMD EPYC (docs" in said and "not measured it yet" in said
+    assert words in said and "on 2-core Intel Xeon (docs" in said and "not measured it yet" in said
     assert "the speed of" not in said and "its time" not in said
 
 
