@@ -67,7 +67,8 @@ MODULES: dict[str, list[str]] = {
                          "tests/engine/test_seed_rule.py", "tests/engine/test_run_setup.py"],
     # the oracle on tiny random models: every answer against the original forward, cached against uncached,
     # AS-ARM and XLNet (the call and head functions under @torch.inference_mode are not mutated by mutmut)
-    "engine/samplers/oracle.py": ["tests/engine/samplers/test_oracle_rules.py", "tests/engine/models/test_xlnet_cache.py"],
+    "engine/samplers/oracle.py": ["tests/engine/samplers/test_oracle_rules.py", "tests/engine/models/test_xlnet_cache.py",
+                                  "tests/lab/test_bench_limits.py"],
     # the run's context: what a sampler is handed (the settled knobs unchanged, the seed, the oracle)
     "engine/samplers/context.py": ["tests/engine/samplers/test_run_context.py", "tests/engine/test_run_setup.py", CONTRACT],
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
