@@ -101,3 +101,41 @@ def test_every_asarm_call_of_a_run_gets_its_own_seconds_and_they_add_up(tiny_asa
         assert len(r.call_seconds) == len(r.call_shapes) == res.calls > 0, sampler
         assert all(s > 0 for s in r.call_seconds)
         assert sum(r.call_seconds) == pytest.approx(r.asarm_seconds), sampler
+
+
+def test_the_call_clock_books_a_late_head_to_the_latest_call():
+    """CallClock: each call gets its own seconds; later work on a call (an output head run after it)
+    is added to the latest call; a late head before any call starts an entry of its own."""
+    import time
+
+    from engine.samplers.oracle import CallClock
+
+    c = CallClock()
+    now = time.perf_counter()
+    c.spent(now - 4.0, call=False)  # nothing called yet: its own entry
+    c.spent(now - 1.0, call=True)
+    c.spent(now - 2.0, call=True)
+    c.spent(now - 3.0, call=True)
+    c.spent(now - 5.0, call=False)  # the third call's late head
+    assert c.call_seconds == pytest.approx([4.0, 1.0, 2.0, 8.0], abs=0.2)
+    assert c.seconds == pytest.approx(15.0, abs=0.5)
+
+
+def test_every_xlnet_call_gets_its_own_seconds():
+    """XLNetOracle books its calls on the same clock: one entry per call, summing to its seconds."""
+    from engine.samplers.oracle import XLNetOracle
+    from tests.engine.models.test_xlnet_reference import random_xlnet
+    from tests.support.tiny import masked_input, tiny_codec
+
+    codec = tiny_codec()
+    model = random_xlnet(codec.vocab_size, seed=2)
+    mi = masked_input(codec, {0: "a"}, 6)
+    a, b = codec.encode("ab")
+    for cached in (False, True):
+        o = XLNetOracle(model=model, mi=mi, codec=codec, use_cache=cached)
+        o.call([(1, a), (2, b)], [(1, 0), (2, 1)])
+        o.commit(1, a)
+        o.call([], [(2, 0)])
+        o.call([], [(3, 0)])
+        assert len(o.call_seconds) == o.calls == 3 and all(s > 0 for s in o.call_seconds)
+        assert sum(o.call_seconds) == pytest.approx(o.seconds)
