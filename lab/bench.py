@@ -9,7 +9,6 @@ import argparse
 import json
 import math
 import statistics
-import time
 
 import torch
 
@@ -247,10 +246,11 @@ def print_table(res: dict) -> None:
           "ratios in brackets (samplers interleaved per input); CPU: the same with process CPU time. rounds, "
           "drafter passes: totals over inputs (drafter passes: forward passes of a drafting network, PTP head or "
           "diffusion drafter). tok/s: masked tokens filled per wall second. limit: the ratio if the AS-ARM calls "
-          "were all a sampler cost (each call priced at the median wall ms of this run's AS-ARM calls of its size, every sampler's; "
-          "drafting network and host work free); meas/lim: the measured ratio over the limit. ms/round: wall ms "
-          "per round inside the AS-ARM's calls (draft and verify passes), inside the drafter outside the AS-ARM "
-          "(PTP head, n-gram counts, diffusion steps) and the rest (host: acceptance, bookkeeping, trace).")
+          "were all a sampler cost (each call priced at the median wall ms of this run's AS-ARM calls of its "
+          "size, every sampler's; drafting network and host work free); meas/lim: the measured ratio over the "
+          "limit. ms/round: wall ms per round inside the AS-ARM's calls (draft and verify passes), inside the "
+          "drafter outside the AS-ARM (PTP head, n-gram counts, diffusion steps) and the rest (host: acceptance, "
+          "bookkeeping, trace).")
     for one in res.get("per_input", []):
         cells = "  ".join(f"{r['sampler']} {r['calls_mean']:g} calls {r['tokens_per_call']:.2f} tok/call"
                           for r in one["rows"])
