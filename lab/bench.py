@@ -140,7 +140,8 @@ def observed_costs(measured: list[dict]) -> dict[int, float]:
     by_rows: dict[int, list[float]] = {}
     for m in measured:
         for one in m.values():
-            for r, sec in zip(one.get("rows", []), one.get("call_seconds", []), strict=False):
+            secs = one.get("call_seconds")  # absent in a partial file written before 2026-11-28 (night)
+            for r, sec in zip(one["rows"], secs, strict=True) if secs else ():
                 by_rows.setdefault(r, []).append(1000 * sec)
     return {r: statistics.median(v) for r, v in sorted(by_rows.items())}
 
@@ -174,14 +175,14 @@ def add_limits(rows: list[dict], measured: list[dict], curve: dict[int, float]) 
 
 def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: int, samples: int,
                    samplers: list[str], seed: int = 0, temperature: float = 1.0, inputs_file: str | None = None,
-                   cost_model: bool = True, draft_model: str | None = None, windows: list | None = None,
+                   draft_model: str | None = None, windows: list | None = None,
                    partial: str | None = None) -> dict:
     """ASSD variants against the sequential baselines on the same masked windows (or the inputs of
     `inputs_file`) and seeds, interleaved; per-sampler calls, rounds, tokens and seconds, and wall
     ratios within the run. Input i runs with seed + i, in whichever process (lab.shard)
     takes it. From a file: also every row per input ("per_input", with each sampler's fills: the
-    span texts it wrote) and the lines left out. With `cost_model`, each row gets its `limit`
-    (add_limits), every call priced at what calls of its size cost in this run (observed_costs). A model already
+    span texts it wrote) and the lines left out. Each row gets its `limit` (add_limits), every call
+    priced at what calls of its size cost in this run (observed_costs). A model already
     loaded and its `windows` (bench assd --xlnet-base-random) are taken as given."""
     lm = model if isinstance(model, LoadedModel) else load(model)
     inputs, src = (windows, None) if windows is not None else bench_inputs(lm, inputs_file, length, mask_rate,
@@ -202,7 +203,7 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
         "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
         "processes": world()[1], "rows": assd_rows(measured, samplers),
     }
-    curve = observed_costs(measured) if cost_model else None
+    curve = observed_costs(measured)
     if curve:
         out["call_cost_ms"] = curve
         add_limits(out["rows"], measured, curve)
@@ -335,7 +336,7 @@ def cli(argv: list[str]) -> int:
         windows = random_windows(model, a.length, a.mask_rate, a.samples, a.seed)
     results = [run_assd_bench(model, a.length, a.mask_rate, k, a.samples, a.samplers.split(","), a.seed,
                               inputs_file=a.inputs, draft_model=a.draft_model, windows=windows,
-                              cost_model=not a.xlnet_base_random, partial=a.partial) for k in ks]
+                              partial=a.partial) for k in ks]
     if not is_main():
         return 0  # the main process prints what every process measured
     res = results[0] if len(results) == 1 else {"sweep": results, "best_k": best_k(results)}
