@@ -11,6 +11,7 @@ alphabets used by the exactness tests).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,6 +67,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int):
     return _wrap(tok)
 
 
+@functools.cache  # built once: token_bytes reads it for every token it spells
 def _byte_level_table() -> dict[str, int]:
     """GPT-2's byte-level alphabet, inverted: vocabulary character -> the byte it stands for."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), 256)]
@@ -272,8 +274,13 @@ class Codec:
         return self._has_newline
 
     def token_text(self, tid: int) -> str:
-        """Readable text of one token (byte-level pieces may be partial characters)."""
-        return self.decode([tid])
+        """Readable text of one token (byte-level pieces may be partial characters); kept once
+        decoded, as every step of a trace spells its tokens."""
+        texts = self.__dict__.setdefault("_texts", {})
+        text = texts.get(tid)
+        if text is None:
+            text = texts[tid] = self.decode([tid])
+        return text
 
     def token_bytes(self, tid: int) -> bytes:
         """The exact UTF-8 bytes one token stands for (a byte-level token may hold part of a
@@ -281,7 +288,7 @@ class Codec:
         if tid in self.special_ids:
             return b""
         if self.byte_level:
-            table = self.__dict__.setdefault("_bytes_of", _byte_level_table())
+            table = _byte_level_table()
             return bytes(table[ch] for ch in self.hf.backend_tokenizer.id_to_token(tid))
         return self.decode([tid]).encode("utf-8")
 

@@ -4,6 +4,10 @@ Every speculative sampler (ASSD and its variants, self-speculative diffusion, th
 drafter) calls `speculative_accept`; every random draw goes through the explicit generator, so a
 stored seed replays a run exactly. Float64 matters: float32 ratios and residuals are a known
 source of silently wrong distributions.
+
+The per-token arithmetic (a draw's cumulative sums, a test's ratio and residual) runs on a NumPy view
+of the row: the same float64 numbers, in microseconds, where each small torch call costs 10-20 us on
+a 2-core CPU, and a round makes a dozen of them per token (docs/DESIGN.md §7.1, host work).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from engine.errors import DistributionError
@@ -36,19 +41,28 @@ def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
     return inverse_cdf(probs, uniform(gen))
 
 
+def host_row(probs: torch.Tensor) -> np.ndarray:
+    """A row as float64 NumPy numbers on the host: a view of a float64 CPU tensor (no copy), a
+    promoted copy of anything else (float32 rows are promoted before any sum is taken)."""
+    return probs.detach().to("cpu", torch.float64).numpy()
+
+
 def inverse_cdf(probs: torch.Tensor, u: float) -> int:
     """F^-1_p(u): the token whose CDF interval holds u * total mass, for a given uniform u in [0, 1).
     PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn before the head runs). A row with
     NaN, infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
-    probs = probs.to(torch.float64)
-    total = float(probs.sum())
+    return _inverse_cdf(host_row(probs), u)
+
+
+def _inverse_cdf(probs: np.ndarray, u: float) -> int:
+    """inverse_cdf on a float64 NumPy row."""
+    cdf = np.cumsum(probs)
+    total = float(cdf[-1])
     if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
         raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
                                 "negative or all zero); the model or drafter is broken for this input.")
-    cdf = torch.cumsum(probs, dim=0)
-    x = u * float(cdf[-1])
-    idx = int(torch.searchsorted(cdf, torch.tensor([x], dtype=torch.float64), right=True)[0])
-    idx = min(idx, probs.numel() - 1)
+    idx = int(np.searchsorted(cdf, u * total, side="right"))
+    idx = min(idx, probs.size - 1)
     while probs[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-mass tail
         idx -= 1
     return idx
@@ -75,21 +89,20 @@ def speculative_accept(
     p and q are full float64 distributions over the vocabulary. The output is exactly
     distributed as q whatever p is, provided draft was drawn from p.
     """
-    p = p.to(torch.float64)
-    q = q.to(torch.float64)
-    px, qx = float(p[draft]), float(q[draft])
+    pa, qa = host_row(p), host_row(q)
+    px, qx = float(pa[draft]), float(qa[draft])
     # a draft drawn from p has p(draft) > 0; anything else (NaN from a zero-sum row, 0, inf) would
     # make min(1, q/p) meaningless and silently accept or reject: refuse instead
     if not (math.isfinite(px) and px > 0):
         raise DistributionError(f"The proposal gives its own draft probability {px!r}; a draft must be drawn "
                                 "from a proper proposal row (finite, positive mass on the draft).")
-    if not (math.isfinite(qx) and qx >= 0 and math.isfinite(float(q.sum()))):
+    if not (math.isfinite(qx) and qx >= 0 and math.isfinite(float(qa.sum()))):
         raise DistributionError(f"The target row is not a distribution (q(draft) = {qx!r}).")
     a = min(1.0, qx / px)
     if uniform(gen) < a:
         return Verdict(accepted=True, token=draft, accept_prob=a, p_draft=px, q_draft=qx, q_token=qx)
-    residual = torch.clamp(q - p, min=0.0)
+    residual = np.maximum(qa - pa, 0.0)
     if float(residual.sum()) <= 0.0:  # q == p to the last bit: rejection has probability 0
-        residual = q
-    tok = sample_categorical(residual, gen)
-    return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(q[tok]))
+        residual = qa
+    tok = _inverse_cdf(residual, uniform(gen))
+    return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(qa[tok]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 
 from engine.samplers.acceptance import sample_categorical
@@ -50,20 +51,21 @@ class NgramDrafter(Drafter):
 
     def __init__(self, *, vocab_size: int, special_ids: list[int], mix: float = 0.8, alpha: float = 0.1,
                  confidence: float = 0.0, prior: CorpusBigram | None = None):
-        self.allowed = torch.ones(vocab_size, dtype=torch.float64)
+        self.allowed = np.ones(vocab_size)
         self.allowed[special_ids] = 0.0
         self.mix, self.alpha = mix, alpha
         self.confidence = confidence  # 0: a draft for every position, as the paper's rounds
         self.prior = prior  # the corpus's followers of each token (None: the context's unigram instead)
         self.index = NgramIndex(vocab_size)  # counts kept up to date, not recounted each round
-        self.uni_row: torch.Tensor  # the smoothed unigram row, recomputed only when the counts moved (the
+        self.uni_row: np.ndarray  # the smoothed unigram row, recomputed only when the counts moved (the
         # index starts "changed", so the first propose computes it)
 
     def propose(
         self, known: list[int | None], positions: list[int], gen: torch.Generator, temperature: float = 1.0
     ) -> tuple[list[int], list[torch.Tensor], float]:
         """known[i] is the token at position i or None. Returns drafts for a prefix of `positions`
-        (possibly none: see `confidence`), their proposal rows, calls spent."""
+        (possibly none: see `confidence`), their proposal rows, calls spent. The rows are NumPy
+        arithmetic, handed over as tensors sharing their memory (torch.from_numpy)."""
         index = self.index
         index.sync(known)
         if index.changed:
@@ -88,10 +90,11 @@ class NgramDrafter(Drafter):
             sure *= float(row.max())  # of the row alone: fixed before its draft is drawn
             if sure < self.confidence:
                 break  # this position and the rest of the round: the verifier's exact rows
-            tok = sample_categorical(row, gen)
+            p = torch.from_numpy(row)
+            tok = sample_categorical(p, gen)
             drafted[pos] = tok
             drafts.append(tok)
-            rows.append(row)
+            rows.append(p)
         return drafts, rows, 0.0
 
 

@@ -10,15 +10,17 @@ bigram is counted once, when the second of its two positions becomes known.
 The counts are the same numbers a full recount would give, so the proposal rows are the same
 (tests/engine/samplers/test_ngram_index.py compares them with a recount); exactness does not depend on
 them anyway, only on the rows being fixed before the acceptance randomness is drawn.
+The counts are NumPy rows: a count is one store, where a torch element update costs ~10 us on a
+2-core CPU, and the drafter's rows are NumPy arithmetic too (engine/samplers/drafters.py).
 """
 
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 
 class NgramIndex:
-    """Unigram and bigram counts (float64 rows over the vocabulary) of the tokens of `known`, a
+    """Unigram and bigram counts (float64 NumPy rows over the vocabulary) of the tokens of `known`, a
     run's position -> token (None while masked) list, brought up to date by `sync`."""
 
     def __init__(self, vocab_size: int):
@@ -50,8 +52,8 @@ class NgramIndex:
         self.known = known  # the list the counts were taken from
         self.counted = [False] * len(known)
         self._tokens: list[int | None] = [None] * len(known)
-        self.uni = torch.zeros(self.v, dtype=torch.float64)
-        self.big: dict[int, torch.Tensor] = {}
+        self.uni = np.zeros(self.v)
+        self.big: dict[int, np.ndarray] = {}
         self.pending = [i for i, t in enumerate(known) if t is None]  # unknown when counting began, ascending
         self.next = 0  # pending[:next] are counted
         for i, t in enumerate(known):
@@ -74,5 +76,5 @@ class NgramIndex:
     def _pair(self, prev: int, tok: int) -> None:
         row = self.big.get(prev)
         if row is None:
-            row = self.big[prev] = torch.zeros(self.v, dtype=torch.float64)
+            row = self.big[prev] = np.zeros(self.v)
         row[tok] += 1

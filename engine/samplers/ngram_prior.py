@@ -40,31 +40,33 @@ class CorpusBigram:
     def __init__(self, ids: torch.Tensor, probs: torch.Tensor, pairs: dict[str, torch.Tensor] | None = None):
         self.ids = ids.long()  # [V, top] follower ids, most frequent first
         self.probs = probs.double()  # [V, top] their shares of all the token's followers
-        self.mass = self.probs.sum(1)  # [V] what the stored followers hold
+        # the same numbers as NumPy arrays, what `row` reads (a few microseconds a row, not a dozen torch calls)
+        self._ids, self._probs = self.ids.numpy(), self.probs.numpy()
+        self.mass = self._probs.sum(1)  # [V] what the stored followers hold
         # the pairs' keys (before * V + prev, ascending) [C], their followers and shares [C, TOP3]; None: no pairs
-        self.pairs = None if not pairs else (pairs["pair_keys"].long(), pairs["pair_ids"].long(),
-                                             pairs["pair_probs"].double())
+        self.pairs = None if not pairs else (pairs["pair_keys"].long().numpy(), pairs["pair_ids"].long().numpy(),
+                                             pairs["pair_probs"].double().numpy())
 
     @property
     def vocab_size(self) -> int:
         """The vocabulary it was counted over (one row of followers per token id)."""
         return self.ids.shape[0]
 
-    def row(self, prev: int, rest: torch.Tensor, before: int | None = None) -> torch.Tensor:
+    def row(self, prev: int, rest: np.ndarray, before: int | None = None) -> np.ndarray:
         """[V] float64: the followers of the pair (`before`, `prev`) when it is stored, else of `prev`,
         with their corpus shares, plus the share they leave spread as the shorter row (`prev`'s,
         then `rest`: a distribution, the drafter's unigram row). A token never seen in the corpus
         (no followers stored) gives `rest` itself. Normalised once at the end: stored shares are
         rounded (float32, float16), and a proposal must sum to 1."""
         out = rest * max(0.0, 1.0 - float(self.mass[prev]))
-        out.index_add_(0, self.ids[prev], self.probs[prev])
+        np.add.at(out, self._ids[prev], self._probs[prev])
         if before is not None and self.pairs is not None:
             keys, ids, shares = self.pairs
             key = before * self.vocab_size + prev
-            at = int(torch.searchsorted(keys, key))
+            at = int(np.searchsorted(keys, key))
             if at < len(keys) and int(keys[at]) == key:
                 out = out / out.sum() * max(0.0, 1.0 - float(shares[at].sum()))
-                out.index_add_(0, ids[at], shares[at])
+                np.add.at(out, ids[at], shares[at])
         return out / out.sum()
 
 

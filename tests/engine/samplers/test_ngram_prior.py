@@ -3,6 +3,7 @@ rows it gives, the file it is read from, and that the drafter uses it only as it
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from engine.samplers.drafters import NgramDrafter
@@ -28,10 +29,10 @@ def test_a_row_is_the_followers_shares_plus_what_they_leave_spread_as_the_fallba
     probs = torch.zeros(V, 2)
     probs[4] = torch.tensor([0.5, 0.25])
     prior = CorpusBigram(ids, probs)
-    rest = torch.tensor([0, 0, 0.25, 0.25, 0.25, 0.25], dtype=torch.float64)
+    rest = np.array([0, 0, 0.25, 0.25, 0.25, 0.25])
     row = prior.row(4, rest)
-    assert torch.allclose(row, torch.tensor([0, 0, 0.5625, 0.3125, 0.0625, 0.0625], dtype=torch.float64))
-    assert torch.equal(prior.row(5, rest), rest)  # no followers stored: the fallback itself
+    assert np.allclose(row, [0, 0, 0.5625, 0.3125, 0.0625, 0.0625], rtol=0, atol=1e-15)
+    assert np.array_equal(prior.row(5, rest), rest)  # no followers stored: the fallback itself
 
 
 def test_the_file_round_trips_and_a_folder_without_one_or_of_another_vocabulary_gives_none(tmp_path):
@@ -60,12 +61,12 @@ def test_the_drafter_reads_the_prior_where_the_context_has_no_bigram_and_mixes_i
     known = [2, 3, None, None, 2, 4]  # the context: 2 -> 3 seen once; 3 -> ? never
     _, (p_plain,) = _rows(plain, known, [2])
     _, (p_prior,) = _rows(with_prior, known, [2])
-    uni = plain.uni_row
+    uni = torch.from_numpy(plain.uni_row)
     assert torch.allclose(p_plain, uni)  # no bigram for 3 in the context: the unigram
-    assert torch.allclose(p_prior, prior.row(3, uni)) and p_prior[5] > 0.89  # ... or the corpus's followers of 3
+    assert torch.allclose(p_prior, torch.from_numpy(prior.row(3, plain.uni_row))) and p_prior[5] > 0.89  # ... or the corpus's followers of 3
     known2 = [2, 3, 2, None, None, 4]  # the context's own bigram 2 -> 3 leads, the prior fills the rest
     _, (row,) = _rows(with_prior, known2, [3])
-    want = 0.8 * torch.nn.functional.one_hot(torch.tensor(3), V).double() + 0.2 * prior.row(2, with_prior.uni_row)
+    want = 0.8 * torch.nn.functional.one_hot(torch.tensor(3), V).double() + 0.2 * torch.from_numpy(prior.row(2, with_prior.uni_row))
     assert torch.allclose(row, want) and abs(float(row.sum()) - 1) < 1e-12
 
 
@@ -82,11 +83,10 @@ def test_count_pairs_keeps_the_most_frequent_pairs_with_their_top_followers():
 def test_a_stored_pair_refines_its_tokens_row_and_an_unstored_one_leaves_it():
     stream = torch.tensor([2, 3, 4, 2, 3, 4, 2, 3, 5, 3, 4, 2, 1, 2, 3])
     prior = CorpusBigram(*count(stream, V, SPECIAL), count_pairs(stream, V, SPECIAL, contexts=2, top=2))
-    rest = torch.full((V,), 1 / V, dtype=torch.float64)
-    assert torch.allclose(prior.row(3, rest), torch.tensor([0, 0, 0, 0, 0.75, 0.25], dtype=torch.float64))
-    assert torch.allclose(prior.row(3, rest, before=2), torch.tensor([0, 0, 0, 0, 2 / 3, 1 / 3], dtype=torch.float64),
-                          atol=1e-3)
-    assert torch.equal(prior.row(3, rest, before=5), prior.row(3, rest))  # (5, 3) is not stored
+    rest = np.full(V, 1 / V)
+    assert np.allclose(prior.row(3, rest), [0, 0, 0, 0, 0.75, 0.25])
+    assert np.allclose(prior.row(3, rest, before=2), [0, 0, 0, 0, 2 / 3, 1 / 3], atol=1e-3)
+    assert np.array_equal(prior.row(3, rest, before=5), prior.row(3, rest))  # (5, 3) is not stored
     assert abs(float(prior.row(3, rest, before=2).sum()) - 1) < 1e-12
 
 
@@ -128,7 +128,7 @@ def test_the_first_position_of_a_window_reads_no_pair():
     prior = CorpusBigram(*count(stream, V, SPECIAL), pairs)
     d = NgramDrafter(vocab_size=V, special_ids=SPECIAL, prior=prior)
     _, (row,) = _rows(d, [2, None, 3, 5], [1])  # the window ends in 5: known[-1] would make the pair (5, 2)
-    assert torch.allclose(row, prior.row(2, d.uni_row))
+    assert torch.allclose(row, torch.from_numpy(prior.row(2, d.uni_row)))
 
 
 def test_a_round_reads_its_own_drafts_as_the_pair_before_a_position():
@@ -198,10 +198,10 @@ def test_a_row_is_a_distribution_even_when_stored_shares_overshoot():
     prior = CorpusBigram(torch.tensor([[2, 3]] * V), torch.full((V, 2), 0.6),
                          {"pair_keys": torch.tensor([4 * V + 5]), "pair_ids": torch.tensor([[2, 3]]),
                           "pair_probs": torch.tensor([[0.7, 0.5]])})
-    rest = torch.full((V,), 1 / V, dtype=torch.float64)
+    rest = np.full(V, 1 / V)
     for row, want in ((prior.row(5, rest), [0, 0, 0.5, 0.5, 0, 0]),
                       (prior.row(5, rest, before=4), [0, 0, 0.7 / 1.2, 0.5 / 1.2, 0, 0])):
-        assert torch.allclose(row, torch.tensor(want, dtype=torch.float64)), row
+        assert np.allclose(row, want), row
 
 
 def test_the_file_keeps_its_header_and_a_rewritten_file_is_read_again(tmp_path):
@@ -230,5 +230,5 @@ def test_a_pair_row_scales_its_tokens_row_to_the_share_the_pair_leaves():
     prior = CorpusBigram(torch.tensor([[2, 3]] * V), torch.full((V, 2), 0.6),
                          {"pair_keys": torch.tensor([4 * V + 5]), "pair_ids": torch.tensor([[2, 3]]),
                           "pair_probs": torch.tensor([[0.3, 0.2]])})
-    row = prior.row(5, torch.full((V,), 1 / V, dtype=torch.float64), before=4)
-    assert torch.allclose(row, torch.tensor([0, 0, 0.55, 0.45, 0, 0], dtype=torch.float64)), row
+    row = prior.row(5, np.full(V, 1 / V), before=4)
+    assert np.allclose(row, [0, 0, 0.55, 0.45, 0, 0]), row
