@@ -63,10 +63,12 @@ def test_the_drafter_reads_the_prior_where_the_context_has_no_bigram_and_mixes_i
     _, (p_prior,) = _rows(with_prior, known, [2])
     uni = torch.from_numpy(plain.uni_row)
     assert torch.allclose(p_plain, uni)  # no bigram for 3 in the context: the unigram
-    assert torch.allclose(p_prior, torch.from_numpy(prior.row(3, plain.uni_row))) and p_prior[5] > 0.89  # ... or the corpus's followers of 3
+    corpus3 = torch.from_numpy(prior.row(3, plain.uni_row))
+    assert torch.allclose(p_prior, corpus3) and p_prior[5] > 0.89  # ... or the corpus's followers of 3
     known2 = [2, 3, 2, None, None, 4]  # the context's own bigram 2 -> 3 leads, the prior fills the rest
     _, (row,) = _rows(with_prior, known2, [3])
-    want = 0.8 * torch.nn.functional.one_hot(torch.tensor(3), V).double() + 0.2 * torch.from_numpy(prior.row(2, with_prior.uni_row))
+    corpus2 = torch.from_numpy(prior.row(2, with_prior.uni_row))
+    want = 0.8 * torch.nn.functional.one_hot(torch.tensor(3), V).double() + 0.2 * corpus2
     assert torch.allclose(row, want) and abs(float(row.sum()) - 1) < 1e-12
 
 
