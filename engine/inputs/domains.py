@@ -35,17 +35,17 @@ class DefaultChoice:
 
 #: Each studio domain's `default` below is the default sampler of the app and the CLI: the fastest
 #: *speculative* exact sampler measured at the default k (5), so a first run shows drafts, accepts and
-#: rejects. Measured on 2026-11-28 (night) in quiet runs (`python -m engine bench assd --samples 8
+#: rejects. Measured on 2026-11-29 in quiet runs (`python -m engine bench assd --samples 8
 #: --k 3,5 --threads 1`, protein at --k 5,8; the corpus's test windows of 256 tokens 95% masked, a
 #: 2-core Intel Xeon, load about 1, nothing else running;
-#: docs/results/bench_assd_{text,code_windows}_k35_quiet_2026-11-28f.json,
-#: bench_assd_protein_windows_k58_quiet_2026-11-28f.json): on text and code the n-gram drafter with its
+#: docs/results/bench_assd_text_k35_quiet_2026-11-29b.json, bench_assd_code_windows_k35_quiet_2026-11-29a.json,
+#: bench_assd_protein_windows_k58_quiet_2026-11-29a.json): on text and code the n-gram drafter with its
 #: corpus prior, drafting only where it is sure enough (engine/samplers/ngram_prior.py, the
-#: `confidence` knob), is faster than cached sequential decoding (text 1.09x, code 1.12x at k = 5);
-#: on protein assd-pipelined is 2.76x (assd-cache 2.02x). The same choice as on the project's AMD
-#: EPYC that evening (text 1.06x, code 1.15x, protein 2.04x; docs/RESULTS.md keeps both tables).
+#: `confidence` knob), is faster than cached sequential decoding (text 1.17x, code 1.13x at k = 5);
+#: on protein assd-pipelined is 2.65x (assd-cache 2.05x). The same choice as the night before on this
+#: Xeon (1.09x, 1.12x, 2.76x) and on the project's AMD EPYC (1.06x, 1.15x, 2.04x; docs/RESULTS.md).
 #: where the ratios below come from (DefaultChoice.source)
-DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-28 (night), 2-core Intel Xeon"
+DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-29, 2-core Intel Xeon"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +87,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         "the Brown corpus); `python -m engine data fetch text`.",
         models=("text-asarm", "text-hybrid", "text-judge", "text-ptp1"), bpe_vocab=4096, fluent_ppl=40,
         drafters=(("ptp", "text-ptp1"),),
-        default=DefaultChoice(sampler="assd-ngram", ratio=1.09, ratio_range=(1.01, 1.22), source=DEFAULTS_BENCH_SOURCE),
+        default=DefaultChoice(sampler="assd-ngram", ratio=1.17, ratio_range=(1.01, 1.57), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             # the first example of each domain is the page's default input: more than one span, so the
             # first Run shows drafts, accepts and rejects across rounds
@@ -101,7 +101,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         quality="humaneval_single_line_pass1",
         data="The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
         models=("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
-        default=DefaultChoice(sampler="assd-ngram", ratio=1.12, ratio_range=(0.98, 1.31), source=DEFAULTS_BENCH_SOURCE),
+        default=DefaultChoice(sampler="assd-ngram", ratio=1.13, ratio_range=(0.97, 1.29), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
             "def add(a, b):\n    [MASK:8]\n",
@@ -113,7 +113,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             separator=None, quality="ppl_vs_unigram",
         data="20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
         models=("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
-        default=DefaultChoice(sampler="assd-pipelined", ratio=2.76, ratio_range=(2.41, 3.18), source=DEFAULTS_BENCH_SOURCE),
+        default=DefaultChoice(sampler="assd-pipelined", ratio=2.65, ratio_range=(2.51, 3.28), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",
