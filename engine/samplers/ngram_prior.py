@@ -38,11 +38,10 @@ class CorpusBigram:
     distributions over the vocabulary."""
 
     def __init__(self, ids: torch.Tensor, probs: torch.Tensor, pairs: dict[str, torch.Tensor] | None = None):
-        self.ids = ids.long()  # [V, top] follower ids, most frequent first
-        self.probs = probs.double()  # [V, top] their shares of all the token's followers
-        # the same numbers as NumPy arrays, what `row` reads (a few microseconds a row, not a dozen torch calls)
-        self._ids, self._probs = self.ids.numpy(), self.probs.numpy()
-        self.mass = self._probs.sum(1)  # [V] what the stored followers hold
+        # NumPy arrays, what `row` reads: a few microseconds a row, not a dozen torch calls
+        self.ids = ids.long().numpy()  # [V, top] follower ids, most frequent first
+        self.probs = probs.double().numpy()  # [V, top] their shares of all the token's followers
+        self.mass = self.probs.sum(1)  # [V] what the stored followers hold
         # the pairs' keys (before * V + prev, ascending) [C], their followers and shares [C, TOP3]; None: no pairs
         self.pairs = None if not pairs else (pairs["pair_keys"].long().numpy(), pairs["pair_ids"].long().numpy(),
                                              pairs["pair_probs"].double().numpy())
@@ -59,7 +58,7 @@ class CorpusBigram:
         (no followers stored) gives `rest` itself. Normalised once at the end: stored shares are
         rounded (float32, float16), and a proposal must sum to 1."""
         out = rest * max(0.0, 1.0 - float(self.mass[prev]))
-        np.add.at(out, self._ids[prev], self._probs[prev])
+        np.add.at(out, self.ids[prev], self.probs[prev])
         if before is not None and self.pairs is not None:
             keys, ids, shares = self.pairs
             key = before * self.vocab_size + prev
