@@ -131,6 +131,12 @@ def test_row_int8_gives_every_row_what_it_gives_that_row_alone_in_one_call():
         assert y.shape == (2, 5, 3) and len(calls) == 1
         want = torch.stack([torch.stack([layer(x[b, i : i + 1])[0] for i in range(5)]) for b in range(2)])
         assert torch.equal(y, want)
+        # the int8 op called directly gives what the quantised layer's own forward gives (its reduce_range
+        # included: the 7-bit activations that keep AVX2's 16-bit sums from saturating)
+        rows = x.reshape(10, 4)
+        size = rows.abs().amax(-1, keepdim=True)
+        via_layer = layer.layer(torch.cat([rows / size, layer.anchor]))[:-1] * size + layer.bias
+        assert torch.allclose(y.reshape(10, 3), via_layer, rtol=1e-6, atol=1e-6)
         assert (y - lin(x)).abs().max() < 0.05 * lin(x).abs().max()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
