@@ -43,9 +43,11 @@ class Job:
 #: 448x8 (23.0M, 46.0 MB) 10.3-10.5 ms = 95-97, under the 100 tokens/s floor. Chosen: 384x8.
 SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 
-#: the bundled one-pass heads' settings (assets/models/text-ptp1/config.json); --heads follows the teacher
+#: the bundled one-pass heads' settings (assets/models/text-ptp1/config.json); --heads follows the teacher.
+#: One block since 2026-11-29: on a 2-core CPU a drafting round is bound by its small operations, a
+#: third of them per block, and one block kept 0.52 of the three blocks' 0.53 acceptance (docs/DESIGN.md §7.1)
 PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--rate-min", "0.7",
-               "--layers", "3", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
+               "--layers", "1", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
 #: a PTP job's stop rule (lab/train_curve.py): the held-out acceptance curve gets about
 #: PTP_CURVE_POINTS points over the job's first share; the head stops (and saves, and hands its
