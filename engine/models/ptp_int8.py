@@ -1,7 +1,7 @@
 """The PTP head as assd-ptp drafts with it on a CPU: its linear layers in int8, each row by its own scale.
 
 Why int8: on a CPU a drafting pass over k = 3-5 rows is bound by reading the weights, not by
-arithmetic (the text head's linear layers are ~25 MB of float32, read once a round, about a third
+arithmetic (the three-block text head's linear layers were ~25 MB of float32, read once a round, about a third
 of what the AS-ARM's verify call reads). Dynamic int8 quantisation reads a quarter of the bytes.
 The head's output is a proposal, so its exact numbers do not matter for the law, *provided* row j's
 proposal is still a function of the context and u_1..u_{j-1} only (engine/samplers/ptp.py).
@@ -56,7 +56,8 @@ class RowInt8(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> [..., out], every row by its own scale, one int8 call (the op the int8
-        layer's forward calls, called directly: this runs 21 times a drafting round)."""
+        layer's forward calls, called directly: this runs once per linear layer a drafting round, plus once
+        per row for the low-rank term)."""
         rows = x.reshape(-1, x.shape[-1])
         size = torch.linalg.vector_norm(rows, float("inf"), -1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
         y = torch.ops.quantized.linear_dynamic(torch.cat([rows / size, self.anchor]), self.packed, True)[:-1]
