@@ -186,17 +186,8 @@ class Block(nn.Module):
 
     def causal(self, x: torch.Tensor, r: Rope) -> torch.Tensor:
         """Residual update of rows x [B, L, D] that are their own keys, row i seeing rows <= i: a
-        causal pass with no cache (the PTP head's one-pass round), so no mask is built. With a
-        `qkv_proj` layer (the int8 drafting copy's: Q|K|V from one matmul) the three projections
-        are one call and Q and K are rotated together; without it, `qkv`."""
-        proj = getattr(self, "qkv_proj", None)
-        if proj is None:
-            q, k, v = self.qkv(x, r)
-        else:
-            b, l, d = x.shape
-            y = proj(self.ln1(x).reshape(b * l, d)).view(b, l, 3 * self.h, d // self.h).transpose(1, 2)
-            qk = rotate(y[:, : 2 * self.h], r)  # cos/sin [B, 1, L, D/2] broadcast over Q's and K's heads
-            q, k, v = qk[:, : self.h], qk[:, self.h :], y[:, 2 * self.h :]
+        causal pass with no cache (the PTP head's one-pass round), so no mask is built."""
+        q, k, v = self.qkv(x, r)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         b, h, l, hd = a.shape
         x = x + self.drop(self.o(a.transpose(1, 2).reshape(b, l, h * hd)))

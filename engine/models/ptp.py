@@ -124,7 +124,7 @@ class PtpHead(PreTrainedModel):
         x = x + self.u_embed(uniform_bits(u_prev).to(x.dtype))
         if window is not None:
             x, pos = torch.cat([self.window_rows(window[0]), x], 1), torch.cat([window[1], pos], 1)
-        r = self.blocks[0].rope(pos, x)  # the same positions in every block: looked up once
+        r = self.blocks[0].rope(pos, x) if len(self.blocks) else None  # looked up once for every block
         for blk in self.blocks:  # no cache to fill: every row of the round is in this one pass
             x = blk.causal(x, r)
         h = self.norm(x[:, -k:])

@@ -17,23 +17,19 @@ magnitude and adds an anchor row (-1, 1, 0, ...) that pins the call's range to [
 call's scale is a constant and row i's numbers are row i's alone: one call a layer. The float32
 head needs no such care (a matmul's row i reads row i only).
 
-The embeddings and the norms stay float32 (lookups, or small). Each block also gets its Q, K and V
-weights stacked into one layer (`qkv_proj`, int8 like the rest), which `Block.causal` uses: one
-matmul call where it made three. The copy is made once per head object and kept beside it
-(not a submodule: never saved, never trained).
+The embeddings, the norms and the small gate of the low-rank term stay float32 (lookups, or
+small). `CpuDrafter` holds it all, made once per head object (`drafting_head`).
 """
 
 from __future__ import annotations
 
-import copy
 import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-#: layers of the head quantised for CPU drafting: every linear layer (blocks, output projection, low-rank term,
-#: input projections)
-INT8_LAYERS = ("blocks", "out", "prev_out", "in_proj", "u_embed", "prev_gate")
+from .layers import rotate
 
 
 class RowInt8(nn.Module):
@@ -76,44 +72,113 @@ def _int8(layer: nn.Linear) -> RowInt8:
     return RowInt8(q, layer.bias)
 
 
-def _quantise(module: nn.Module) -> nn.Module:
-    """`module` with every nn.Linear below it (or itself) replaced by its RowInt8 (in place where below)."""
-    if isinstance(module, nn.Linear):
-        return _int8(module)
-    for name, child in list(module.named_children()):
-        setattr(module, name, _quantise(child))
-    return module
+class CpuDrafter:
+    """A one-pass PTP head as assd-ptp drafts with it on a CPU: the head's own weights, its linear
+    layers in int8 (RowInt8), the round computed in as few operations as the arithmetic allows.
+
+    Why a plain object and not the head itself: on a 2-core VM a drafting round was bound by its
+    ~150 small operations (module calls, views, a fused attention kernel built for long sequences,
+    per-layer conversions), each 10-40 us once the verify call has evicted the caches, so the op
+    count, not the arithmetic, set its cost. Here the input projections of the state and of the
+    uniform's bits are one int8 layer, the block's attention over the round's few rows is three
+    batched matmuls under a fixed causal mask, the gate of the low-rank term is one float32 matmul
+    and the low-rank term's one row goes straight to the int8 op (a single row has its own scale
+    by itself). Row i's numbers are still a function of rows <= i alone (RowInt8 everywhere rows
+    meet, causal attention), which is all exactness asks of a proposal (module docstring)."""
+
+    def __init__(self, head: nn.Module):
+        from .layers import rope_table
+
+        c = self.config = head.config
+        self.heads, self.width = c.num_heads, c.hidden_size
+        frozen = {n: p.detach() for n, p in head.named_parameters()}
+        self.inp = _int8_weights(torch.cat([frozen["in_proj.weight"], frozen["u_embed.weight"]], 1),
+                                 frozen["in_proj.bias"] + frozen["u_embed.bias"])
+        self.tok, self.window_embed = frozen["tok_embed.weight"], frozen.get("window_embed")
+        self.blocks = [_CpuBlock(blk) for blk in head.blocks]
+        self.norm = _norm(head.norm)
+        self.out = _int8_weights(frozen["out.weight"])
+        self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
+        self.prev_in = frozen.get("prev_in.weight")
+        self.prev_out = _int8_weights(frozen["prev_out.weight"]).packed if c.prev_rank else None
+        self.rope = rope_table(self.width // max(1, self.heads), c.rope_theta, c.max_positions + 1, torch.device("cpu"))
+        self.bit = torch.arange(32, dtype=torch.int32)
+        self.window_at = head.window_at
+
+    def draft_pass(self, hidden: torch.Tensor, e_prev: torch.Tensor, u_prev: torch.Tensor, pos: torch.Tensor,
+                   window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding."""
+        m = hidden.shape[1]
+        bits = ((u_prev[0].to(torch.float32).view(torch.int32)[:, None] >> self.bit) & 1).to(torch.float32)
+        x = self.inp(torch.cat([hidden[0].to(torch.float32), bits], 1)).add_(self.tok[e_prev[0]])
+        p = pos[0]
+        if window is not None:
+            x = torch.cat([self.tok[window[0][0]] + self.window_embed, x])
+            p = torch.cat([window[1][0], p])
+        cos, sin = self.rope[0][p], self.rope[1][p]
+        mask = torch.full((len(p), len(p)), float("-inf")).triu_(1) if self.blocks else None
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask, self.heads)
+        h = F.layer_norm(x[-m:], *self.norm)
+        gate = None if self.gate is None else torch.mm(h, self.gate).add_(1)[None]
+        return self.out(h)[None], gate
+
+    def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
+        """PtpHead.prev_term: the low-rank logit term of one row on the real previous draft."""
+        return torch.ops.quantized.linear_dynamic((self.prev_in[prev] * gate)[None], self.prev_out, True)[0]
 
 
-def int8_copy(head: nn.Module) -> nn.Module:
-    """A copy of `head` whose INT8_LAYERS' nn.Linear layers are dynamically quantised to int8
-    (weights int8 per tensor, activations quantised per row: RowInt8), cached on the head."""
-    cached = head.__dict__.get("_int8_copy")
-    if cached is not None:
-        return cached
-    twin = copy.deepcopy(head)  # before the cache entry exists: the twin holds no copy of its own
-    for blk in twin.blocks:  # Q|K|V stacked: one int8 matmul per block in the one-pass round (Block.causal)
-        blk.qkv_proj = nn.Linear(blk.q.in_features, 3 * blk.q.out_features, bias=False)
-        with torch.no_grad():
-            blk.qkv_proj.weight.copy_(torch.cat([blk.q.weight, blk.k.weight, blk.v.weight]))
-    for name in INT8_LAYERS:
-        layer = getattr(twin, name, None)
-        if layer is not None:
-            setattr(twin, name, _quantise(layer))
-    twin.eval()
-    head.__dict__["_int8_copy"] = twin
-    return twin
+class _CpuBlock:
+    """One Block of the head (pre-norm causal attention + GELU MLP) for CpuDrafter: Q|K|V one int8 layer."""
+
+    def __init__(self, blk: nn.Module):
+        self.ln1, self.ln2 = _norm(blk.ln1), _norm(blk.ln2)
+        self.qkv = _int8_weights(torch.cat([blk.q.weight, blk.k.weight, blk.v.weight]).detach())
+        self.o = _int8_weights(blk.o.weight.detach())
+        self.fc1 = _int8_weights(blk.mlp[0].weight.detach(), blk.mlp[0].bias.detach())
+        self.fc2 = _int8_weights(blk.mlp[2].weight.detach(), blk.mlp[2].bias.detach())
+
+    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                 heads: int) -> torch.Tensor:
+        """Block.causal on rows x [L, D] at the rotary angles cos, sin [L, D/H/2]."""
+        n, d = x.shape
+        hd = d // heads
+        y = self.qkv(F.layer_norm(x, *self.ln1)).view(n, 3 * heads, hd).transpose(0, 1)  # [3H, L, hd]
+        qk = rotate(y[: 2 * heads], (cos, sin))  # Q's and K's heads turned by the same angles
+        att = torch.baddbmm(mask, qk[:heads], qk[heads:].transpose(1, 2), alpha=hd**-0.5).softmax(-1)
+        x = x + self.o(torch.bmm(att, y[2 * heads :]).transpose(0, 1).reshape(n, d))
+        return x + self.fc2(F.gelu(self.fc1(F.layer_norm(x, *self.ln2))))
 
 
-def drafting_head(head: nn.Module, int8: bool = True) -> nn.Module:
-    """The head assd-ptp drafts with: its int8 copy when a float32 head runs on the CPU in eval
-    mode (and `int8`), the head itself elsewhere (a GPU reads weights fast and has no int8 kernels
-    here; a float64 head, as the exactness tests use, is asking for its own arithmetic)."""
+def _norm(ln: nn.LayerNorm) -> tuple:
+    """F.layer_norm's arguments after the input, from a LayerNorm."""
+    return ln.normalized_shape, ln.weight.detach(), ln.bias.detach(), ln.eps
+
+
+def _int8_weights(weight: torch.Tensor, bias: torch.Tensor | None = None) -> RowInt8:
+    """A RowInt8 layer of these float weights ([out, in]) and bias."""
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        if bias is not None:
+            layer.bias.copy_(bias)
+    return _int8(layer)
+
+
+def drafting_head(head: nn.Module, int8: bool = True) -> nn.Module | CpuDrafter:
+    """What assd-ptp drafts with: for a float32 one-pass head on the CPU in eval mode (and `int8`),
+    its CpuDrafter, made once per head object and kept beside it (not a submodule: never saved,
+    never trained); the head itself elsewhere (a GPU reads weights fast and has no int8 kernels
+    here; a float64 head, as the exactness tests use, is asking for its own arithmetic; a draft-mode
+    head takes k + 1 passes a round whatever its arithmetic, and only the tests' tiny heads have that mode)."""
     from .ptp import PtpHead
 
-    if not int8 or not isinstance(head, PtpHead) or head.training:
+    if not int8 or not isinstance(head, PtpHead) or head.training or head.config.mode != "onepass":
         return head
     w = head.in_proj.weight
     if w.device.type != "cpu" or w.dtype != torch.float32:
         return head
-    return int8_copy(head)
+    cached = head.__dict__.get("_cpu_drafter")
+    if cached is None:
+        cached = head.__dict__["_cpu_drafter"] = CpuDrafter(head)
+    return cached

@@ -71,7 +71,7 @@ def check_pair(lm, draft_lm) -> None:
             f"--draft-model {draft_lm.name} is a {draft_lm.kind} model; assd-diffusion drafts with a hybrid "
             "(masked diffusion) model."
         )
-    if lm.codec.hf.get_vocab() != draft_lm.codec.hf.get_vocab():
+    if lm.codec.vocab != draft_lm.codec.vocab:
         raise IncompatibleModelsError(
             f"{lm.name} and {draft_lm.name} use different vocabularies ({lm.codec.vocab_size} vs "
             f"{draft_lm.codec.vocab_size} tokens); assd-diffusion needs an AS-ARM and a hybrid trained on the "

@@ -39,6 +39,7 @@ from engine.inputs.masking import MaskedInput
 from engine.samplers.acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
 
 from ..errors import IncompatibleModelsError
+from ..models.ptp import inverse_cdf_rows
 from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
 from .assd import commit_exact, pipelined_queries, remember_decided, verify
@@ -93,12 +94,16 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
 def row_inputs(base_p: torch.Tensor | list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
-    round); row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole
-    exactness argument (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and watches
+    round; all rows' inverse CDFs in one batch, as training computes them); row 1 gets the last
+    decided token and u = 0. Never u_j or later: that is the whole exactness argument
+    (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and watches
     the enumeration test fail)."""
     m = len(u)
-    e_prev = [prev] + [inverse_cdf(base_p[j - 1], u[j - 1]) for j in range(1, m)]
-    return e_prev, [0.0] + u[: m - 1]
+    if m == 1:
+        return [prev], [0.0]
+    rows = base_p[: m - 1] if isinstance(base_p, torch.Tensor) else torch.stack(list(base_p[: m - 1]))
+    e = inverse_cdf_rows(rows, torch.tensor(u[: m - 1], dtype=rows.dtype, device=rows.device))
+    return [prev, *e.tolist()], [0.0, *u[: m - 1]]
 
 
 def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int,
@@ -162,7 +167,7 @@ def check_pair(lm, draft_lm) -> None:
     if lm.model_type != "asarm":
         raise IncompatibleModelsError(f"assd-ptp needs a native AS-ARM; {lm.name} is a {lm.model_type} model.")
     hc, tc = draft_lm.model.config, lm.model.config
-    if hc.hidden_size != tc.hidden_size or lm.codec.hf.get_vocab() != draft_lm.codec.hf.get_vocab():
+    if hc.hidden_size != tc.hidden_size or lm.codec.vocab != draft_lm.codec.vocab:
         raise IncompatibleModelsError(
             f"PTP head {draft_lm.name} (width {hc.hidden_size}, {draft_lm.codec.vocab_size} tokens) does not fit "
             f"{lm.name} (width {tc.hidden_size}, {lm.codec.vocab_size} tokens); it was distilled from "
@@ -220,14 +225,14 @@ def assd_ptp(
         rnd += 1
 
 
-#: draft with the head's int8 copy on a CPU (engine/models/ptp_int8.py): exact either way; bench assd
-#: on the same inputs decides (set False to measure the float32 head beside it)
+#: draft with the head's CpuDrafter on a CPU (int8 layers, few operations; engine/models/ptp_int8.py): exact
+#: either way; bench assd on the same inputs decides (set False to measure the float32 head beside it)
 INT8_ON_CPU = True
 
 
 def run_ptp(ctx, *, k: int, temperature: float) -> Iterator[Step]:
     """Catalogue entry: the AS-ARM of the run verifies, ctx.draft_lm (a PTP head) drafts (on a CPU with
-    its int8 copy, INT8_ON_CPU)."""
+    its CpuDrafter, INT8_ON_CPU)."""
     if ctx.draft_lm is None:
         raise IncompatibleModelsError("assd-ptp needs a PTP drafter (--draft-model).")
     check_pair(ctx.lm, ctx.draft_lm)

@@ -52,7 +52,7 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/ngram_prior.py": ["tests/engine/samplers/test_ngram_prior.py"],
     # the n-gram drafter's counts against a full recount, and the samplers that draft with it
     "engine/samplers/ngram_index.py": ["tests/engine/samplers/test_ngram_index.py"] + SAMPLER_TESTS,
-    # the int8 copy assd-ptp drafts with on a CPU: made once, close to the float head, kept off where it must be
+    # the CPU drafter assd-ptp drafts with: made once, close to the float head, rows blind to later uniforms
     "engine/models/ptp_int8.py": ["tests/engine/models/test_ptp_int8.py"],
     # the hand-built table model and heads (fast); tests/engine/samplers/test_ptp.py (a real random head, minutes) stays out
     "engine/samplers/ptp.py": ["tests/engine/samplers/test_ptp_rules.py", CONTRACT],

@@ -1,49 +1,93 @@
-"""assd-ptp drafts on a CPU with an int8 copy of the PTP head: a copy made once per head, close to
-the float head's residuals, never used for a head in training or off the CPU, and the sampler stays
-exact with it (the enumeration tests of tests/engine/samplers/test_ptp.py run through the catalogue entry,
-which drafts with this copy)."""
+"""assd-ptp drafts on a CPU with the head's CpuDrafter (int8 linear layers, few operations): made once
+per head, close to the float head's residuals, every row blind to the uniforms after it, never used
+for a head in training, off the CPU or in draft mode, and the sampler stays exact with it (the
+enumeration tests of tests/engine/samplers/test_ptp.py run through the catalogue entry, which drafts with it)."""
 
 from __future__ import annotations
 
 import torch
 
 from engine.models.ptp import PtpConfig, PtpHead
-from engine.models.ptp_int8 import drafting_head, int8_copy
+from engine.models.ptp_int8 import CpuDrafter, drafting_head
 
 
-def _head(prev_rank: int = 4) -> PtpHead:
-    cfg = PtpConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                    max_positions=64, mode="onepass", prev_rank=prev_rank, special_token_ids=[0, 1])
+def _head(prev_rank: int = 4, layers: int = 2, window: int = 0) -> PtpHead:
+    cfg = PtpConfig(vocab_size=40, hidden_size=32, num_layers=layers, num_heads=2, intermediate_size=64,
+                    max_positions=64, mode="onepass", prev_rank=prev_rank, special_token_ids=[0, 1], window=window)
     torch.manual_seed(0)
     head = PtpHead(cfg).eval()
-    with torch.no_grad():  # a trained head's output layers are not zero
+    with torch.no_grad():  # a trained head's output layers and uniform embedding are not zero
         head.out.weight.normal_(0, 0.5)
+        head.u_embed.weight.normal_(0, 0.5)
         if prev_rank:
             head.prev_out.weight.normal_(0, 0.5)
+            head.prev_gate.weight.normal_(0, 0.5)
+        if window:
+            head.window_embed.normal_(0, 0.5)
     return head
 
 
-def test_the_int8_copy_is_made_once_and_drafts_close_to_the_float_head():
+def _round(m: int = 5, first: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A round's inputs to draft_pass: states, e_prev, u_prev, positions."""
+    return (torch.randn(1, m, 32), torch.randint(2, 40, (1, m)), torch.rand(1, m, dtype=torch.float64),
+            torch.arange(first, first + m)[None])
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 0.1) -> bool:
+    """int8 rounding, not another function: within tol of the float head's largest value."""
+    return a.shape == b.shape and bool((a - b).abs().max() < tol * b.abs().max())
+
+
+def test_the_cpu_drafter_is_made_once_and_drafts_close_to_the_float_head():
     head = _head()
     twin = drafting_head(head)
-    assert twin is not head and drafting_head(head) is twin and int8_copy(head) is twin
-    assert "_int8_copy" not in dict(head.named_modules()) and not any("int8" in k for k in head.state_dict())
-    hid, e_prev, pos = torch.randn(1, 5, 32), torch.randint(2, 40, (1, 5)), torch.arange(3, 8)[None]
-    u_prev = torch.rand(1, 5, dtype=torch.float64)
+    assert isinstance(twin, CpuDrafter) and drafting_head(head) is twin
+    assert not any("int8" in k or "drafter" in k for k in head.state_dict()), "never saved with the head"
+    hid, e_prev, u_prev, pos = _round()
     with torch.no_grad():
         (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), twin.draft_pass(hid, e_prev, u_prev, pos)
-        assert (r8 - r32).abs().max() < 0.1 * r32.abs().max() and not torch.equal(r8, r32)
+        assert _close(r8, r32) and _close(g8, g32) and not torch.equal(r8, r32)
         t32, t8 = head.prev_term(g32[0, 1], 7), twin.prev_term(g8[0, 1], 7)
-        assert t8.shape == t32.shape == (40,) and (t8 - t32).abs().max() < 0.1 * t32.abs().max()
+        assert t8.shape == t32.shape == (40,) and _close(t8, t32)
 
 
-def test_the_float_head_is_kept_when_asked_in_training_or_for_other_models():
+def test_the_cpu_drafter_reads_the_window_and_works_without_blocks():
+    """A head with a window (its known tokens as extra rows in front) and a head with no block at
+    all (rows meet nowhere: each row's residual from its own inputs) draft close to their float heads."""
+    for head in (_head(window=3), _head(layers=0), _head(layers=1, window=2)):
+        hid, e_prev, u_prev, pos = _round()
+        w = head.config.window
+        window = (torch.randint(2, 40, (1, w)), torch.arange(3 - w, 3)[None]) if w else None
+        twin = drafting_head(head)
+        with torch.no_grad():
+            (r32, g32) = head.draft_pass(hid, e_prev, u_prev, pos, window)
+            (r8, g8) = twin.draft_pass(hid, e_prev, u_prev, pos, window)
+        assert _close(r8, r32) and _close(g8, g32), head.config
+
+
+def test_the_cpu_drafter_makes_one_int8_call_per_linear_layer():
+    """The point of the drafter is few operations: a round's pass is ONE int8 call per linear layer
+    (state and uniform projections together, Q|K|V together, output, two MLP layers, output
+    projection) and one float32 matmul for the gate, whatever the number of rows."""
+    head, hid, e_prev, u_prev, pos = _head(), *_round()
+    twin = drafting_head(head)
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        twin.draft_pass(hid, e_prev, u_prev, pos)
+    names = [e.name for e in prof.events()]
+    assert names.count("quantized::linear_dynamic") == 1 + 4 * head.config.num_layers + 1
+    assert "aten::scaled_dot_product_attention" not in names
+
+
+def test_the_float_head_is_kept_when_asked_in_training_in_draft_mode_or_for_other_models():
     head = _head()
     assert drafting_head(head, int8=False) is head
     head.train()
     assert drafting_head(head) is head
     other = torch.nn.Linear(3, 3)
     assert drafting_head(other) is other
+    draft_mode = PtpHead(PtpConfig(vocab_size=40, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                                   max_positions=64, mode="draft")).eval()
+    assert drafting_head(draft_mode) is draft_mode
 
 
 def test_a_float64_head_drafts_with_its_own_arithmetic():
@@ -51,64 +95,55 @@ def test_a_float64_head_drafts_with_its_own_arithmetic():
     assert drafting_head(head) is head
 
 
-def test_a_head_without_the_low_rank_term_gets_its_copy_too():
+def test_a_head_without_the_low_rank_term_gets_its_drafter_too():
     head = _head(prev_rank=0)
     twin = drafting_head(head)
-    assert twin is not head and not hasattr(twin, "prev_out")
+    assert isinstance(twin, CpuDrafter) and twin.prev_out is None
+    hid, e_prev, u_prev, pos = _round(3, 0)
     with torch.no_grad():
-        resid, gate = twin.draft_pass(torch.randn(1, 3, 32), torch.randint(2, 40, (1, 3)),
-                                      torch.rand(1, 3, dtype=torch.float64), torch.arange(3)[None])
-    assert resid.shape == (1, 3, 40) and gate is None
+        resid, gate = twin.draft_pass(hid, e_prev, u_prev, pos)
+        assert resid.shape == (1, 3, 40) and gate is None and _close(resid, head.draft_pass(hid, e_prev, u_prev, pos)[0])
 
 
-def test_the_causal_pass_is_the_masked_pass_with_or_without_stacked_projections():
-    """Block.causal (the one-pass round: no mask built, Q|K|V from one layer when the drafting copy
-    has one) computes what the general cached pass computes for the same rows."""
+def test_the_causal_pass_is_the_masked_pass():
+    """Block.causal (the float head's one-pass round: no mask built) computes what the general
+    cached pass computes for the same rows, and no row sees the rows after it."""
     head = _head()
     x, pos = torch.randn(1, 6, 32), torch.arange(4, 10)[None]
     with torch.no_grad():
         want = head._extend(x, pos, [])
         r = head.blocks[0].rope(pos, x)
-
-        def causal() -> torch.Tensor:
-            y = x
-            for blk in head.blocks:
-                y = blk.causal(y, r)
-            return y
-
-        assert torch.allclose(causal(), want, atol=1e-5)
-        for blk in head.blocks:  # the stacked layer, in float32: the same numbers up to rounding
-            blk.qkv_proj = torch.nn.Linear(32, 96, bias=False)
-            blk.qkv_proj.weight.copy_(torch.cat([blk.q.weight, blk.k.weight, blk.v.weight]))
-        assert torch.allclose(causal(), want, atol=1e-5)
-        full, first = causal(), head._extend(x[:, :3], pos[:, :3], [])
+        full = x
+        for blk in head.blocks:
+            full = blk.causal(full, r)
+        assert torch.allclose(full, want, atol=1e-5)
+        first = head._extend(x[:, :3], pos[:, :3], [])
         assert torch.allclose(full[:, :3], first, atol=1e-5), "a row must not see the rows after it"
-    twin = int8_copy(_head())
-    assert all(isinstance(b.qkv_proj.layer, torch.ao.nn.quantized.dynamic.Linear) for b in twin.blocks)
-    assert [n for n, mod in twin.named_modules() if type(mod) is torch.nn.Linear] == [], "every linear layer in int8"
 
 
-def test_the_int8_copy_keeps_each_row_blind_to_the_uniforms_after_it():
-    """Exactness of assd-ptp with the int8 copy: row j's residual and gate are functions of u_1..u_{j-1}
+def test_the_cpu_drafter_keeps_each_row_blind_to_the_uniforms_after_it():
+    """Exactness of assd-ptp with the CPU drafter: row j's residual and gate are functions of u_1..u_{j-1}
     only, bitwise. Row j + 1 reads u_j; with one activation scale per call over all rows (dynamic
     quantisation fed the round at once) changing u_j would move rows <= j, and p_j would depend on
-    the uniform d_j is drawn with. Here each row has its own scale (RowInt8)."""
-    head = _head()
-    with torch.no_grad():  # a trained head's activations: large and varied enough for the scales to move
-        head.u_embed.weight.normal_(0, 0.5)  # zero at init: an untrained head reads no uniform
-        for blk in head.blocks:
-            blk.mlp[2].weight.normal_(0, 0.5)
-    twin = int8_copy(head)
-    hid, e_prev, pos = torch.randn(1, 5, 32), torch.randint(2, 40, (1, 5)), torch.arange(3, 8)[None]
-    u = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8]], dtype=torch.float64)
-    with torch.no_grad():
-        r, g = twin.draft_pass(hid, e_prev, u, pos)
-        for j in range(1, 5):  # u_prev[:, j] = u_j is read by row j alone
-            later = u.clone()
-            later[0, j] = 0.999
-            r2, g2 = twin.draft_pass(hid, e_prev, later, pos)
-            assert torch.equal(r2[:, :j], r[:, :j]) and torch.equal(g2[:, :j], g[:, :j]), f"rows < {j} moved with u of row {j}"
-            assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"
+    the uniform d_j is drawn with. Here each row has its own scale (RowInt8), and the attention is causal."""
+    for head in (_head(), _head(window=2)):
+        with torch.no_grad():  # a trained head's activations: large and varied enough for the scales to move
+            for blk in head.blocks:
+                blk.mlp[2].weight.normal_(0, 0.5)
+        twin = drafting_head(head)
+        hid, e_prev, _, pos = _round()
+        w = head.config.window
+        window = (torch.randint(2, 40, (1, w)), torch.arange(3 - w, 3)[None]) if w else None
+        u = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8]], dtype=torch.float64)
+        with torch.no_grad():
+            r, g = twin.draft_pass(hid, e_prev, u, pos, window)
+            for j in range(1, 5):  # u_prev[:, j] = u_j is read by row j alone
+                later = u.clone()
+                later[0, j] = 0.999
+                r2, g2 = twin.draft_pass(hid, e_prev, later, pos, window)
+                moved = not (torch.equal(r2[:, :j], r[:, :j]) and torch.equal(g2[:, :j], g[:, :j]))
+                assert not moved, f"rows < {j} moved with u of row {j}"
+                assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"
 
 
 def test_row_int8_gives_every_row_what_it_gives_that_row_alone_in_one_call():

@@ -30,7 +30,7 @@ def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window
     `copy` > 0: a head that mostly proposes the token it reads (output = copy x token embedding),
     moderately peaked: the shape a trained head takes, and one that turns a leak of u_j into a
     large bias (a point-mass proposal would not: the speculative rule is exact for any d when p = delta_d).
-    A float32 head drafts on the CPU with its int8 copy (engine/models/ptp_int8.py)."""
+    A float32 one-pass head drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
     head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=1, num_heads=2,
@@ -87,7 +87,7 @@ def histogram(lm, mi, head, n, **kw):
                                      ("onepass-int8", {"k": 2})])
 def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, name, kw):
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
-    if name == "onepass-int8":  # the run really drafts with the int8 copy
+    if name == "onepass-int8":  # the run really drafts with the CPU drafter (int8 layers)
         from engine.models.ptp_int8 import drafting_head
 
         assert drafting_head(heads[name].model) is not heads[name].model

@@ -434,13 +434,13 @@ def test_known_window_reads_visible_and_decided_tokens():
 
 
 def fake_models(kind="ptp", model_type="asarm", width=(16, 16), vocab=(None, None), teacher="tiny-asarm"):
-    vocab_of = lambda extra: {**CODEC.hf.get_vocab(), **({extra: 99} if extra else {})}  # noqa: E731
+    vocab_of = lambda extra: {**CODEC.vocab, **({extra: 99} if extra else {})}  # noqa: E731
     lm = SimpleNamespace(name="big", kind="asarm", model_type=model_type,
                          model=SimpleNamespace(config=SimpleNamespace(hidden_size=width[0])),
-                         codec=SimpleNamespace(hf=SimpleNamespace(get_vocab=lambda: vocab_of(vocab[0])), vocab_size=7))
+                         codec=SimpleNamespace(vocab=vocab_of(vocab[0]), vocab_size=7))
     head = SimpleNamespace(name="hd", kind=kind, model_type=kind,
                            model=SimpleNamespace(config=SimpleNamespace(hidden_size=width[1], teacher=teacher)),
-                           codec=SimpleNamespace(hf=SimpleNamespace(get_vocab=lambda: vocab_of(vocab[1])), vocab_size=8))
+                           codec=SimpleNamespace(vocab=vocab_of(vocab[1]), vocab_size=8))
     return lm, head
 
 
@@ -542,8 +542,8 @@ def test_drafting_puts_every_tensor_it_makes_on_the_states_device(name, monkeypa
     assert len(made.devices) >= 4 and all(d == torch.device("cpu") for d in made.devices), made.devices
 
 
-def test_the_entry_drafts_with_the_int8_copy_on_a_cpu(monkeypatch):
-    """The catalogue entry asks for the head's int8 drafting copy (INT8_ON_CPU; the copy itself, its
+def test_the_entry_drafts_with_the_cpu_drafter_on_a_cpu(monkeypatch):
+    """The catalogue entry asks for the head's CPU drafter (INT8_ON_CPU; the drafter itself, its
     closeness and where it is refused: tests/engine/models/test_ptp_int8.py)."""
     import engine.samplers.ptp as ptp_mod
 
