@@ -23,6 +23,7 @@ small). `CpuDrafter` holds it all, made once per head object (`drafting_head`).
 
 from __future__ import annotations
 
+import struct
 import warnings
 
 import torch
@@ -102,24 +103,24 @@ class CpuDrafter:
         self.prev_in = frozen.get("prev_in.weight")
         self.prev_out = _int8_weights(frozen["prev_out.weight"]).packed if c.prev_rank else None
         self.rope = rope_table(self.width // max(1, self.heads), c.rope_theta, c.max_positions + 1, torch.device("cpu"))
-        self.bit = torch.arange(32, dtype=torch.int32)
         self.window_at = head.window_at
 
     def draft_pass(self, hidden: torch.Tensor, e_prev: torch.Tensor, u_prev: torch.Tensor, pos: torch.Tensor,
                    window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding."""
         m = hidden.shape[1]
-        bits = ((u_prev[0].to(torch.float32).view(torch.int32)[:, None] >> self.bit) & 1).to(torch.float32)
+        bits = torch.tensor([_bits(u) for u in u_prev[0].tolist()])  # uniform_bits, without six tensor operations
         x = self.inp(torch.cat([hidden[0].to(torch.float32), bits], 1)).add_(self.tok[e_prev[0]])
-        p = pos[0]
-        if window is not None:
-            x = torch.cat([self.tok[window[0][0]] + self.window_embed, x])
-            p = torch.cat([window[1][0], p])
-        cos, sin = self.rope[0][p], self.rope[1][p]
-        mask = torch.full((len(p), len(p)), float("-inf")).triu_(1) if self.blocks else None
-        for blk in self.blocks:
-            x = blk(x, cos, sin, mask, self.heads)
-        h = F.layer_norm(x[-m:], *self.norm)
+        if self.blocks:
+            p = pos[0]
+            if window is not None:
+                x = torch.cat([self.tok[window[0][0]] + self.window_embed, x])
+                p = torch.cat([window[1][0], p])
+            cos, sin = self.rope[0][p], self.rope[1][p]
+            mask = torch.full((len(p), len(p)), float("-inf")).triu_(1)
+            for blk in self.blocks:
+                x = blk(x, cos, sin, mask, self.heads)
+        h = F.layer_norm(x[-m:], *self.norm)  # with no block, rows meet nowhere: the window is never read
         gate = None if self.gate is None else torch.mm(h, self.gate).add_(1)[None]
         return self.out(h)[None], gate
 
@@ -148,6 +149,12 @@ class _CpuBlock:
         att = torch.baddbmm(mask, qk[:heads], qk[heads:].transpose(1, 2), alpha=hd**-0.5).softmax(-1)
         x = x + self.o(torch.bmm(att, y[2 * heads :]).transpose(0, 1).reshape(n, d))
         return x + self.fc2(F.gelu(self.fc1(F.layer_norm(x, *self.ln2))))
+
+
+def _bits(u: float) -> list[float]:
+    """engine.models.ptp.uniform_bits of one uniform, in Python: float32(u)'s 32 bits, lowest first."""
+    (word,) = struct.unpack("<I", struct.pack("<f", u))
+    return [float(word >> i & 1) for i in range(32)]
 
 
 def _norm(ln: nn.LayerNorm) -> tuple:

@@ -214,7 +214,8 @@ def assd_ptp(
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
         out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries, logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
-        q_rows = {i: tempered_probs(out[i - start], temperature) for i in range(start, m)}
+        q_all = tempered_probs(out[: m - start], temperature)  # every verified row's q_j in one batch
+        q_rows = {i: q_all[i - start] for i in range(start, m)}
         j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
         prev = known[positions[j]] if j < m else drafts[-1]  # the last decided token in lattice order
         n += j + 1 if j < m else m

@@ -222,6 +222,7 @@ CORRUPTIONS = [
     ("max_positions a float", "asarm", _edit_config(max_positions=1e9), "max_positions"),
     ("hybrid positions not the config's", "hybrid", _edit_config(max_positions=50), "max_positions 50"),
     ("num_layers true", "asarm", _edit_config(num_layers=True), "num_layers = True"),
+    ("an AS-ARM of no layer", "asarm", _edit_config(num_layers=0), "num_layers = 0"),  # only a PTP head may have none
     ("unknown model_type", "asarm", _edit_config(model_type="gpt2"), "'gpt2'"),
     ("no model_type", "asarm", _write("config.json", b"{}"), "model_type None"),
     ("tokenizer missing", "asarm", lambda f, m: [(f / n).unlink() for n in ("tokenizer.json", "tokenizer_config.json")],

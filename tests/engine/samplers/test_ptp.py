@@ -23,17 +23,17 @@ ALPHA = 1e-3
 
 
 def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window: int = 0, mode: str = "draft",
-                  prev_rank: int = 0, copy: float = 0.0, dtype: torch.dtype = torch.float64):
+                  prev_rank: int = 0, copy: float = 0.0, dtype: torch.dtype = torch.float64, layers: int = 1):
     """A PTP head for the tiny AS-ARM: random weights of `scale` (drafts far from the AS-ARM's
     own rows), or the untrained head (scale None: zero residual); `window` known tokens read;
     `mode` "onepass" (one pass a round, rows read u_<j; `prev_rank`: low-rank term on d_{j-1});
     `copy` > 0: a head that mostly proposes the token it reads (output = copy x token embedding),
     moderately peaked: the shape a trained head takes, and one that turns a leak of u_j into a
     large bias (a point-mass proposal would not: the speculative rule is exact for any d when p = delta_d).
-    A float32 one-pass head drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
+    `layers`: its blocks (0: rows meet nowhere, the size bundled for the CPU). A float32 one-pass head drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
-    head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=1, num_heads=2,
+    head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=layers, num_heads=2,
                              intermediate_size=32, max_positions=cfg.max_positions, teacher="tiny-asarm",
                              special_token_ids=list(cfg.special_token_ids), window=window, mode=mode,
                              prev_rank=prev_rank)).to(dtype)
@@ -63,6 +63,8 @@ def heads(tiny_asarm, tmp_path_factory):
                                           copy=0.15),
             "onepass-int8": save_tiny_ptp(root / "tiny-ptp1q", tiny_asarm, seed=5, window=2, mode="onepass",
                                           prev_rank=3, dtype=torch.float32),
+            "onepass-int8-noblock": save_tiny_ptp(root / "tiny-ptp1q0", tiny_asarm, seed=6, mode="onepass",
+                                                  prev_rank=3, dtype=torch.float32, layers=0),
             "onepass-untrained": save_tiny_ptp(root / "tiny-ptp10", tiny_asarm, scale=None, mode="onepass",
                                                prev_rank=3)}
 
@@ -84,10 +86,10 @@ def histogram(lm, mi, head, n, **kw):
 @pytest.mark.parametrize("name,kw", [("random", {"k": 2}), ("random", {"k": 2, "temperature": 1.5}),
                                      ("window", {"k": 2}), ("onepass", {"k": 2}),
                                      ("onepass", {"k": 2, "temperature": 1.5}), ("onepass-copy", {"k": 2}),
-                                     ("onepass-int8", {"k": 2})])
+                                     ("onepass-int8", {"k": 2}), ("onepass-int8-noblock", {"k": 2})])
 def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, name, kw):
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
-    if name == "onepass-int8":  # the run really drafts with the CPU drafter (int8 layers)
+    if name.startswith("onepass-int8"):  # the run really drafts with the CPU drafter (int8 layers)
         from engine.models.ptp_int8 import drafting_head
 
         assert drafting_head(heads[name].model) is not heads[name].model
