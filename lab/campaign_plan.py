@@ -44,10 +44,11 @@ class Job:
 SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 
 #: the bundled one-pass heads' settings (assets/models/text-ptp1/config.json); --heads follows the teacher.
-#: One block since 2026-11-29: on a 2-core CPU a drafting round is bound by its small operations, a
-#: third of them per block, and one block kept 0.52 of the three blocks' 0.53 acceptance (docs/DESIGN.md §7.1)
+#: No block since 2026-11-29 (one that morning): on a 2-core CPU a drafting round is bound by its small
+#: operations; with none the round drafts in 3.5-5 ms against 5.5-7 for one block, at 0.50 acceptance against
+#: 0.52 on text (docs/DESIGN.md §7.1)
 PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--rate-min", "0.7",
-               "--layers", "1", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
+               "--layers", "0", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
 #: a PTP job's stop rule (lab/train_curve.py): the held-out acceptance curve gets about
 #: PTP_CURVE_POINTS points over the job's first share; the head stops (and saves, and hands its

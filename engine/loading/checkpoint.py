@@ -83,7 +83,7 @@ def check_config(folder: Path, cfg: dict, model_types) -> None:
     if mt not in _VOCAB:  # a Hub family (XLNet): its own config rules, checked by transformers
         return
     for name, (lo, hi) in _SIZES.items():
-        lo = 0 if (mt, name) == ("ptp", "num_layers") else lo  # a PTP head may have no block (DESIGN.md §7.1)
+        lo = 0 if (mt, name) == ("ptp", "num_layers") else lo  # a PTP head may have no block (docs/DESIGN.md §7.1)
         if name in cfg and not (_is_int(cfg[name]) and lo <= cfg[name] <= hi):
             raise BadModelError(f"{w}: {name} = {_short(cfg[name])} must be a whole number from {lo:,} to {hi:,}.")
     c = {**_DEFAULTS, **cfg}
