@@ -30,7 +30,8 @@ def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window
     `copy` > 0: a head that mostly proposes the token it reads (output = copy x token embedding),
     moderately peaked: the shape a trained head takes, and one that turns a leak of u_j into a
     large bias (a point-mass proposal would not: the speculative rule is exact for any d when p = delta_d).
-    `layers`: its blocks (0: rows meet nowhere, the size bundled for the CPU). A float32 one-pass head drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
+    `layers`: its blocks (0: rows meet nowhere, the size bundled for the CPU). A float32 one-pass head
+    drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
     head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=layers, num_heads=2,
