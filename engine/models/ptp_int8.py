@@ -101,8 +101,9 @@ class CpuDrafter:
         self.out = _int8_weights(frozen["out.weight"])
         self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
         self.prev_in = frozen.get("prev_in.weight")
-        self.prev_out = _int8_weights(frozen["prev_out.weight"]).packed if c.prev_rank else None
-        self.rope = rope_table(self.width // max(1, self.heads), c.rope_theta, c.max_positions + 1, torch.device("cpu"))
+        # one row a call: a lone row is its own scale, so the quantised layer itself serves (no anchor)
+        self.prev_out = _int8_weights(frozen["prev_out.weight"]).layer if c.prev_rank else None
+        self.rope = rope_table(self.width // self.heads, c.rope_theta, c.max_positions, torch.device("cpu"))
         self.window_at = head.window_at
 
     def draft_pass(self, hidden: torch.Tensor, e_prev: torch.Tensor, u_prev: torch.Tensor, pos: torch.Tensor,
@@ -126,7 +127,7 @@ class CpuDrafter:
 
     def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
         """PtpHead.prev_term: the low-rank logit term of one row on the real previous draft."""
-        return torch.ops.quantized.linear_dynamic((self.prev_in[prev] * gate)[None], self.prev_out, True)[0]
+        return self.prev_out((self.prev_in[prev] * gate)[None])[0]
 
 
 class _CpuBlock:

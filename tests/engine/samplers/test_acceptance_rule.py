@@ -43,6 +43,8 @@ def test_tempered_probs_values():
     assert float(out[3]) == 0.0
     half = tempered_probs(logits, 0.5)  # T = 0.5 squares the odds
     assert torch.allclose(half, torch.tensor([1 / 21, 4 / 21, 16 / 21, 0.0], dtype=F64), atol=1e-7)
+    double = tempered_probs(logits, 2.0)  # T = 2 takes their square root
+    assert torch.allclose(double, torch.tensor([1, 2**0.5, 2, 0.0], dtype=F64) / (3 + 2**0.5), atol=1e-7)
     # float64 all the way: a difference below float32's resolution survives
     tiny = tempered_probs(torch.tensor([0.0, 1e-12], dtype=F64), 1.0)
     assert float(tiny[1] - tiny[0]) > 0
