@@ -416,6 +416,9 @@ def test_row_inputs_read_only_earlier_uniforms():
     assert e == [9, 2, 0, 2] and up == [0.0, 0.6, 0.1, 0.05]
     assert e == [9] + [inverse_cdf(rows[j - 1], u[j - 1]) for j in range(1, 4)]
     assert row_inputs(base_p[:1], u[:1], 5) == ([5], [0.0])
+    # in float64, as the rows: a uniform just below a CDF edge stays below it (float32 would round it onto it)
+    half = torch.tensor([[0.5, 0.5, 0.0, 0.0]], dtype=torch.float64)
+    assert row_inputs(half, [0.5 - 1e-12, 0.3], 9)[0] == [9, 0]
 
 
 def test_known_window_reads_visible_and_decided_tokens():
