@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import rotate
+from .layers import rope_table, rotate
 
 
 class RowInt8(nn.Module):
@@ -83,13 +83,11 @@ class CpuDrafter:
     count, not the arithmetic, set its cost. Here the input projections of the state and of the
     uniform's bits are one int8 layer, the block's attention over the round's few rows is three
     batched matmuls under a fixed causal mask, the gate of the low-rank term is one float32 matmul
-    and the low-rank term's one row goes straight to the int8 op (a single row has its own scale
-    by itself). Row i's numbers are still a function of rows <= i alone (RowInt8 everywhere rows
+    and the low-rank term's one row goes through the quantised layer itself (a single row has its
+    own scale by itself). Row i's numbers are still a function of rows <= i alone (RowInt8 everywhere rows
     meet, causal attention), which is all exactness asks of a proposal (module docstring)."""
 
     def __init__(self, head: nn.Module):
-        from .layers import rope_table
-
         c = self.config = head.config
         self.heads, self.width = c.num_heads, c.hidden_size
         frozen = {n: p.detach() for n, p in head.named_parameters()}
