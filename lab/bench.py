@@ -22,6 +22,7 @@ from engine.params import read_knobs, refuse_unknown
 from engine.samplers import SAMPLERS
 
 from .bench_samplers import ASSD_BENCH
+from .machine import describe, load_average
 from .progress import add_quiet_arg, set_quiet
 from .runs import drain
 from .shard import is_main, shard_map, world
@@ -185,6 +186,7 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
     priced at what calls of its size cost in this run (observed_costs). A model already
     loaded and its `windows` (bench assd --xlnet-base-random) are taken as given."""
     lm = model if isinstance(model, LoadedModel) else load(model)
+    load_before = load_average()
     inputs, src = (windows, None) if windows is not None else bench_inputs(lm, inputs_file, length, mask_rate,
                                                                           samples, seed)
 
@@ -201,7 +203,8 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
         "masked_tokens_mean": statistics.fmean(m[samplers[0]]["tokens"] for m in measured),
         "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
-        "processes": world()[1], "rows": assd_rows(measured, samplers),
+        "processes": world()[1], "machine": describe(),
+        "load_average": {"before": load_before, "after": load_average()}, "rows": assd_rows(measured, samplers),
     }
     curve = observed_costs(measured)
     if curve:
@@ -225,6 +228,9 @@ def print_table(res: dict) -> None:
     print(f"model {res['model']}  {what}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
           f"torch threads {res['torch_threads']}  device {res.get('device')}")
+    if res.get("machine"):
+        load = res.get("load_average") or {}
+        print(f"machine {res['machine']}  load average (1 min) {load.get('before')} before, {load.get('after')} after")
     print(f"{'sampler':<18}{'calls':>16}{'rounds':>8}{'drafter passes':>16}{'tok/round':>11}{'tok/call':>10}{'s/input':>9}"
           f"{'tok/s':>8}{'vs seq-cache (median [min-max])':>34}{'limit':>7}{'meas/lim':>9}"
           f"{'ms/round: AS-ARM drafter host':>31}{'CPU vs seq-cache':>18}{'vs uncached seq':>17}")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engine.loading.registry import default_model
 from engine.loading.threads import set_threads
+from lab.machine import describe
 
 # (content rows, query rows): a sequential step, ASSD's draft and density passes at k = 5, the
 # pipelined call at k = 5 (4-5 drafts, density rows + k proposal rows per stopping point), larger
@@ -100,7 +101,7 @@ def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, in
             proc.stdin.close()
             proc.wait(timeout=60)
     out = {"model": model_name, "context_rows": context, "reps": reps, "torch_threads": threads,
-           "tree": str(HERE), "commit": _commit(HERE), "rows": _rows(times["current"], shapes)}
+           "tree": str(HERE), "commit": _commit(HERE), "machine": describe(), "rows": _rows(times["current"], shapes)}
     if baseline_tree:
         out["baseline"] = {"tree": str(trees[1][1]), "commit": _commit(trees[1][1]),
                            "rows": _rows(times["baseline"], shapes)}
@@ -153,6 +154,7 @@ def cli(argv: list[str]) -> int:
         return 0
     print(f"model {res['model']}  cached rows {res['context_rows']}  torch threads {res['torch_threads']}  "
           f"repetitions {res['reps']}")
+    print(f"machine {res['machine']}")
     _print_rows(f"this checkout ({res['commit'] or res['tree']})", res["rows"])
     if "baseline" in res:
         b = res["baseline"]

@@ -13,20 +13,10 @@ import torch
 
 from engine.loading.device import device_name
 
+from ..machine import cpu_model
 from .measure import Models
 from .plan import Plan
 from .render import fmt, md_table
-
-
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def machine_short(device, workers: int) -> str:

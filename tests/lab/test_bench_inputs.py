@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from lab.machine import describe
 from tests.engine.test_cli import tiny_world  # noqa: F401 - the fixture: tiny AS-ARM + hybrid + corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +64,9 @@ def test_bench_assd_inputs_rows_per_input_and_summary(tiny_world, inputs_file, c
                if r["sampler"] == "sequential-cache")  # one call per token: the inputs are the ones asked for
     first = d["per_input"][0]["fills"]
     assert set(first) == {"sequential-cache", "assd"} and all(len(f) == 1 for f in first.values())
+    # every figure names its machine and the load around its run (docs/RESULTS.md quotes both)
+    assert d["machine"] == describe() and set(d["load_average"]) == {"before", "after"}
+    assert all(v is None or v >= 0 for v in d["load_average"].values())
 
 
 def test_bench_self_spec_inputs(tiny_world, inputs_file, capsys):  # noqa: F811
