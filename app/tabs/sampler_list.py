@@ -1,5 +1,5 @@
 """Plain words beside the sampler list: each sampler's name with its one-line description (the
-first sentence of its catalogue help), so eleven bare names are not all a newcomer gets."""
+first sentence of its catalogue help), so twelve bare names are not all a newcomer gets."""
 
 from __future__ import annotations
 

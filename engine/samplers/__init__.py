@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine.inputs.domains import DOMAINS, DefaultChoice
 
-from . import assd, mdm, ptp, selfspec, sequential
+from . import assd, assd_reuse, mdm, ptp, selfspec, sequential
 from .drafters import DIFFUSION_SPEC, NGRAM_SPEC
 from .spec import SamplerSpec
 
@@ -47,7 +47,8 @@ def cost_sentence(domain: str) -> str:
 #: every sampler, in the page's order; each entry is written beside its algorithm (SPEC / SPECS at the
 #: end of its module: the knobs it reads, its help, how it runs)
 SAMPLERS: dict[str, SamplerSpec] = {
-    s.name: s for s in [*sequential.SPECS, *assd.SPECS, NGRAM_SPEC, mdm.SPEC, selfspec.SPEC, DIFFUSION_SPEC, ptp.SPEC]
+    s.name: s for s in [*sequential.SPECS, *assd.SPECS, assd_reuse.SPEC, NGRAM_SPEC, mdm.SPEC, selfspec.SPEC,
+                        DIFFUSION_SPEC, ptp.SPEC]
 }
 
 

@@ -52,9 +52,11 @@ def setup(tmp_path_factory):
         ("assd-bonus", {"k": 2}),
         ("assd-cache", {"k": 2}),
         ("assd-pipelined", {"k": 2}),
+        ("assd-reuse", {"k": 2}),
         ("assd-ngram", {"k": 2}),
         ("assd", {"k": 2, "temperature": 0.7}),
         ("assd-pipelined", {"k": 2, "temperature": 1.5}),
+        ("assd-reuse", {"k": 2, "temperature": 1.5}),
     ],
 )
 def test_sampler_matches_exact_distribution(setup, sampler, kw):
