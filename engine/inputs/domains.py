@@ -42,10 +42,15 @@ class DefaultChoice:
 #: bench_assd_protein_windows_k58_quiet_2026-11-29a.json): on text and code the n-gram drafter with its
 #: corpus prior, drafting only where it is sure enough (engine/samplers/ngram_prior.py, the
 #: `confidence` knob), is faster than cached sequential decoding (text 1.17x, code 1.13x at k = 5);
-#: on protein assd-pipelined is 2.65x (assd-cache 2.05x). The same choice as the night before on this
+#: on protein assd-pipelined was 2.65x (assd-cache 2.05x). The same choice as the night before on this
 #: Xeon (1.09x, 1.12x, 2.76x) and on the project's AMD EPYC (1.06x, 1.15x, 2.04x; docs/RESULTS.md).
+#: Protein's default since 2026-12-02 is assd-reuse (engine/samplers/assd_reuse.py: pipelined rounds
+#: whose call carries about 3k rows instead of (k + 1) k): on a 2-core AMX-class Xeon, at k = 5 on the
+#: same 8 windows, 2.33x against assd-pipelined's 1.66x (the same tokens per call, 4.37 and 4.38;
+#: docs/results/bench_assd_protein_windows_k5816_quiet_2026-12-02c.json). Not measured on the earlier Xeon.
 #: where the ratios below come from (DefaultChoice.source)
 DEFAULTS_BENCH_SOURCE = "bench assd, 2026-11-29, 2-core Intel Xeon"
+PROTEIN_BENCH_SOURCE = "bench assd, 2026-12-02, 2-core Intel Xeon with AMX"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +118,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
             separator=None, quality="ppl_vs_unigram",
         data="20,000 UniProt sequences of Debian's mmseqs2-examples (its 500 query sequences are the test split).",
         models=("protein-asarm", "protein-hybrid", "protein-judge"), alphabet=PROTEIN_ALPHABET, normalise=normalize_protein,
-        default=DefaultChoice(sampler="assd-pipelined", ratio=2.65, ratio_range=(2.51, 3.28), source=DEFAULTS_BENCH_SOURCE),
+        default=DefaultChoice(sampler="assd-reuse", ratio=2.33, ratio_range=(2.05, 2.56), source=PROTEIN_BENCH_SOURCE),
         examples=(
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGT[MASK:12]KAVQV",
             "MKTAYIAKQRQISFVKSHFSRQ[MASK:10]LGLIEVQAPILSRVGDGTQDNLSGAEKAVQV",

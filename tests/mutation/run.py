@@ -44,6 +44,8 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/acceptance.py": ["tests/engine/samplers/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
                                       "tests/engine/samplers/test_nan_path.py"],
     "engine/samplers/assd.py": SAMPLER_TESTS,
+    # assd-reuse's rounds on the table model, and which row each next position drafts from (a wrong row keeps the law)
+    "engine/samplers/assd_reuse.py": SAMPLER_TESTS + ["tests/engine/samplers/test_assd_reuse.py"],
     "engine/samplers/sequential.py": SAMPLER_TESTS,
     # the drafter table (DRAFTERS, build_drafter) is reached through the catalogue: the contract test
     "engine/samplers/drafters.py": SAMPLER_TESTS + [CONTRACT, "tests/engine/samplers/test_ngram_index.py",

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from engine.samplers.assd import assd, assd_drafted, assd_pipelined, next_first_is_exact, pipelined_queries
+from engine.samplers.assd_reuse import assd_reuse
 from engine.samplers.drafters import NgramDrafter
 from engine.samplers.ngram_prior import CorpusBigram, count
 from engine.samplers.sequential import sequential
@@ -50,6 +51,8 @@ def run_sampler(name: str, mi, symbols, k: int, seed: int, temperature: float = 
         steps = assd(oracle, mi, rec, gen, temperature, k, bonus=name == "assd-bonus")
     elif name == "assd-pipelined":
         steps = assd_pipelined(oracle, mi, rec, gen, temperature, k)
+    elif name == "assd-reuse":
+        steps = assd_reuse(oracle, mi, rec, gen, temperature, k)
     elif name.startswith("assd-ngram"):  # "assd-ngram@0.5": with that confidence (plain: 0, a draft per position);
         # "+prior": with a corpus prior whose followers are sure (a -> b -> c -> a), so rounds draft often
         setting, _, prior = name.partition("+")
@@ -97,6 +100,10 @@ SAMPLE_CASES = [
     ("assd-ngram", FOUR, 2, 1.0, 1500),
     ("assd-ngram", FOUR, 3, 0.6, 1000),
     ("assd-pipelined", SIX, 5, 1.0, 2000),
+    ("assd-reuse", FOUR, 2, 1.0, 1500),
+    ("assd-reuse", FOUR, 3, 1.6, 1500),
+    ("assd-reuse", SIX, 3, 1.0, 2000),
+    ("assd-reuse", SIX, 5, 1.0, 2000),
     ("assd-bonus", SIX, 5, 1.0, 2000),
     ("assd-ngram", SIX, 5, 1.0, 1500),
     ("assd-ngram@0.5", FOUR, 3, 1.0, 1500),
@@ -223,7 +230,7 @@ def test_pipelined_queries_layout():
     assert queries[3:] == [(6, 0), (8, 0), (8, 1)]
 
 
-@pytest.mark.parametrize("name", ["assd", "assd-bonus", "assd-pipelined", "assd-ngram"])
+@pytest.mark.parametrize("name", ["assd", "assd-bonus", "assd-pipelined", "assd-reuse", "assd-ngram"])
 def test_round_shapes(name):
     """Per round: the drafts cover the next k undecided positions; calls per round as designed."""
     visible, length, symbols = SIX
@@ -243,6 +250,8 @@ def test_round_shapes(name):
                 drafts = [s for s in group if s.kind == StepKind.DRAFT]
                 assert len(drafts) == 1
                 m = len(drafts[0].positions)
+                todo = [p for p in mi.masked if p not in decided]
+                exact_first = r == 0 or not any(s.kind == StepKind.RESAMPLE for s in rounds.get(r - 1, []))
                 for s in group:  # the notes the trace view shows say what each pass did
                     if s.kind == StepKind.DRAFT_PASS:
                         assert s.note == f"draft {m} positions in parallel"
@@ -253,16 +262,20 @@ def test_round_shapes(name):
                     elif s.kind == StepKind.DENSITY_PASS and name == "assd-pipelined":
                         untested = sum(d.kind == StepKind.ACCEPT and not d.tested for d in group)
                         assert s.note == f"verify {m - untested} drafts, propose next round"
+                    elif s.kind == StepKind.DENSITY_PASS and name == "assd-reuse":  # and the k positions after it
+                        untested = sum(d.kind == StepKind.ACCEPT and not d.tested for d in group)
+                        assert s.note == f"verify {m - untested} drafts, rows for {min(k, len(todo) - m)} beyond"
+                    elif s.kind == StepKind.DRAFT and name == "assd-reuse":  # whose rows: stale after a rejection
+                        assert s.note == "from the last call's rows" + ("" if exact_first else " (they saw a rejected draft)")
                     elif s.kind == StepKind.DRAFT and name == "assd-ngram":
                         assert s.note == "ngram drafts"  # whose drafts they are
                     elif s.kind == StepKind.ACCEPT and not s.tested:
                         assert s.note == ("first draft" if name in ("assd", "assd-bonus") else "exact row")
-                todo = [p for p in mi.masked if p not in decided]
                 assert drafts[0].positions == todo[: min(k, len(todo))]
                 assert drafts[0].p == [pytest.approx(x) for x in drafts[0].p] and all(0 < x <= 1 for x in drafts[0].p)
                 decided += [p for s in group if s.kind in DECIDING_KINDS for p in s.positions]
                 kinds = [s.kind for s in group]
-                if name == "assd-pipelined":
+                if name in ("assd-pipelined", "assd-reuse"):
                     assert kinds.count(StepKind.DENSITY_PASS) <= 1 and kinds.count(StepKind.DRAFT_PASS) == (r == 0)
                 elif name == "assd-ngram":
                     assert kinds.count(StepKind.DENSITY_PASS) == 1 and StepKind.DRAFT_PASS not in kinds
@@ -282,16 +295,15 @@ def test_round_shapes(name):
                 first_exact = dec[0].kind == StepKind.ACCEPT and not dec[0].tested
                 if name in ("assd", "assd-bonus"):
                     assert first_exact
-                elif name == "assd-pipelined":
-                    prev = rounds.get(r - 1, [])
-                    assert first_exact == (r == 0 or not any(s.kind == StepKind.RESAMPLE for s in prev)), r
+                elif name in ("assd-pipelined", "assd-reuse"):
+                    assert first_exact == exact_first, r
                 else:
                     assert not first_exact
             # no pass after the last token is decided (a wasted call)
             assert steps[-1].kind in DECIDING_KINDS
             if k == 1 and name in ("assd", "assd-bonus"):
                 assert oracle.calls == len(mi.masked)  # one draft per round: its pass is the only one
-            if k >= len(mi.masked) and name == "assd-pipelined":
+            if k >= len(mi.masked) and name in ("assd-pipelined", "assd-reuse"):
                 assert oracle.calls <= len(mi.masked)
 
 
@@ -302,7 +314,7 @@ def test_accept_steps_carry_the_verdict():
     mi = make_input(length, visible)
     kinds = collections.Counter()
     for seed in range(30):
-        for name in ("assd", "assd-pipelined", "assd-bonus"):
+        for name in ("assd", "assd-pipelined", "assd-reuse", "assd-bonus"):
             steps, _ = run_sampler(name, mi, symbols, 3, seed)
             for s in steps:
                 kinds[(s.kind, s.tested, s.note.split(" ")[0] if s.note else "")] += 1
@@ -590,7 +602,7 @@ def test_pipelined_rounds_run_the_output_head_only_where_needed(symbols_case, k)
 #: each AS-ARM entry this file drives, and the algorithm run_sampler calls for it
 ENTRY_ALGORITHM = {"sequential": "sequential", "sequential-cache": "sequential", "assd": "assd",
                    "assd-bonus": "assd-bonus", "assd-cache": "assd", "assd-pipelined": "assd-pipelined",
-                   "assd-ngram": "assd-ngram"}
+                   "assd-reuse": "assd-reuse", "assd-ngram": "assd-ngram"}
 
 
 @pytest.mark.parametrize("entry", list(ENTRY_ALGORITHM))
