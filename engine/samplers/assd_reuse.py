@@ -47,11 +47,9 @@ def next_round(positions: list[int], beyond: list[int], rows: torch.Tensor, star
     """The next round's positions and proposal rows after a round that stopped at `stopped` (len:
     every draft passed): the positions after it in order, up to k, each with the row the call
     computed for it (rows: one per query of `reuse_queries`, density rows first)."""
-    m = len(positions)
-    later = list(range(stopped + 1, m))  # drafts after the rejected one: their density rows
-    nxt = [positions[i] for i in later] + beyond
-    props = [rows[i - start] for i in later] + [rows[m - start + b] for b in range(len(beyond))]
-    return nxt[:k], props[:k]
+    first = min(stopped + 1, len(positions))  # the first draft after the rejected one (none: all passed)
+    # its density row and the rest follow one another in `rows`, then the rows beyond
+    return (positions[first:] + beyond)[:k], list(rows[first - start :][:k])
 
 
 def assd_reuse(

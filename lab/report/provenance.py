@@ -13,7 +13,7 @@ import torch
 
 from engine.loading.device import device_name
 
-from ..machine import cpu_model
+from ..machine import cpu_model, describe
 from .measure import Models
 from .plan import Plan
 from .render import fmt, md_table
@@ -21,7 +21,7 @@ from .render import fmt, md_table
 
 def machine_short(device, workers: int) -> str:
     """The machine in one line, for the header and every table caption."""
-    return (f"{os.cpu_count()} cores {cpu_model()}, {device_name(device)}, "
+    return (f"{describe()}, {device_name(device)}, "
             f"torch threads {torch.get_num_threads()}") + (
         f", {workers} worker processes of 1 thread each in sections 1 and 5" if workers > 1 else "")
 
