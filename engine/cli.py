@@ -13,12 +13,10 @@ from .errors import InfillError
 
 
 def _infill(a: argparse.Namespace) -> int:
-    from engine.loading.device import apply_device_flag
-
     from .api import infill
     from .samplers import DOMAIN_DEFAULT
 
-    apply_device_flag(a.device)
+    apply_device_args(a)
     apply_hub_flags(a)
     r = infill(a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, seed=a.seed,
                cache=a.cache, draft_model=a.draft_model, **knob_values(a))
@@ -36,9 +34,8 @@ def _infill(a: argparse.Namespace) -> int:
 
 def _exactness(a: argparse.Namespace) -> int:
     from engine.exactness.check import run_check
-    from engine.loading.device import apply_device_flag
 
-    apply_device_flag(a.device)
+    apply_device_args(a)
     if (a.text is None) == (a.inputs is None):
         print("error: give TEXT or --inputs FILE.jsonl (one of them)", file=sys.stderr)
         return 2
@@ -283,8 +280,21 @@ def apply_hub_flags(a: argparse.Namespace) -> None:
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:
-    """`--device auto|cpu|cuda[:N]` (default: $INFILL_DEVICE, else auto); shared by every subcommand."""
+    """`--device auto|cpu|cuda[:N]` (default: $INFILL_DEVICE, else auto) and `--precision auto|fp32|bf16`
+    (default: $INFILL_PRECISION, else auto); shared by every subcommand that loads models."""
     p.add_argument("--device", default=None, help="auto (CUDA when available), cpu or cuda; default $INFILL_DEVICE")
+    p.add_argument("--precision", default=None,
+                   help="CPU matmuls: auto (bf16 on a CPU with AMX, else fp32), fp32 or bf16; default $INFILL_PRECISION")
+
+
+def apply_device_args(a: argparse.Namespace):
+    """Check and export `--device` and `--precision` (engine/loading/device.py, engine/loading/precision.py):
+    a bad setting stops the command with one line before anything loads. Returns the torch device."""
+    from engine.loading.device import apply_device_flag
+    from engine.loading.precision import apply_precision_flag
+
+    apply_precision_flag(getattr(a, "precision", None))
+    return apply_device_flag(a.device)
 
 
 DELEGATED = {"train": "train", "bench": "bench", "data": "data", "eval": "evaluate", "report": "report"}

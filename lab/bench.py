@@ -12,9 +12,8 @@ import statistics
 
 import torch
 
-from engine.cli import add_device_arg
+from engine.cli import add_device_arg, apply_device_args
 from engine.errors import InfillError
-from engine.loading.device import apply_device_flag
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
@@ -202,8 +201,8 @@ def run_assd_bench(model: str | LoadedModel, length: int, mask_rate: float, k: i
     out = {
         "model": lm.name, "length": length, "mask_rate": mask_rate, "k": k, "samples": len(inputs),
         "masked_tokens_mean": statistics.fmean(m[samplers[0]]["tokens"] for m in measured),
-        "torch_threads": torch.get_num_threads(), "device": lm.device, "baseline": BASELINE,
-        "processes": world()[1], "machine": describe(),
+        "torch_threads": torch.get_num_threads(), "device": lm.device, "precision": lm.precision,
+        "baseline": BASELINE, "processes": world()[1], "machine": describe(),
         "load_average": {"before": load_before, "after": load_average()}, "rows": assd_rows(measured, samplers),
     }
     curve = observed_costs(measured)
@@ -227,7 +226,7 @@ def print_table(res: dict) -> None:
     what = f"file {res['inputs']}" if res.get("inputs") else f"length {res['length']}  mask rate {res['mask_rate']}"
     print(f"model {res['model']}  {what}  k {res['k']}  "
           f"inputs {res['samples']}  masked tokens/input {res['masked_tokens_mean']:.1f}  "
-          f"torch threads {res['torch_threads']}  device {res.get('device')}")
+          f"torch threads {res['torch_threads']}  device {res.get('device')}  precision {res.get('precision', 'fp32')}")
     if res.get("machine"):
         load = res.get("load_average") or {}
         print(f"machine {res['machine']}  load average (1 min) {load.get('before')} before, {load.get('after')} after")
@@ -313,7 +312,7 @@ def cli(argv: list[str]) -> int:
         print(json.dumps(res)) if a.json else print_table(res)
         return 0
     is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
-    apply_device_flag(a.device)
+    apply_device_args(a)
     if a.threads:
         set_threads(a.threads)
     try:

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.loading.precision import resolve_precision
 from engine.loading.registry import default_model
 from engine.loading.threads import set_threads
 from lab.machine import describe
@@ -37,9 +38,13 @@ WORKER = Path(__file__).with_name("calls_worker.py")
 HERE = Path(__file__).resolve().parents[1]  # the source tree this file belongs to
 
 
-def _start(tree: Path, model: str, context: int, shapes: list[tuple[int, int]], threads: int) -> subprocess.Popen:
-    """A calls_worker process that imports `engine` from `tree`, loaded and ready."""
+def _start(tree: Path, model: str, context: int, shapes: list[tuple[int, int]], threads: int,
+           precision: str | None = None) -> tuple[subprocess.Popen, str]:
+    """A calls_worker process that imports `engine` from `tree`, loaded and ready, computing in
+    `precision` (None: the environment's); with the precision its model reports."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
+    if precision is not None:
+        env["INFILL_PRECISION"] = precision
     proc = subprocess.Popen(
         [sys.executable, str(WORKER), "--model", model, "--context", str(context), "--threads", str(threads),
          "--shapes", ",".join(f"{c}x{q}" for c, q in shapes)],
@@ -48,7 +53,7 @@ def _start(tree: Path, model: str, context: int, shapes: list[tuple[int, int]], 
     if not line.startswith("{"):
         proc.kill()
         raise RuntimeError(f"bench calls: the worker for {tree} did not start (run {WORKER} by hand to see why)")
-    return proc
+    return proc, json.loads(line).get("precision", "fp32")
 
 
 def _rows(times: list[list[list[float]]], shapes: list[tuple[int, int]]) -> list[dict]:
@@ -78,15 +83,19 @@ def _commit(tree: Path) -> str | None:
 
 
 def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, int]], threads: int = 1,
-            baseline_tree: Path | None = None) -> dict:
+            baseline_tree: Path | None = None, precisions: list[str] | None = None) -> dict:
     """CPU and wall seconds of single AS-ARM calls of each (content rows, query rows) shape after
     `context` cached rows, and of each shape's floor: the same rows through a plain stack of the
     model's own weight matrices (lab/calls_worker.py `floor`), i.e. what the arithmetic
     alone costs on this machine. With `baseline_tree` (e.g. a `git worktree` of an older commit),
-    the same is measured for that checkout's model code in a second process, the two processes
-    taking turns one repetition at a time, so both see the same machine load."""
-    trees = [("current", HERE)] + ([("baseline", Path(baseline_tree).resolve())] if baseline_tree else [])
-    procs = {name: _start(tree, model_name, context, shapes, threads) for name, tree in trees}
+    the same is measured for that checkout's model code in a second process; with `precisions`
+    (e.g. fp32 and bf16: engine/loading/precision.py), this checkout once per precision, each in its
+    own process. The processes take turns one repetition at a time, so all see the same machine load."""
+    runs = [(f"current {p}" if p else "current", HERE, p) for p in (precisions or [None])]
+    if baseline_tree:
+        runs.append(("baseline", Path(baseline_tree).resolve(), precisions[0] if precisions else None))
+    started = {name: _start(tree, model_name, context, shapes, threads, p) for name, tree, p in runs}
+    procs = {name: proc for name, (proc, _) in started.items()}
     times: dict[str, list] = {name: [] for name in procs}
     try:
         for rep in range(reps + 2):
@@ -100,10 +109,15 @@ def measure(model_name: str, context: int, reps: int, shapes: list[tuple[int, in
         for proc in procs.values():
             proc.stdin.close()
             proc.wait(timeout=60)
+    first = runs[0][0]
     out = {"model": model_name, "context_rows": context, "reps": reps, "torch_threads": threads,
-           "tree": str(HERE), "commit": _commit(HERE), "machine": describe(), "rows": _rows(times["current"], shapes)}
+           "tree": str(HERE), "commit": _commit(HERE), "machine": describe(), "precision": started[first][1],
+           "rows": _rows(times[first], shapes)}
+    if precisions and len(precisions) > 1:  # as asked; what each model computed in (a float64 model: fp32)
+        out["by_precision"] = {p: _rows(times[name], shapes) for name, _, p in runs if p}
+        out["precision_used"] = {p: started[name][1] for name, _, p in runs if p}
     if baseline_tree:
-        out["baseline"] = {"tree": str(trees[1][1]), "commit": _commit(trees[1][1]),
+        out["baseline"] = {"tree": str(runs[-1][1]), "commit": _commit(runs[-1][1]),
                            "rows": _rows(times["baseline"], shapes)}
     return out
 
@@ -135,9 +149,15 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--baseline-tree", default=None, metavar="PATH",
                     help="also time the model code of another checkout (e.g. `git worktree add --detach PATH "
                          "COMMIT`), interleaved with this one, for a before/after table from one run")
+    ap.add_argument("--precision", default=None, metavar="LIST",
+                    help="CPU precisions to time side by side, each in its own process, e.g. fp32,bf16 "
+                         "(default: the environment's, $INFILL_PRECISION or auto)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     set_threads(a.threads)
+    precisions = [p.strip() for p in a.precision.split(",") if p.strip()] if a.precision else None
+    for p in precisions or []:
+        resolve_precision(p)  # a bad name or an unsupported bf16: one line now, not a dead worker
     if a.xlnet_base_random:
         from .bench_xlnet import measure_calls, print_calls
 
@@ -148,14 +168,23 @@ def cli(argv: list[str]) -> int:
             print_calls(res)
         return 0
     res = measure(a.model or default_model(a.domain, "asarm"), a.context, a.reps, SHAPES, a.threads,
-                  a.baseline_tree)
+                  a.baseline_tree, precisions)
     if a.json:
         print(json.dumps(res))
         return 0
     print(f"model {res['model']}  cached rows {res['context_rows']}  torch threads {res['torch_threads']}  "
           f"repetitions {res['reps']}")
     print(f"machine {res['machine']}")
-    _print_rows(f"this checkout ({res['commit'] or res['tree']})", res["rows"])
+    by = res.get("by_precision") or {res["precision"]: res["rows"]}
+    used = res.get("precision_used") or {}
+    for p, rows in by.items():
+        note = f" (the model computed in {used[p]})" if used.get(p, p) != p else ""
+        _print_rows(f"this checkout ({res['commit'] or res['tree']}), precision {p}{note}", rows)
+    if len(by) > 1:
+        (pa, ra), (pb, rb) = list(by.items())[:2]
+        print(f"{pb} / {pa} CPU ms: " + "  ".join(
+            f"{r['content_rows']}x{r['query_rows']} {r['cpu_ms_median'] / max(o['cpu_ms_median'], 1e-9):.2f}"
+            for r, o in zip(rb, ra, strict=True)))
     if "baseline" in res:
         b = res["baseline"]
         _print_rows(f"baseline {b['commit'] or ''} ({b['tree']})", b["rows"])

@@ -19,9 +19,8 @@ import random
 import statistics
 from pathlib import Path
 
-from engine.cli import add_device_arg
+from engine.cli import add_device_arg, apply_device_args
 from engine.inputs.domains import DOMAINS
-from engine.loading.device import apply_device_flag
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import available, default_model, load
 
@@ -237,7 +236,7 @@ def run(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     set_quiet(a.quiet)
     is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
-    apply_device_flag(a.device)
+    apply_device_args(a)
     model = a.model or default_model(a.domain, "hybrid")
     if a.samples < 1 or a.length < 8 or not 0 < a.mask_rate <= 1:
         ap.error("--samples must be at least 1, --length at least 8, --mask-rate in (0, 1]")

@@ -7,7 +7,8 @@ this file by path with PYTHONPATH set to a tree, once per tree, and drives the p
 (one repetition each, interleaved), so machine load drifts over both alike. It only uses what
 every checkout has: engine.loading.registry.load and engine.models.asarm_core.KVCache.
 
-Protocol: prints one JSON line `{"ready": ...}` once loaded; then for every line read from stdin
+Protocol: prints one JSON line `{"ready": ..., "precision": ...}` once loaded (the CPU precision its
+model computes in: INFILL_PRECISION, engine/loading/precision.py); then for every line read from stdin
 measures each shape once (the call, then its floor) and prints one JSON line of times. With
 `--profile`, instead prints torch.profiler tables of a one-token call and a k = 5 verify call.
 """
@@ -50,7 +51,9 @@ def setup(model: str, context: int):
     from engine.loading.registry import load
     from engine.models.asarm_core import KVCache
 
-    m = load(model).model
+    lm = load(model)
+    m = lm.model
+    m.__dict__["_bench_precision"] = getattr(lm, "precision", "fp32")  # an older checkout has float32 only
     g = torch.Generator().manual_seed(0)
     cache = KVCache()
     dev = next(m.parameters()).device  # ids are drawn on the host (the same on every device), then moved
@@ -80,7 +83,8 @@ def serve(model: str, context: int, shapes: list[tuple[int, int]], threads: int)
     layers, head = floor_mats(m)
     d = m.config.hidden_size
     sync = torch.cuda.synchronize if head.device.type == "cuda" else (lambda: None)  # kernels run async there
-    print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)
+    print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "precision": m.__dict__["_bench_precision"]}),
+          flush=True)
     for _ in sys.stdin:
         out = []
         with torch.inference_mode():

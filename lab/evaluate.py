@@ -227,15 +227,14 @@ def cli(argv: list[str]) -> int:
                     help="with --model: only the held-out NLL, on this corpus's test split instead of the domain's")
     ap.add_argument("--write-cards", action="store_true", help="write metrics.json into each model folder")
     ap.add_argument("--json", action="store_true")
-    from engine.cli import add_device_arg
-    from engine.loading.device import apply_device_flag
+    from engine.cli import add_device_arg, apply_device_args
 
     add_device_arg(ap)
     add_quiet_arg(ap)
     a = ap.parse_args(argv)
     set_quiet(a.quiet)
     is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
-    apply_device_flag(a.device)
+    apply_device_args(a)
     torch.manual_seed(0)
     if a.corpus and not a.model:
         ap.error("--corpus measures a candidate on another test split: give it with --model DIR")

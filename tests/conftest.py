@@ -10,6 +10,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("INFILL_DEVICE", "cpu")  # tests run on the CPU; INFILL_DEVICE=cuda pytest tries a GPU
+# float32 matmuls whatever the CPU (auto would pick bf16 on one with AMX): the tests that compare the fast
+# path with the reference one bound float32 rounding; tests/engine/models/test_precision.py checks bf16
+os.environ.setdefault("INFILL_PRECISION", "fp32")
 torch.set_num_threads(1)  # tiny tensors: threads only add overhead (and CI has 2 cores)
 
 

@@ -21,6 +21,7 @@ from engine.inputs.tokenization import Codec
 from engine.loading.checkpoint import check_folder, read_config, where
 from engine.loading.folders import KIND_BY_TYPE, read_card
 from engine.loading.hub import hub_folder, hub_options, split_spec, tokenizer_folder
+from engine.loading.precision import model_precision, resolve_precision
 from engine.loading.threads import apply_thread_default
 
 
@@ -43,6 +44,7 @@ class LoadedModel:
     tokenizer_from: str | None = None  # the folder the tokenizer came from when not the checkpoint's own
     code_map: bool = False  # the ASSD paper's whitespace mapping is on (engine.inputs.tokenization.ASSD_CODE_MAP)
     exclude_special: bool = True  # no fill takes a special token (off: only <mask> is removed, the ASSD authors' rule)
+    precision: str = "fp32"  # how its matmuls run on the CPU (engine/loading/precision.py)
 
 
 #: one load at a time per process: transformers' lazily imported modules raced when 8 threads loaded
@@ -52,16 +54,18 @@ _LOAD_LOCK = threading.RLock()
 
 
 def load_source(source: Path | str, device: str = "cpu") -> LoadedModel:
-    """A resolved source (a folder, or a Hub id: engine.loading.registry.resolve) loaded on `device`.
-    Cached per (source, device, tokenizer source, code map); a Hub id resolves to its local
-    snapshot (and its tokenizer's) first."""
+    """A resolved source (a folder, or a Hub id: engine.loading.registry.resolve) loaded on `device`
+    in the CPU precision of the setting (engine/loading/precision.py). Cached per (source, device,
+    precision, tokenizer source, code map); a Hub id resolves to its local snapshot (and its tokenizer's) first."""
+    precision = resolve_precision()
     if isinstance(source, str) and not Path(source).is_dir():
         folder = hub_folder(*split_spec(source))  # downloads never hold the lock
         mt = read_config(folder).get("model_type", "?")
         opts = hub_options(source)
-        args = (folder, device, source, tokenizer_folder(source, folder, mt), opts.code_map, opts.exclude_special)
+        args = (folder, device, precision, source, tokenizer_folder(source, folder, mt), opts.code_map,
+                opts.exclude_special)
     else:
-        args = (Path(source), device, None)
+        args = (Path(source), device, precision, None)
     with _LOAD_LOCK:
         return _load_folder(*args)
 
@@ -112,7 +116,7 @@ def _load_hf(path: Path):
 
 
 @lru_cache(maxsize=16)
-def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path | None = None,
+def _load_folder(path: Path, device: str, precision: str, hub_id: str | None, tok_folder: Path | None = None,
                  code_map: bool = False, exclude_special: bool = True) -> LoadedModel:
     apply_thread_default()
     cfg_json = check_folder(path, KIND_BY_TYPE)  # BadModelError before anything is allocated
@@ -129,6 +133,9 @@ def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path |
     except Exception as e:  # noqa: BLE001 - a checkpoint the checks let through still fails in one line
         raise BadModelError(f"{where(path)}: its weights do not load ({_one_line(e)}).") from e
     model.to(device).eval()  # (a device problem is not the checkpoint's: its own error)
+    precision = model_precision(model, device, precision)
+    if hasattr(model, "set_cpu_precision"):
+        model.set_cpu_precision(precision)
     cfg = model.config
     codec = _codec(path, mt, cfg_json, tok_folder, code_map)
     if mt == "xlnet":
@@ -150,6 +157,7 @@ def _load_folder(path: Path, device: str, hub_id: str | None, tok_folder: Path |
         code_map=code_map,
         exclude_special=exclude_special,
         device=str(device),
+        precision=precision,
     )
 
 

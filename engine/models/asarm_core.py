@@ -89,6 +89,14 @@ class AsArmMixin:
     """The two-stream network: submodules built by `_build`, then forward and the losses."""
 
     config: SimpleNamespace
+    #: how the inference path multiplies on a CPU: "fp32" or "bf16" (engine/loading/precision.py)
+    cpu_precision = "fp32"
+
+    def set_cpu_precision(self, precision: str) -> None:
+        """Every CPU matmul of the inference path in `precision` (the loader sets the setting's)."""
+        self.cpu_precision = precision
+        for blk in self.blocks:
+            blk.cpu_precision = precision
 
     def _build(self, config) -> None:
         d = config.hidden_size
@@ -137,8 +145,10 @@ class AsArmMixin:
         r_c = rope(content_pos, d, theta, x.dtype, npos)  # once per call, shared by every layer
         r_q = rope(query_pos, d, theta, x.dtype, npos)
         r_all = (torch.cat([r_c[0], r_q[0]], 2), torch.cat([r_c[1], r_q[1]], 2))
-        if cache is not None:
-            cache.reserve(len(self.blocks), x.new_empty(x.shape[0], self.config.num_heads, 0, d), content_rank, nc)
+        if cache is not None:  # (the bf16 path attends in float64: its keys are kept so, converted once)
+            kv_dtype = torch.float64 if self.cpu_precision == "bf16" and x.device.type == "cpu" else x.dtype
+            cache.reserve(len(self.blocks), x.new_empty(x.shape[0], self.config.num_heads, 0, d, dtype=kv_dtype),
+                          content_rank, nc)
         last = len(self.blocks) - 1
         for i, blk in enumerate(self.blocks):
             if i < last:
@@ -156,7 +166,7 @@ class AsArmMixin:
     def output_head(self, h: torch.Tensor) -> torch.Tensor:
         """Logits [B, L, V] of normed states h [B, L, d]: `self.head`, from its [in, out] copy
         on a CPU at inference (layers.cpu_transposed)."""
-        wt = cpu_transposed(self, ((self.head.weight,),))
+        wt = cpu_transposed(self, ((self.head.weight,),), self.cpu_precision)
         return self.head(h) if wt is None else _rows_mm(h, wt[0])
 
     def joint_loss(self, ids: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:

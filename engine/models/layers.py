@@ -61,42 +61,83 @@ def _rows_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return F.linear(x.reshape(b * l, din), w).view(b, l, w.shape[0])
 
 
-def cpu_transposed(owner: nn.Module, groups: tuple[tuple[torch.Tensor, ...], ...]) -> tuple[torch.Tensor, ...] | None:
-    """Inference on a CPU: each group of weights stacked along their outputs and copied as one
-    contiguous [in, out] matrix, cached on `owner` and rebuilt when a weight's storage or version
-    changes (load_state_dict, an optimizer step, .to()). Why: at the few rows of a decoding call,
-    MKL multiplies x @ W^T from an [in, out] copy markedly faster than from the [out, in] layout
-    nn.Linear keeps (docs/RESULTS.md, "The weights' layout"). None while training (gradients
-    flow through the layers themselves) and off the CPU (where the layers' own matmuls are the
-    fast ones), and in train() mode (the fast path has no dropout): the caller then uses its layers.
+def cpu_transposed(owner: nn.Module, groups: tuple[tuple[torch.Tensor, ...], ...],
+                   precision: str = "fp32") -> tuple[torch.Tensor, ...] | None:
+    """Inference on a CPU: each group of weights stacked along their outputs and copied once into
+    the layout its matmul is fastest from, cached on `owner` and rebuilt when a weight's storage or
+    version or the precision changes (load_state_dict, an optimizer step, .to()). fp32: one
+    contiguous [in, out] matrix; at the few rows of a decoding call, MKL multiplies x @ W^T from it
+    markedly faster than from the [out, in] layout nn.Linear keeps (docs/RESULTS.md, "The weights'
+    layout"). bf16: the bfloat16 weight packed by oneDNN for its tile kernels (engine/loading/precision.py
+    says when and why); `_rows_mm` takes either. None while training (gradients flow through the
+    layers themselves) and off the CPU (where the layers' own matmuls are the fast ones), and in
+    train() mode (the fast path has no dropout): the caller then uses its layers.
     One grouping per owner. A weight edited through `.data` keeps its version: call
     `load_state_dict` or edit the parameter itself, as every caller here does."""
     ws = [w for g in groups for w in g]
     if ws[0].device.type != "cpu" or owner.training or (torch.is_grad_enabled() and any(w.requires_grad for w in ws)):
         return None
-    key = [ws[0].dtype] + [(w.data_ptr(), w._version) for w in ws]
+    key = [ws[0].dtype, precision] + [(w.data_ptr(), w._version) for w in ws]
     if owner.__dict__.get("_cpu_key") != key:
         # plain attributes, never in the state dict; ordinary tensors even when first built inside
         # an inference_mode call, so a later call with gradients on its inputs can save them
         with torch.inference_mode(False), torch.no_grad():
-            owner.__dict__["_cpu_w"] = tuple(torch.cat(g).t().contiguous() for g in groups)
+            if precision == "bf16":
+                owner.__dict__["_cpu_w"] = tuple(_pack_bf16(torch.cat(g)) for g in groups)
+            else:
+                owner.__dict__["_cpu_w"] = tuple(torch.cat(g).t().contiguous() for g in groups)
         owner.__dict__["_cpu_key"] = key
     return owner.__dict__["_cpu_w"]
 
 
+#: the most rows one packed bfloat16 matmul gets: up to 32 rows oneDNN computes every row as it
+#: computes it alone (bit for bit), beyond that its 1536-deep matmul sums in another order
+#: (tests/engine/models/test_precision.py checks it on the machine it runs on)
+BF16_ROWS = 32
+
+
+def _pack_bf16(w: torch.Tensor) -> torch.Tensor:
+    """An [out, in] weight as oneDNN's packed bfloat16 matrix: packing it once is what makes a
+    bf16 call of one row cheaper than float32 (packing inside every call costs more than it saves)."""
+    return torch.ops.mkldnn._reorder_linear_weight(w.to(torch.bfloat16))
+
+
 def _rows_mm(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x [B, L, Din] @ wt [Din, Dout] (+ bias) as one 2-D matmul: `_rows_linear` for a weight
-    kept as a contiguous [in, out] copy (Block.cpu_weights)."""
+    """x [B, L, Din] @ W (+ bias) as one 2-D matmul, W a `cpu_transposed` weight: an [in, out]
+    copy (`_rows_linear` for that layout), or a packed bfloat16 one, which gets the rows rounded
+    to bfloat16 and gives float32 back (the bias is added in float32)."""
     b, l, din = x.shape
     x2 = x.reshape(b * l, din)
-    y = torch.mm(x2, wt) if bias is None else torch.addmm(bias, x2, wt)
-    return y.view(b, l, wt.shape[1])
+    if wt.dtype == torch.bfloat16:
+        xb = x2.to(torch.bfloat16)
+        parts = [torch.ops.mkldnn._linear_pointwise(xb[i : i + BF16_ROWS], wt, None, "none", [], "")
+                 for i in range(0, max(1, xb.shape[0]), BF16_ROWS)]
+        y = (parts[0] if len(parts) == 1 else torch.cat(parts)).float()
+        if bias is not None:
+            y += bias
+    else:
+        y = torch.mm(x2, wt) if bias is None else torch.addmm(bias, x2, wt)
+    return y.view(b, l, y.shape[1])
+
+
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Attention in float64, back to float32: the bf16 path's one guard of a single law. Float32
+    attention sums in an order that depends on how many rows and keys a call holds (last bits),
+    and rounding to bfloat16 after it turns a last-bit difference into one of 1/256 now and then,
+    which then spreads: rows of one model differed by up to 0.01 in total variation between a
+    cached sequential run and one call. In float64 the order still varies but no longer reaches
+    a float32 bit (tests/engine/models/test_precision.py)."""
+    m = mask[:, None] if mask.dtype == torch.bool else mask[:, None].double()
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m).float()
 
 
 class Block(nn.Module):
     """Pre-norm attention + MLP. `attend` lets any rows attend to any keys under a boolean mask,
     which is all the two-stream and causal-over-sigma tricks need. Positions may be given as a
     position tensor [B, L] or as a precomputed `Rope` (what the fast paths pass)."""
+
+    #: how `lean_step` multiplies on a CPU (`cpu_transposed`); set by the model's `set_cpu_precision`
+    cpu_precision = "fp32"
 
     def __init__(self, *, d: int, heads: int, ffn: int, theta: float, dropout: float = 0.0):
         super().__init__()
@@ -148,7 +189,7 @@ class Block(nn.Module):
         """The K|V, Q, O, MLP-in and MLP-out weights as `cpu_transposed` copies (None: use the layers)."""
         mods, mlp = self._modules, self._modules["mlp"]._modules  # plain dict reads: this runs every layer of every call
         w = [mods[n]._parameters["weight"] for n in ("k", "v", "q", "o")] + [mlp[i]._parameters["weight"] for i in ("0", "2")]
-        return cpu_transposed(self, ((w[0], w[1]), (w[2],), (w[3],), (w[4],), (w[5],)))
+        return cpu_transposed(self, ((w[0], w[1]), (w[2],), (w[3],), (w[4],), (w[5],)), self.cpu_precision)
 
     def lean_step(
         self, x: torch.Tensor, nc: int, r_all: Rope, r_c: Rope, mask: torch.Tensor, cache=None, layer: int = 0,
@@ -174,7 +215,10 @@ class Block(nn.Module):
         if last:
             x, xn = x[:, nc:], xn[:, nc:]
         q = rotate(self.split(_rows_linear(xn, self.q.weight) if cw is None else _rows_mm(xn, cw[1])), r_all)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        if cw is not None and self.cpu_precision == "bf16":
+            a = _attention64(q, k, v, mask)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         _, h, l, hd = a.shape
         a = a.transpose(1, 2).reshape(b, l, h * hd)
         if cw is None:

@@ -107,13 +107,13 @@ def _link_figures(text: str, paths: dict[str, Path], rel_fig: str) -> str:
 
 def cli(argv: list[str]) -> int:
     """Parse the arguments, measure every section, write the markdown and its figures."""
-    from engine.loading.device import apply_device_flag
+    from engine.cli import apply_device_args
 
     ap = _parser()
     a = ap.parse_args(argv)
     progress.set_quiet(a.quiet)
     shard.is_main()  # several processes (torchrun / accelerate launch): join them now, one GPU each
-    device = apply_device_flag(a.device)  # checked now: a model that fails to load is only noted later
+    device = apply_device_args(a)  # checked now: a model that fails to load is only noted later
     domains = _domains(ap, a)
     set_threads(a.threads)
     measure.WORKERS = max(1, a.workers)

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from engine.cli import main
+from engine.loading.precision import bf16_supported
 
 
 @pytest.fixture()
@@ -167,3 +168,17 @@ def test_bench_calls_json_rows(tiny_world, capsys):
     assert shapes[0] == (1, 1) and (5, 35) in shapes
     assert d["rows"][0]["cost_vs_one_token_call"] == pytest.approx(1.0)
     assert all(r["cpu_ms_q1"] <= r["cpu_ms_median"] <= r["cpu_ms_q3"] for r in d["rows"])
+
+
+@pytest.mark.skipif(not bf16_supported(), reason="torch's oneDNN has no bfloat16 on this CPU")
+def test_bench_calls_times_each_precision_in_its_own_worker(tiny_world, capsys):
+    """--precision fp32,bf16: one table per precision asked, each worker saying what its model
+    computed in; a bad name stops the command with one line before any worker starts."""
+    d = _json_out(capsys, ["bench", "calls", "--model", _asarm(tiny_world), "--context", "8", "--reps", "3",
+                           "--precision", "fp32,bf16", "--json"])
+    assert list(d["by_precision"]) == ["fp32", "bf16"]
+    assert d["precision_used"] == {"fp32": "fp32", "bf16": "bf16"}
+    assert d["rows"] == d["by_precision"]["fp32"]
+    assert all(len(rows) == len(d["rows"]) for rows in d["by_precision"].values())
+    assert main(["bench", "calls", "--model", _asarm(tiny_world), "--precision", "fp32,int8"]) == 2
+    assert "Unknown precision 'int8'" in capsys.readouterr().err
