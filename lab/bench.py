@@ -15,6 +15,7 @@ import torch
 from engine.cli import add_device_arg, apply_device_args
 from engine.errors import InfillError
 from engine.loading.loaded_model import LoadedModel
+from engine.loading.precision import resolve_precision
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
 from engine.params import read_knobs, refuse_unknown
@@ -42,10 +43,15 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def sampler_setting(s: str) -> tuple[str, str, dict[str, str]]:
-    """A --samplers entry as (sampler, option, knobs): "sequential+cache" is a sampler with its KV cache
-    switched on, "assd-ngram:confidence=0" one with a knob of its own (engine.params.KNOBS, read and
-    checked by the run like any knob), so two settings of one sampler are measured side by side."""
+def sampler_setting(s: str) -> tuple[str, str, dict[str, str], str | None]:
+    """A --samplers entry as (sampler, option, knobs, precision): "sequential+cache" is a sampler with
+    its KV cache switched on, "assd-ngram:confidence=0" one with a knob of its own (engine.params.KNOBS,
+    read and checked by the run like any knob), "sequential-cache@fp32" one on the model loaded in
+    another CPU precision (engine/loading/precision.py; None: the run's), so two settings of one
+    sampler, or one sampler in two precisions, are measured side by side."""
+    s, _, prec = s.partition("@")
+    if prec and prec not in ("fp32", "bf16"):
+        raise ValueError(f"precision {prec!r} in {s}@{prec}: use fp32 or bf16")
     base, *sets = s.split(":")
     name, _, opt = base.partition("+")
     knobs = {}
@@ -54,7 +60,7 @@ def sampler_setting(s: str) -> tuple[str, str, dict[str, str]]:
         if not eq:
             raise ValueError(f"{kv!r} in {s!r} is not KNOB=VALUE")
         knobs[knob] = value
-    return name, opt, knobs
+    return name, opt, knobs, prec or None
 
 
 def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, temperature: float,
@@ -64,8 +70,9 @@ def _measure_one(lm: LoadedModel, mi, samplers: list[str], k: int, seed: int, te
     seconds inside the AS-ARM's calls and inside the drafter (the rest is the host's work)."""
     out = {}
     for s in samplers:
-        name, opt, knobs = sampler_setting(s)
-        d = drain(lm, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None,
+        name, opt, knobs, prec = sampler_setting(s)
+        model = lm if prec is None or prec == lm.precision else load(str(lm.path), device=lm.device, precision=prec)
+        d = drain(model, mi, name, seed, k=k, temperature=temperature, cache=True if opt == "cache" else None,
                   draft_model=draft_model if name == "assd-ptp" else None, **knobs)
         res = d.result
         out[s] = {"calls": res.calls, "rounds": res.rounds, "tokens": res.masked_tokens, "seconds": d.seconds,
@@ -136,10 +143,13 @@ def observed_costs(measured: list[dict]) -> dict[int, float]:
     2026-11-28, night): on a noisy 2-core VM such a curve, measured after the samplers at one fixed
     context, priced calls up to 1.4x off what the same calls cost inside the runs (protein, Intel
     Xeon: assd-pipelined's limit read 3.70x where its calls alone allowed about 2.7x). A call of r
-    rows costs what calls of r rows cost in this run, whichever sampler makes it."""
+    rows costs what calls of r rows cost in this run, whichever sampler makes it (on the run's model:
+    a `SAMPLER@PRECISION` entry runs another arithmetic, and its calls price nothing)."""
     by_rows: dict[int, list[float]] = {}
     for m in measured:
-        for one in m.values():
+        for s, one in m.items():
+            if sampler_setting(s)[3]:  # a sampler on the model in another precision: another cost curve
+                continue
             secs = one.get("call_seconds")  # absent in a partial file written before 2026-11-28 (night)
             for r, sec in zip(one["rows"], secs, strict=True) if secs else ():
                 by_rows.setdefault(r, []).append(1000 * sec)
@@ -323,8 +333,10 @@ def cli(argv: list[str]) -> int:
         ap.error("--k: each draft length must be between 1 and 64")
     for entry in a.samplers.split(","):  # refused before any model loads: a typo costs no run
         try:
-            name, _, knobs = sampler_setting(entry)
-        except ValueError as e:
+            name, _, knobs, prec = sampler_setting(entry)
+            if prec:
+                resolve_precision(prec)  # bf16 where oneDNN has none: refused now
+        except (ValueError, InfillError) as e:
             ap.error(f"--samplers: {e}")
         if name not in SAMPLERS:
             ap.error(f"--samplers: unknown sampler {name!r} in {entry!r}; known: {', '.join(sorted(SAMPLERS))}")

@@ -53,11 +53,11 @@ class LoadedModel:
 _LOAD_LOCK = threading.RLock()
 
 
-def load_source(source: Path | str, device: str = "cpu") -> LoadedModel:
+def load_source(source: Path | str, device: str = "cpu", precision: str | None = None) -> LoadedModel:
     """A resolved source (a folder, or a Hub id: engine.loading.registry.resolve) loaded on `device`
-    in the CPU precision of the setting (engine/loading/precision.py). Cached per (source, device,
+    in a CPU precision (None: the setting's, engine/loading/precision.py). Cached per (source, device,
     precision, tokenizer source, code map); a Hub id resolves to its local snapshot (and its tokenizer's) first."""
-    precision = resolve_precision()
+    precision = resolve_precision(precision)
     if isinstance(source, str) and not Path(source).is_dir():
         folder = hub_folder(*split_spec(source))  # downloads never hold the lock
         mt = read_config(folder).get("model_type", "?")

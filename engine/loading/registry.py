@@ -69,9 +69,11 @@ def resolve(name_or_path: str, allow_paths: bool = True) -> Path | str:
     raise ModelNotFoundError(f"No model named {name_or_path!r}. Available: {known}.")
 
 
-def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device | None = None) -> LoadedModel:
-    """A listed name, or (allow_paths) a checkpoint folder or Hub id, on `device` (None: INFILL_DEVICE)."""
-    return load_source(resolve(name_or_path, allow_paths), str(resolve_device(device)))
+def load(name_or_path: str, allow_paths: bool = True, device: str | torch.device | None = None,
+         precision: str | None = None) -> LoadedModel:
+    """A listed name, or (allow_paths) a checkpoint folder or Hub id, on `device` (None: INFILL_DEVICE)
+    in a CPU `precision` (None: INFILL_PRECISION; engine/loading/precision.py)."""
+    return load_source(resolve(name_or_path, allow_paths), str(resolve_device(device)), precision)
 
 
 def default_model(domain: str, kind: str) -> str:

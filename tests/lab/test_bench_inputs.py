@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from lab import bench
 from lab.machine import describe
 from tests.engine.test_cli import tiny_world  # noqa: F401 - the fixture: tiny AS-ARM + hybrid + corpus
 
@@ -163,7 +164,32 @@ def test_bench_assd_measures_two_settings_of_one_sampler_side_by_side(tiny_world
     assert rows["assd-ngram:confidence=0"]["calls_mean"] < never["calls_mean"]
 
 
+def test_bench_assd_runs_a_sampler_in_another_precision_beside_the_run(tiny_world, inputs_file, capsys,  # noqa: F811
+                                                                        monkeypatch):
+    """`sequential-cache@fp32` in a bf16 run: its own row, on the model loaded in float32 (the run's
+    other samplers on the bf16 one), its calls left out of the cost curve that prices the others."""
+    from engine.loading import precision
+
+    if not precision.bf16_supported():
+        pytest.skip("torch's oneDNN has no bfloat16 on this CPU")
+    monkeypatch.setenv("INFILL_PRECISION", "bf16")
+    model = str(tiny_world / "models" / "text-asarm")
+    seen = []
+    real = bench.drain
+    monkeypatch.setattr(bench, "drain", lambda lm, *a, **kw: seen.append(lm.precision) or real(lm, *a, **kw))
+    d, _ = _bench(capsys, ["bench", "assd", "--model", model, "--inputs", str(inputs_file), "--k", "3", "--json",
+                           "--samplers", "sequential-cache,sequential-cache@fp32,assd-ngram"])
+    rows = {r["sampler"]: r for r in d["rows"]}
+    assert set(rows) == {"sequential-cache", "sequential-cache@fp32", "assd-ngram"} and d["precision"] == "bf16"
+    assert set(seen[:3]) == {"bf16", "fp32"} and seen.count("fp32") == len(seen) // 3
+    # one token a call either way (the same input and seed; the two models' fills may differ)
+    assert rows["sequential-cache@fp32"]["tokens_per_call"] == 1.0 == rows["sequential-cache"]["tokens_per_call"]
+    assert bench.observed_costs([{"a": {"rows": [2], "call_seconds": [0.001]},
+                                  "a@fp32": {"rows": [2], "call_seconds": [0.009]}}]) == {2: 1.0}
+
+
 @pytest.mark.parametrize("entry,says", [("assd-ngram:confidance=0", "unknown argument(s) confidance"),
+                                        ("sequential-cache@fp16", "precision 'fp16' in sequential-cache@fp16"),
                                         ("assd-ngram:confidence=2", "outside the allowed range"),
                                         ("assd-ngram:confidence", "is not KNOB=VALUE"),
                                         ("assd-ngrm", "unknown sampler 'assd-ngrm'")])
