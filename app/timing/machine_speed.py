@@ -33,8 +33,12 @@ def cache_path() -> Path:
 
 
 def describe_machine() -> str:
-    """This machine in a few words: CPU model and cores, or the GPU that runs the models."""
+    """This machine in a few words: CPU model, cores, threads and the precision of its matmuls
+    (engine/loading/precision.py: bf16 on a CPU with AMX changes which sampler is fastest), or the
+    GPU that runs the models."""
     import torch
+
+    from engine.loading.precision import resolve_precision
 
     if torch.cuda.is_available():
         return f"GPU {torch.cuda.get_device_name(0)}"
@@ -46,7 +50,7 @@ def describe_machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {resolve_precision()} matmuls"
 
 
 def bench_inputs(domain: str, folder: Path) -> Path:
