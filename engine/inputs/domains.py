@@ -54,7 +54,7 @@ class DefaultChoice:
 #: the same run measured float32 cached sequential decoding beside them: 0.99x, 1.14x and 1.17x bf16's).
 #: The choice of sampler is the same as in every earlier run.
 #: where the ratios below come from (DefaultChoice.source)
-DEFAULTS_BENCH_SOURCE = "bench assd, 2026-12-02, 2-core Intel Xeon with AMX, bf16 matmuls"
+DEFAULTS_BENCH_SOURCE = "bench assd, 2026-12-02, 2-core Intel Xeon with AMX (bf16 matmuls)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,9 @@ reason, in tests/mutation/equivalent.txt ("<mutant name>  # why it changes nothi
         # survivors (so a test added since then gets its chance); for a long module on a busy machine
     MUTATION_TIMEOUT_MULTIPLIER=15 MUTATION_RESUME=1 python tests/mutation/run.py engine/samplers/assd.py
         # re-run only the mutants that timed out, with a longer limit (mutmut keeps every other verdict)
+    MUTATION_ONLY="*x_cpu_transposed__* *x__rows_mm__*" python tests/mutation/run.py engine/models/layers.py
+        # only the mutants of these functions (mutmut's names, fnmatch patterns): a changed part of a
+        # long module whose other functions no run has covered yet; the report counts these alone
 
 Prints, per module, killed / total and the survivors (with their diff), and last:
 `unexplained survivors: N of M mutants`. Exit status 1 when N > 0.
@@ -27,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +79,13 @@ MODULES: dict[str, list[str]] = {
     "engine/samplers/context.py": ["tests/engine/samplers/test_run_context.py", "tests/engine/test_run_setup.py", CONTRACT],
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
+    # the CPU precision setting, and the bf16 path of the model's layers (one law whatever the call's shape);
+    # layers.py is run with MUTATION_ONLY on its CPU path (cpu_transposed, _pack_bf16, _rows_mm,
+    # _attention64, Block.cpu_weights, Block.lean_step)
+    "engine/loading/precision.py": ["tests/engine/models/test_precision.py"],
+    "engine/models/layers.py": ["tests/engine/models/test_precision.py", "tests/engine/models/test_speed_exact.py"],
+    # with MUTATION_ONLY on set_cpu_precision and output_head (the model's side of the precision)
+    "engine/models/asarm_core.py": ["tests/engine/models/test_precision.py", "tests/engine/models/test_speed_exact.py"],
     "app/views/render.py": ["tests/app/views/test_render_rules.py",
                       "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
     # the write path row by row against literal rows (tests/storage/test_storage.py takes 10 s a mutant: its
@@ -183,15 +194,16 @@ def run_module(module: str, children: int, resume: bool = False) -> tuple[int, i
     work = prepare(module, tests, resume)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "INFILL_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
     before = results(work) if resume and (work / "mutants").exists() else {}
+    only = os.environ.get("MUTATION_ONLY", "").split()
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)]
-    r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    r = subprocess.run(cmd + only, cwd=work, env=env, capture_output=True, text=True)
     log = r.stdout + r.stderr
     again = sorted(n for n, c in before.items() if c is not None and c not in KILLED and c not in TIMEOUT)
     if again:  # survivors of the earlier run: re-run by name (mutmut lets a result stand otherwise)
         r2 = subprocess.run(cmd + again, cwd=work, env=env, capture_output=True, text=True)
         log += r2.stdout + r2.stderr
     (work / "mutmut.log").write_text(log)
-    codes = results(work)
+    codes = {n: c for n, c in results(work).items() if not only or any(fnmatch(n, pat) for pat in only)}
     if r.returncode != 0 and not codes:
         print(f"{module}: mutmut failed (exit {r.returncode}); see {work / 'mutmut.log'}")
         print("\n".join((r.stdout + r.stderr).splitlines()[-15:]))
