@@ -36,7 +36,8 @@ def test_without_a_measurement_the_figure_says_it_is_from_elsewhere(cache):
     c = DEFAULT_SAMPLERS["text"]
     words = f"{c.ratio:.2f}x faster" if c.ratio >= 1 else f"{1 / c.ratio:.2f}x slower"
     machine = c.source.rpartition(", ")[2]  # "bench assd, DATE, MACHINE": the page names the machine
-    assert machine.startswith("2-core") and f"on {machine} (docs: bench assd" in said and "not measured it yet" in said
+    assert words in said and machine.startswith("2-core") and f"on {machine} (docs: bench assd" in said
+    assert "not measured it yet" in said
     assert "the speed of" not in said and "its time" not in said
 
 
