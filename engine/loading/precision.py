@@ -12,7 +12,9 @@ checkpoints are stored in bfloat16. It is a slightly different model from `fp32`
 call shape, so sequential and speculative decoding still sample the same law whichever is chosen.
 `auto` (the default) picks bf16 where the CPU has AMX and torch's oneDNN supports bfloat16, else
 fp32. Only float32 models on the CPU use it; a GPU and float64 models (the tests' tiny ones) keep
-their own arithmetic. Asking for bf16 where oneDNN cannot do it is an error with one line to act on.
+their own arithmetic. Asking for bf16 elsewhere is an error with one line to act on: on a CPU without
+AMX oneDNN may emulate bfloat16 with other kernels, for which neither the speed nor the one-law
+property (tests/engine/models/test_precision.py, run where bf16 is available) has been checked.
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ CHOICES = ("auto", "fp32", "bf16")
 
 
 def bf16_supported() -> bool:
-    """oneDNN can multiply bfloat16 matrices on this CPU (natively or with AVX-512 BF16)."""
+    """oneDNN can multiply bfloat16 matrices on this CPU (natively or by emulation)."""
     return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def amx_present() -> bool:
-    """The CPU has AMX tiles: where bf16 matmuls measured faster than float32 for every call shape."""
+    """The CPU has AMX tiles: where bf16 matmuls were measured (docs/RESULTS.md) and tested."""
     return bool(torch.cpu._is_amx_tile_supported())
+
+
+def bf16_available() -> bool:
+    """bf16 can be chosen here: AMX tiles and oneDNN's bfloat16."""
+    return amx_present() and bf16_supported()
 
 
 def resolve_precision(setting: str | None = None) -> str:
@@ -44,10 +51,11 @@ def resolve_precision(setting: str | None = None) -> str:
     if s not in CHOICES:
         raise BadParameterError(f"Unknown precision {raw!r} ({ENV} or --precision): use one of {', '.join(CHOICES)}.")
     if s == "auto":
-        return "bf16" if amx_present() and bf16_supported() else "fp32"
-    if s == "bf16" and not bf16_supported():
-        raise BadParameterError(f"precision 'bf16' was asked for ({ENV} or --precision) but torch's oneDNN "
-                                "cannot multiply bfloat16 on this CPU; use auto or fp32.")
+        return "bf16" if bf16_available() else "fp32"
+    if s == "bf16" and not bf16_available():
+        raise BadParameterError(f"precision 'bf16' was asked for ({ENV} or --precision) but this CPU has no AMX "
+                                "tiles or torch's oneDNN no bfloat16 (the bf16 path is built and tested for AMX "
+                                "CPUs); use auto or fp32.")
     return s
 
 

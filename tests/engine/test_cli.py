@@ -9,7 +9,7 @@ import random
 import pytest
 
 from engine.cli import main
-from engine.loading.precision import bf16_supported
+from engine.loading.precision import bf16_available
 
 
 @pytest.fixture()
@@ -170,7 +170,7 @@ def test_bench_calls_json_rows(tiny_world, capsys):
     assert all(r["cpu_ms_q1"] <= r["cpu_ms_median"] <= r["cpu_ms_q3"] for r in d["rows"])
 
 
-@pytest.mark.skipif(not bf16_supported(), reason="torch's oneDNN has no bfloat16 on this CPU")
+@pytest.mark.skipif(not bf16_available(), reason="no AMX tiles or no oneDNN bfloat16 on this CPU")
 def test_bench_calls_times_each_precision_in_its_own_worker(tiny_world, capsys):
     """--precision fp32,bf16: one table per precision asked, each worker saying what its model
     computed in; a bad name stops the command with one line before any worker starts."""

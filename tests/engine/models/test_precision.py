@@ -10,6 +10,8 @@ and one call; these tests fail if either guard goes."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ from engine.loading import precision as prec
 from engine.loading import registry
 from engine.models.asarm_core import AsArmLite, KVCache
 
-needs_bf16 = pytest.mark.skipif(not prec.bf16_supported(), reason="torch's oneDNN has no bfloat16 on this CPU")
+needs_bf16 = pytest.mark.skipif(not prec.bf16_available(), reason="no AMX tiles or no oneDNN bfloat16 on this CPU")
 
 
 # -- the setting --------------------------------------------------------------------------------
@@ -34,7 +36,7 @@ def test_auto_picks_bf16_only_with_amx_and_onednn_bf16(amx, bf16, want, monkeypa
 
 
 def test_explicit_settings_and_the_environment(monkeypatch):
-    monkeypatch.setattr(prec, "bf16_supported", lambda: True)
+    monkeypatch.setattr(prec, "bf16_available", lambda: True)
     monkeypatch.setenv(prec.ENV, "bf16")
     assert prec.resolve_precision() == "bf16"
     assert prec.resolve_precision("fp32") == "fp32"  # the argument wins over the environment
@@ -46,10 +48,31 @@ def test_unknown_precision_is_refused(monkeypatch):
         prec.resolve_precision()
 
 
-def test_bf16_where_onednn_cannot_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr(prec, "bf16_supported", lambda: False)
-    with pytest.raises(BadParameterError, match="cannot multiply bfloat16 on this CPU; use auto or fp32"):
+@pytest.mark.parametrize("amx, bf16", [(False, True), (True, False)])
+def test_bf16_without_amx_or_onednn_bf16_is_one_clear_error(amx, bf16, monkeypatch):
+    monkeypatch.setattr(prec, "amx_present", lambda: amx)
+    monkeypatch.setattr(prec, "bf16_supported", lambda: bf16)
+    with pytest.raises(BadParameterError, match="no AMX tiles or torch's oneDNN no bfloat16.*use auto or fp32"):
         prec.resolve_precision("bf16")
+
+
+def test_the_detections_read_the_cpu(monkeypatch):
+    """AMX as the kernel reports it (/proc/cpuinfo's amx_tile flag); oneDNN's bfloat16 only with oneDNN."""
+    try:
+        flags = next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split()
+    except (OSError, StopIteration):
+        pytest.skip("no /proc/cpuinfo flags here")
+    assert prec.amx_present() == ("amx_tile" in flags)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert prec.bf16_supported() is False and prec.bf16_available() is False
+
+
+def test_the_flag_is_exported_for_what_loads_later(monkeypatch):
+    monkeypatch.setenv(prec.ENV, "auto")
+    assert prec.apply_precision_flag("fp32") == "fp32"
+    assert os.environ[prec.ENV] == "fp32"
+    assert prec.apply_precision_flag(None) == "fp32"  # no flag: the environment stands, untouched
+    assert os.environ[prec.ENV] == "fp32"
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -82,6 +105,7 @@ def test_only_float32_models_on_the_cpu_take_bf16(tiny_asarm):
     assert prec.model_precision(m32, "cuda", "bf16") == "fp32"
     assert prec.model_precision(tiny_asarm.model, "cpu", "bf16") == "fp32"  # the tiny model is float64
     assert prec.model_precision(torch.nn.Linear(2, 2), "cpu", "bf16") == "fp32"  # no bf16 path to set
+    assert prec.model_precision(torch.nn.Identity(), "cpu", "bf16") == "fp32"  # no parameters at all
 
 
 @needs_bf16
