@@ -17,6 +17,7 @@ reason, in tests/mutation/equivalent.txt ("<mutant name>  # why it changes nothi
     MUTATION_ONLY="*x_cpu_transposed__* *x__rows_mm__*" python tests/mutation/run.py engine/models/layers.py
         # only the mutants of these functions (mutmut's names, fnmatch patterns): a changed part of a
         # long module whose other functions no run has covered yet; the report counts these alone
+        # (ONLY below gives such modules their default part)
 
 Prints, per module, killed / total and the survivors (with their diff), and last:
 `unexplained survivors: N of M mutants`. Exit status 1 when N > 0.
@@ -80,11 +81,9 @@ MODULES: dict[str, list[str]] = {
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
     # the CPU precision setting, and the bf16 path of the model's layers (one law whatever the call's shape);
-    # layers.py is run with MUTATION_ONLY on its CPU path (cpu_transposed, _pack_bf16, _rows_mm,
-    # _attention64, Block.cpu_weights, Block.lean_step)
+    # of layers.py and asarm_core.py only the functions ONLY names (below)
     "engine/loading/precision.py": ["tests/engine/models/test_precision.py"],
     "engine/models/layers.py": ["tests/engine/models/test_precision.py", "tests/engine/models/test_speed_exact.py"],
-    # with MUTATION_ONLY on set_cpu_precision and output_head (the model's side of the precision)
     "engine/models/asarm_core.py": ["tests/engine/models/test_precision.py", "tests/engine/models/test_speed_exact.py"],
     "app/views/render.py": ["tests/app/views/test_render_rules.py",
                       "tests/app/test_app.py::test_text_survives_multibyte_characters_in_every_view"],
@@ -94,6 +93,13 @@ MODULES: dict[str, list[str]] = {
     "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
     "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py",
                               "tests/storage/test_annotate_session.py"],
+}
+# long modules of which only a part is covered: the mutants of these functions alone (mutmut's names, fnmatch
+# patterns), unless MUTATION_ONLY names others; the rest of such a module has not been through a run yet
+ONLY: dict[str, list[str]] = {
+    "engine/models/layers.py": ["*cpu_transposed__mutmut*", "*_pack_bf16__mutmut*", "*_rows_mm__mutmut*",
+                                "*_attention64__mutmut*", "*cpu_weights__mutmut*", "*lean_step__mutmut*"],
+    "engine/models/asarm_core.py": ["*set_cpu_precision__mutmut*", "*output_head__mutmut*"],
 }
 # seconds added to a mutant's tests' measured time before the timeout multiplier (mutmut's timeout_constant,
 # default 1): mutmut measures only the tests' call phase, so a module-scoped fixture's set-up and the imports are
@@ -194,7 +200,7 @@ def run_module(module: str, children: int, resume: bool = False) -> tuple[int, i
     work = prepare(module, tests, resume)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "INFILL_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
     before = results(work) if resume and (work / "mutants").exists() else {}
-    only = os.environ.get("MUTATION_ONLY", "").split()
+    only = os.environ.get("MUTATION_ONLY", "").split() or ONLY.get(module, [])
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)]
     r = subprocess.run(cmd + only, cwd=work, env=env, capture_output=True, text=True)
     log = r.stdout + r.stderr

@@ -19,6 +19,7 @@ from engine.cli import main as engine_main
 from engine.errors import BadParameterError
 from engine.loading import precision as prec
 from engine.loading import registry
+from engine.models import layers
 from engine.models.asarm_core import AsArmLite, KVCache
 
 needs_bf16 = pytest.mark.skipif(not prec.bf16_available(), reason="no AMX tiles or no oneDNN bfloat16 on this CPU")
@@ -220,3 +221,42 @@ def test_bf16_weights_follow_weight_changes_and_the_precision(tiny_asarm):
     assert torch.equal(b16, fresh("bf16", 1.0))
     assert torch.equal(changed, fresh("bf16", 3.0))
     assert float((back - fresh("fp32", 3.0)).abs().max()) < 1e-5
+
+
+# -- the CPU weight copies and the bf16 pieces, one by one --------------------------------------
+
+def test_the_cpu_copy_is_built_once_and_is_an_ordinary_tensor():
+    """cpu_transposed keeps one [in, out] copy per owner (the same tuple until a weight changes),
+    built as an ordinary tensor even inside inference_mode, so a later call whose input needs a
+    gradient can save it for backward."""
+    lin = torch.nn.Linear(16, 8, bias=False).eval().requires_grad_(False)
+    with torch.inference_mode():
+        first = layers.cpu_transposed(lin, ((lin.weight,),))
+    assert first[0].shape == (16, 8) and torch.equal(first[0], lin.weight.t())
+    assert layers.cpu_transposed(lin, ((lin.weight,),)) is first  # cached, not rebuilt
+    x = torch.randn(3, 16, requires_grad=True)
+    torch.mm(x, first[0]).sum().backward()  # an inference tensor would refuse to be saved
+    assert x.grad is not None
+
+
+@needs_bf16
+def test_packed_bf16_rows_come_back_in_order_past_the_chunk_size():
+    """_rows_mm with a packed weight: 70 rows (three chunks of at most BF16_ROWS) give each row's bits
+    as that row alone gives them, in order, as float32, the bias added in float32."""
+    w, bias = torch.randn(8, 16), torch.randn(8)
+    packed = layers.cpu_transposed(torch.nn.Linear(16, 8).eval(), ((w,),), "bf16")[0]
+    x = torch.randn(1, 70, 16)
+    y = layers._rows_mm(x, packed, bias)
+    alone = torch.cat([layers._rows_mm(x[:, i : i + 1], packed, bias) for i in range(70)], 1)
+    assert y.shape == (1, 70, 8) and y.dtype == torch.float32 and torch.equal(y, alone)
+    exact = x[0].bfloat16().float() @ w.bfloat16().float().t() + bias
+    assert float((y[0] - exact).abs().max()) < 0.1  # the product of the rounded rows, rounded once more
+    assert layers._rows_mm(x[:, :0], packed).shape == (1, 0, 8)  # a call without content rows
+
+
+def test_float64_attention_reads_a_boolean_mask_as_the_additive_one():
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    allowed = torch.rand(1, 3, 5) > 0.4
+    allowed[..., 0] = True  # every row sees a key
+    additive = torch.zeros(1, 3, 5).masked_fill(~allowed, float("-inf"))
+    assert torch.equal(layers._attention64(q, k, v, allowed), layers._attention64(q, k, v, additive))
