@@ -121,7 +121,8 @@ def _rows_mm(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None = None
 
 
 def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Attention in float64, back to float32: the bf16 path's one guard of a single law. Float32
+    """Attention in float64, back to float32: one of the bf16 path's two guards of a single law (the
+    other: BF16_ROWS). Float32
     attention sums in an order that depends on how many rows and keys a call holds (last bits),
     and rounding to bfloat16 after it turns a last-bit difference into one of 1/256 now and then,
     which then spreads: rows of one model differed by up to 0.01 in total variation between a
