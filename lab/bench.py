@@ -15,7 +15,7 @@ import torch
 from engine.cli import add_device_arg, apply_device_args
 from engine.errors import InfillError
 from engine.loading.loaded_model import LoadedModel
-from engine.loading.precision import resolve_precision
+from engine.loading.precision import PRECISIONS, resolve_precision
 from engine.loading.registry import default_model, load
 from engine.loading.threads import set_threads
 from engine.params import read_knobs, refuse_unknown
@@ -50,8 +50,8 @@ def sampler_setting(s: str) -> tuple[str, str, dict[str, str], str | None]:
     another CPU precision (engine/loading/precision.py; None: the run's), so two settings of one
     sampler, or one sampler in two precisions, are measured side by side."""
     s, _, prec = s.partition("@")
-    if prec and prec not in ("fp32", "bf16"):
-        raise ValueError(f"precision {prec!r} in {s}@{prec}: use fp32 or bf16")
+    if prec and prec not in PRECISIONS:
+        raise ValueError(f"precision {prec!r} in {s}@{prec}: use {' or '.join(PRECISIONS)}")
     base, *sets = s.split(":")
     name, _, opt = base.partition("+")
     knobs = {}

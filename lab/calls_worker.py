@@ -51,9 +51,7 @@ def setup(model: str, context: int):
     from engine.loading.registry import load
     from engine.models.asarm_core import KVCache
 
-    lm = load(model)
-    m = lm.model
-    m.__dict__["_bench_precision"] = getattr(lm, "precision", "fp32")  # an older checkout has float32 only
+    m = load(model).model
     g = torch.Generator().manual_seed(0)
     cache = KVCache()
     dev = next(m.parameters()).device  # ids are drawn on the host (the same on every device), then moved
@@ -83,7 +81,7 @@ def serve(model: str, context: int, shapes: list[tuple[int, int]], threads: int)
     layers, head = floor_mats(m)
     d = m.config.hidden_size
     sync = torch.cuda.synchronize if head.device.type == "cuda" else (lambda: None)  # kernels run async there
-    print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "precision": m.__dict__["_bench_precision"]}),
+    print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "precision": getattr(m, "cpu_precision", "fp32")}),
           flush=True)
     for _ in sys.stdin:
         out = []

@@ -134,7 +134,7 @@ def _load_folder(path: Path, device: str, precision: str, hub_id: str | None, to
         raise BadModelError(f"{where(path)}: its weights do not load ({_one_line(e)}).") from e
     model.to(device).eval()  # (a device problem is not the checkpoint's: its own error)
     precision = model_precision(model, device, precision)
-    if hasattr(model, "set_cpu_precision"):
+    if precision != "fp32":  # (a fresh model computes in fp32; model_precision says it can do more)
         model.set_cpu_precision(precision)
     cfg = model.config
     codec = _codec(path, mt, cfg_json, tok_folder, code_map)

@@ -26,7 +26,8 @@ import torch
 from engine.errors import BadParameterError
 
 ENV = "INFILL_PRECISION"
-CHOICES = ("auto", "fp32", "bf16")
+PRECISIONS = ("fp32", "bf16")  # what a model computes in
+CHOICES = ("auto", *PRECISIONS)  # what a setting may say
 
 
 def bf16_supported() -> bool:
