@@ -38,6 +38,12 @@ def uniform(gen: torch.Generator) -> float:
     return float(torch.rand((), generator=gen, dtype=torch.float64))
 
 
+def uniforms(gen: torch.Generator, n: int) -> list[float]:
+    """n float64 uniforms from the run's generator in one draw: the same numbers, in the same order,
+    as n calls of `uniform` (one torch call where a round would make n)."""
+    return torch.rand(n, generator=gen, dtype=torch.float64).tolist()
+
+
 def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
     """Inverse-CDF draw from a float64 probability vector (normalised here) at a fresh uniform
     from the run's generator (see inverse_cdf)."""
@@ -52,13 +58,29 @@ def host_row(probs: torch.Tensor) -> np.ndarray:
 
 def inverse_cdf(probs: torch.Tensor, u: float) -> int:
     """F^-1_p(u): the token whose CDF interval holds u * total mass, for a given uniform u in [0, 1).
-    PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn before the head runs). A row with
-    NaN, infinite, negative or no mass is refused: an arbitrary token from it would be a wrong sample."""
-    return _inverse_cdf(host_row(probs), u)
+    A row with NaN, infinite, negative or no mass is refused: an arbitrary token from it would be a
+    wrong sample."""
+    return inverse_cdf_host(host_row(probs), u)
 
 
-def _inverse_cdf(probs: np.ndarray, u: float) -> int:
-    """inverse_cdf on a float64 NumPy row."""
+def tempered_host(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(logits / T) of one float64 NumPy row; -inf logits get exactly zero mass. A proposal
+    row built on the host (assd-ptp's rows after the low-rank term) needs no torch call: a proposal's
+    numbers are free as long as the draft is drawn from the very row the test reads, while every
+    target row still goes through `tempered_probs`. A row whose largest logit is not finite (all
+    -inf, +inf or NaN) is refused: it has no distribution to draw from."""
+    x = logits if temperature == 1 else logits / temperature
+    top = float(x.max())
+    if not math.isfinite(top):
+        raise DistributionError(f"Cannot build a proposal row whose largest logit is {top!r}; the drafter "
+                                "is broken for this input.")
+    e = np.exp(x - top)
+    return e / e.sum()
+
+
+def inverse_cdf_host(probs: np.ndarray, u: float) -> int:
+    """inverse_cdf on a float64 NumPy row. PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn
+    before the head runs)."""
     cdf = np.cumsum(probs)
     total = float(cdf[-1])
     if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
@@ -107,5 +129,5 @@ def speculative_accept(
     residual = np.maximum(qa - pa, 0.0)
     if float(residual.sum()) <= 0.0:  # q == p to the last bit: rejection has probability 0
         residual = qa
-    tok = _inverse_cdf(residual, uniform(gen))
+    tok = inverse_cdf_host(residual, uniform(gen))
     return Verdict(accepted=False, token=tok, accept_prob=a, p_draft=px, q_draft=qx, q_token=float(qa[tok]))

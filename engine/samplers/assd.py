@@ -54,6 +54,16 @@ def verify(
     return len(drafts)
 
 
+def proposal_logits(oracle: DensityOracle, logits: torch.Tensor, states: torch.Tensor, at: int,
+                    positions: list[int]) -> torch.Tensor:
+    """The next round's parallel rows, queries at..at+len(positions) of a lean call (`logit_rows`):
+    from the call itself when the oracle gave every row's logits (its extra rows cost nothing),
+    else their output head now, on those rows' states only."""
+    if len(logits) == len(states):
+        return logits[at : at + len(positions)]
+    return oracle.head_logits(states[at : at + len(positions)], positions)
+
+
 def commit_exact(
     oracle: DensityOracle, rec: Recorder, rnd: int, pos: int, tok: int, prob: float, why: str
 ) -> Step:
@@ -236,12 +246,12 @@ def assd_pipelined(
         logits, states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True,
                                      logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
-        q = tempered_probs(logits, temperature)
+        q = tempered_probs(logits[: m - start], temperature)
         q_rows = {i: q[i - start] for i in range(start, m)}
         j = yield from verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        props = tempered_probs(oracle.head_logits(states[at : at + len(positions)], positions), temperature)
+        props = tempered_probs(proposal_logits(oracle, logits, states, at, positions), temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1
 

@@ -23,7 +23,8 @@ class DensityOracle(Protocol):
         `states=True`, (logits, states [len(queries), d]): the model's normed query states, what a
         drafter reading the oracle's rows (the PTP head) needs; an oracle without them raises
         IncompatibleModelsError. With `logit_rows` (and states), logits of the first logit_rows
-        queries only; `head_logits(states, positions)` gives the others' when they are read."""
+        queries at least (an oracle whose extra rows cost nothing gives every row's); `head_logits(states,
+        positions)` gives the others' when they are read."""
         ...
 
     def head_logits(self, states: torch.Tensor, positions: list[int]) -> torch.Tensor:

@@ -99,6 +99,8 @@ class AsArmOracle(CallClock):
         self.tentative: list[tuple[int, int]] = []  # drafts in the cache after the valid rows
         self.special = model.special_mask().cpu()
         self.dtype = next(model.parameters()).dtype
+        # `logit_rows` honoured: not in bfloat16 on a CPU, whose packed output head costs the same for 1-32 rows
+        self.lean_heads = model.cpu_precision == "fp32"
 
     def commit(self, pos: int, tok: int) -> None:
         """Decide a token. With the cache, a commit that matches the next cached draft keeps its rows;
@@ -120,7 +122,9 @@ class AsArmOracle(CallClock):
         With `states`, (logits, states [len(queries), d]): the AS-ARM's normed query states (the
         output head's input, in the model's dtype), which the PTP head reads. With `logit_rows`
         (and `states`), logits of the first logit_rows queries only; `head_logits` gives any
-        other row's later, from its state (the lean call: no output head on unread rows)."""
+        other row's later, from its state (the lean call: no output head on unread rows). Not in
+        bfloat16 on a CPU, where a packed output head costs the same for 1 to 32 rows: there every
+        row's logits come back, and a second output head later would cost a whole one more."""
         t0 = time.perf_counter()
         self.calls += 1
         n = len(self.committed)
@@ -142,8 +146,9 @@ class AsArmOracle(CallClock):
         self.shapes.append((len(rows), len(queries)))
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
+        lean = logit_rows is not None and self.lean_heads
         out = self.model(ids, pos, rank, qpos, qlim, cache=self.cache, states=states,
-                         **({"head_rows": logit_rows} if logit_rows is not None else {}))
+                         **({"head_rows": logit_rows} if lean else {}))
         logits, hidden = out if states else (out, None)
         if self.cache is not None:
             self.valid = n

@@ -33,16 +33,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
 from engine.inputs.masking import MaskedInput
-from engine.samplers.acceptance import inverse_cdf, sample_categorical, tempered_probs, uniform
+from engine.samplers.acceptance import host_row, inverse_cdf_host, sample_categorical, tempered_host, tempered_probs, uniforms
 
 from ..errors import IncompatibleModelsError
 from ..models.ptp import inverse_cdf_rows
 from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
-from .assd import commit_exact, pipelined_queries, remember_decided, verify
+from .assd import commit_exact, pipelined_queries, proposal_logits, remember_decided, verify
 from .base import Recorder
 from .drafter_contract import SecondModel
 from .spec import SamplerSpec
@@ -50,8 +51,9 @@ from .spec import SamplerSpec
 
 def _call(oracle, drafts, queries, logit_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One AS-ARM call that also returns the normed query states the head reads (the oracle offers
-    them); with `logit_rows`, logits of the verified rows only (the lean call: the next round's
-    rows get theirs from `oracle.head_logits` once the stopping point is known)."""
+    them); with `logit_rows`, logits of the verified rows at least (the lean call: the next round's
+    rows get theirs from `oracle.head_logits` once the stopping point is known, unless the oracle
+    gave every row's because its extra rows cost nothing)."""
     return oracle.call(drafts, queries, states=True, logit_rows=logit_rows)
 
 
@@ -112,11 +114,13 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
                         passes: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
     """Drafts for `positions` from ONE pass of a one-pass head: u_1..u_m are drawn first, every
     row's proposal p_j comes from the same pass (plus, with prev_rank, a low-rank logit term on the
-    real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1."""
+    real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1.
+    After the pass the rows are float64 NumPy numbers: each row's softmax and inverse CDF are a few
+    NumPy calls instead of a few torch calls of 20-80 us each inside a run (docs/DESIGN.md §7.1)."""
     with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
         m = len(positions)
         dev = states.device
-        u = [uniform(gen) for _ in range(m)]  # u_1..u_m, before anything reads them
+        u = uniforms(gen, m)  # u_1..u_m, before anything reads them
         base_p = tempered_probs(base[:m], temperature)  # the AS-ARM's parallel rows, all at once
         e_prev, u_prev = row_inputs(base_p, u, prev)
         pos = torch.tensor([[p + 1 for p in positions]], device=dev)
@@ -128,20 +132,20 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
         if passes is not None:
             passes[0] += 1
         # every row's logits but the low-rank term on d_{j-1}, in one batch: asarm_j + head_j
-        rows_logits = (base[:m] + resid[0].to(base.device, torch.float64)).masked_fill(special, float("-inf"))
-        p_all = tempered_probs(rows_logits, temperature) if gate is None else None
+        rows_logits = host_row(base[:m]) + host_row(resid[0])
+        rows_logits[:, special.cpu().numpy()] = -np.inf
         drafts: list[int] = []
         rows: list[torch.Tensor] = []
         for j in range(m):
             if j == 0 and exact_first:
-                p = base_p[0]  # the AS-ARM's exact row
-            elif p_all is not None:
-                p = p_all[j]
-            else:  # + the low-rank term on the real previous draft, known only now
-                r = head.prev_term(gate[0, j], prev if j == 0 else drafts[-1])
-                p = tempered_probs(rows_logits[j] + r.to(base.device, torch.float64), temperature)
-            drafts.append(inverse_cdf(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
-            rows.append(p)
+                p = host_row(base_p[0])  # the AS-ARM's exact row
+            else:
+                x = rows_logits[j]
+                if gate is not None:  # + the low-rank term on the real previous draft, known only now
+                    x = x + host_row(head.prev_term(gate[0, j], prev if j == 0 else drafts[-1]))
+                p = tempered_host(x, temperature)
+            drafts.append(inverse_cdf_host(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
+            rows.append(torch.from_numpy(p))
         return drafts, rows
 
 
@@ -221,7 +225,7 @@ def assd_ptp(
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
         states = out_states[at : at + len(positions)]
-        base = oracle.head_logits(states, positions)
+        base = proposal_logits(oracle, out, out_states, at, positions)
         exact_first = j == m
         rnd += 1
 

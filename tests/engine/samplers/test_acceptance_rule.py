@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -210,3 +211,37 @@ def test_residual_is_taken_in_float64(monkeypatch):
     monkeypatch.setattr(acceptance, "uniform", lambda gen: next(draws))
     v = speculative_accept(0, p, q, torch.Generator())
     assert v.accepted is False and v.token == 2
+
+
+def test_uniforms_are_the_stream_of_single_uniforms():
+    """One draw of n uniforms gives the numbers n calls of `uniform` give, in order, and moves the
+    generator as far (a run that draws its round's uniforms at once replays as before)."""
+    a, b = twins(11)
+    got = acceptance.uniforms(a, 5)
+    assert got == [next_u(b) for _ in range(5)]
+    assert uniform(a) == next_u(b)
+    assert acceptance.uniforms(a, 0) == []
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_tempered_host_is_the_tempered_softmax_with_zero_for_minus_infinity(temperature):
+    logits = [0.0, math.log(2.0), math.log(4.0), -math.inf, 1.5]
+    z = [x / temperature for x in logits]
+    top = max(z)
+    e = [math.exp(x - top) if x > -math.inf else 0.0 for x in z]
+    got = acceptance.tempered_host(np.array(logits), temperature)
+    assert got.dtype == np.float64
+    assert got.tolist() == pytest.approx([x / sum(e) for x in e], rel=1e-12, abs=0)
+    assert got[3] == 0.0
+
+
+@pytest.mark.parametrize("row", [[-math.inf, -math.inf], [0.0, math.inf], [0.0, math.nan]])
+def test_a_host_row_without_a_finite_largest_logit_is_refused(row):
+    with pytest.raises(DistributionError, match="largest logit"):
+        acceptance.tempered_host(np.array(row), 1.0)
+
+
+def test_inverse_cdf_host_is_the_reference_draw():
+    probs = [0.0, 0.25, 0.0, 0.5, 0.25]
+    for u in (0.0, 0.2499, 0.25, 0.6, 0.75, 0.9999):
+        assert acceptance.inverse_cdf_host(np.array(probs), u) == inverse_cdf(probs, u)

@@ -170,19 +170,19 @@ def run(mi, symbols, head, k: int, seed: int, temperature: float = 1.0, note: st
     passes = [0]
     us: list = []
     if monkeypatch is not None:
-        real_u, real_s = ptp_mod.uniform, ptp_mod.sample_categorical
+        real_u, real_s = ptp_mod.uniforms, ptp_mod.sample_categorical
 
         def drawn(p, gen):
             tok = real_s(p, gen)
             us.append((p.tolist(), tok))
             return tok
 
-        monkeypatch.setattr(ptp_mod, "uniform", lambda gen: us.append(real_u(gen)) or us[-1])
+        monkeypatch.setattr(ptp_mod, "uniforms", lambda gen, n: us.extend(real_u(gen, n)) or us[-n:])
         monkeypatch.setattr(ptp_mod, "sample_categorical", drawn)
     steps = list(assd_ptp(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), temperature, k, head,
                           note, passes))
     if monkeypatch is not None:
-        monkeypatch.setattr(ptp_mod, "uniform", real_u)
+        monkeypatch.setattr(ptp_mod, "uniforms", real_u)
         monkeypatch.setattr(ptp_mod, "sample_categorical", real_s)
     return steps, oracle, passes, us
 
@@ -389,6 +389,27 @@ def test_without_a_pass_counter_the_run_is_the_same():
         b = list(assd_ptp(oracle, mi, recorder(oracle), torch.Generator().manual_seed(5), 1.0, 2, head))
         assert [(s.kind, s.positions, s.tokens, s.p, s.note) for s in a] == \
             [(s.kind, s.positions, s.tokens, s.p, s.note) for s in b]
+
+
+class AllRowsOracle(PtpOracle):
+    """An oracle whose extra rows cost nothing (the AS-ARM in bfloat16 on a CPU): every row's logits
+    whatever `logit_rows` asks."""
+
+    def call(self, drafts, queries, states=False, logit_rows=None):
+        return super().call(drafts, queries, states, None)
+
+
+def test_rows_a_call_already_gave_are_read_from_it_with_the_same_draws():
+    """With every row's logits in the call, the next round's parallel rows come from it (no late
+    output head) and the run is the lean oracle's, draw for draw."""
+    visible, length, symbols = SIX
+    mi = make_input(length, visible)
+    for head in (DraftHead(window=2), OnePassHead(rank=True)):
+        lean = PtpOracle(mi, symbols, SCALE, SALT)
+        full = AllRowsOracle(mi, symbols, SCALE, SALT)
+        a, b = (list(assd_ptp(o, mi, recorder(o), torch.Generator().manual_seed(7), 1.0, 3, head)) for o in (lean, full))
+        assert lean.heads and not full.heads
+        assert [(s.kind, s.positions, s.tokens, s.p, s.q) for s in a] == [(s.kind, s.positions, s.tokens, s.p, s.q) for s in b]
 
 
 def test_a_run_replays_from_its_seed_alone_whatever_the_global_generator_holds():
