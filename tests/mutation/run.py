@@ -48,7 +48,8 @@ SAMPLER_TESTS = ["tests/engine/samplers/test_rounds.py"]
 MODULES: dict[str, list[str]] = {
     "engine/samplers/acceptance.py": ["tests/engine/samplers/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
                                       "tests/engine/samplers/test_nan_path.py"],
-    "engine/samplers/assd.py": SAMPLER_TESTS,
+    # + the next round's rows read from a call that gave every row (proposal_logits), on a tiny AS-ARM
+    "engine/samplers/assd.py": SAMPLER_TESTS + ["tests/engine/samplers/test_lean_rows.py"],
     # assd-reuse's rounds on the table model, and which row each next position drafts from (a wrong row keeps the law)
     "engine/samplers/assd_reuse.py": SAMPLER_TESTS + ["tests/engine/samplers/test_assd_reuse.py"],
     "engine/samplers/sequential.py": SAMPLER_TESTS,
@@ -75,7 +76,7 @@ MODULES: dict[str, list[str]] = {
     # the oracle on tiny random models: every answer against the original forward, cached against uncached,
     # AS-ARM and XLNet (the call and head functions under @torch.inference_mode are not mutated by mutmut)
     "engine/samplers/oracle.py": ["tests/engine/samplers/test_oracle_rules.py", "tests/engine/models/test_xlnet_cache.py",
-                                  "tests/lab/test_bench_limits.py"],
+                                  "tests/lab/test_bench_limits.py", "tests/engine/samplers/test_lean_rows.py"],
     # the run's context: what a sampler is handed (the settled knobs unchanged, the seed, the oracle)
     "engine/samplers/context.py": ["tests/engine/samplers/test_run_context.py", "tests/engine/test_run_setup.py", CONTRACT],
     "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],

@@ -245,3 +245,9 @@ def test_inverse_cdf_host_is_the_reference_draw():
     probs = [0.0, 0.25, 0.0, 0.5, 0.25]
     for u in (0.0, 0.2499, 0.25, 0.6, 0.75, 0.9999):
         assert acceptance.inverse_cdf_host(np.array(probs), u) == inverse_cdf(probs, u)
+
+
+def test_tempered_host_shifts_by_the_largest_logit_so_large_logits_stay_finite():
+    """exp(x - max): logits of a thousand give the same row as logits near zero, not inf / inf."""
+    got = acceptance.tempered_host(np.array([1000.0, 1000.0 + math.log(3.0), -math.inf]), 1.0)
+    assert got.tolist() == pytest.approx([0.25, 0.75, 0.0], rel=1e-12, abs=0)
