@@ -54,12 +54,13 @@ def verify(
     return len(drafts)
 
 
-def proposal_logits(oracle: DensityOracle, logits: torch.Tensor, states: torch.Tensor, at: int,
+def next_round_logits(oracle: DensityOracle, logits: torch.Tensor, states: torch.Tensor, at: int,
                     positions: list[int]) -> torch.Tensor:
-    """The next round's parallel rows, queries at..at+len(positions) of a lean call (`logit_rows`):
-    from the call itself when the oracle gave every row's logits (its extra rows cost nothing),
-    else their output head now, on those rows' states only."""
-    if len(logits) == len(states):
+    """The next round's parallel rows (pipelined ASSD's proposals, assd-ptp's AS-ARM rows), queries
+    at..at+len(positions) of a call asked for `logit_rows`: from the call itself when the oracle gave
+    those rows' logits too (its extra rows cost nothing), else their output head now, on those rows'
+    states only."""
+    if len(logits) >= at + len(positions):
         return logits[at : at + len(positions)]
     return oracle.head_logits(states[at : at + len(positions)], positions)
 
@@ -241,8 +242,9 @@ def assd_pipelined(
                 break
         # one call: density rows for drafts start..m-1, proposal rows for each stopping point j
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
-        # logits of the density rows now; the proposal rows keep only their states until the
-        # stopping point is known (the other stopping points' rows never reach the output head)
+        # logits of the density rows now; with a lean call (oracle.lean_calls: float32) the proposal
+        # rows keep only their states until the stopping point is known, and the other stopping
+        # points' rows never reach the output head
         logits, states = oracle.call(list(zip(positions, drafts))[start:], queries, states=True,
                                      logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} drafts, propose next round")
@@ -251,7 +253,7 @@ def assd_pipelined(
         j = yield from verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start)
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
-        props = tempered_probs(proposal_logits(oracle, logits, states, at, positions), temperature)
+        props = tempered_probs(next_round_logits(oracle, logits, states, at, positions), temperature)
         exact_first = next_first_is_exact(j, m)
         rnd += 1
 

@@ -99,8 +99,9 @@ class AsArmOracle(CallClock):
         self.tentative: list[tuple[int, int]] = []  # drafts in the cache after the valid rows
         self.special = model.special_mask().cpu()
         self.dtype = next(model.parameters()).dtype
-        # `logit_rows` honoured: not in bfloat16 on a CPU, whose packed output head costs the same for 1-32 rows
-        self.lean_heads = model.cpu_precision == "fp32"
+        # whether `logit_rows` makes a lean call: not in bfloat16 on a CPU, whose packed output head
+        # costs the same for 1-32 rows (there every row's logits come back)
+        self.lean_calls = model.cpu_precision == "fp32"
 
     def commit(self, pos: int, tok: int) -> None:
         """Decide a token. With the cache, a commit that matches the next cached draft keeps its rows;
@@ -146,7 +147,7 @@ class AsArmOracle(CallClock):
         self.shapes.append((len(rows), len(queries)))
         qpos = torch.tensor([[p + 1 for p, _ in queries]], device=dev, dtype=torch.long)
         qlim = torch.tensor([[n + 1 + e for _, e in queries]], device=dev, dtype=torch.long)
-        lean = logit_rows is not None and self.lean_heads
+        lean = logit_rows is not None and self.lean_calls
         out = self.model(ids, pos, rank, qpos, qlim, cache=self.cache, states=states,
                          **({"head_rows": logit_rows} if lean else {}))
         logits, hidden = out if states else (out, None)

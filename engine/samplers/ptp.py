@@ -43,7 +43,7 @@ from ..errors import IncompatibleModelsError
 from ..models.ptp import inverse_cdf_rows
 from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
-from .assd import commit_exact, pipelined_queries, proposal_logits, remember_decided, verify
+from .assd import commit_exact, next_round_logits, pipelined_queries, remember_decided, verify
 from .base import Recorder
 from .drafter_contract import SecondModel
 from .spec import SamplerSpec
@@ -225,7 +225,7 @@ def assd_ptp(
         n += j + 1 if j < m else m
         positions, at = next_rows[j]
         states = out_states[at : at + len(positions)]
-        base = proposal_logits(oracle, out, out_states, at, positions)
+        base = next_round_logits(oracle, out, out_states, at, positions)
         exact_first = j == m
         rnd += 1
 

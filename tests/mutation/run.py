@@ -48,7 +48,7 @@ SAMPLER_TESTS = ["tests/engine/samplers/test_rounds.py"]
 MODULES: dict[str, list[str]] = {
     "engine/samplers/acceptance.py": ["tests/engine/samplers/test_acceptance_rule.py", "tests/engine/test_acceptance_stats.py",
                                       "tests/engine/samplers/test_nan_path.py"],
-    # + the next round's rows read from a call that gave every row (proposal_logits), on a tiny AS-ARM
+    # + the next round's rows read from a call that gave every row (next_round_logits), on a tiny AS-ARM
     "engine/samplers/assd.py": SAMPLER_TESTS + ["tests/engine/samplers/test_lean_rows.py"],
     # assd-reuse's rounds on the table model, and which row each next position drafts from (a wrong row keeps the law)
     "engine/samplers/assd_reuse.py": SAMPLER_TESTS + ["tests/engine/samplers/test_assd_reuse.py"],

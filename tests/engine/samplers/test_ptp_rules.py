@@ -177,7 +177,7 @@ def run(mi, symbols, head, k: int, seed: int, temperature: float = 1.0, note: st
             us.append((p.tolist(), tok))
             return tok
 
-        monkeypatch.setattr(ptp_mod, "uniforms", lambda gen, n: us.extend(real_u(gen, n)) or us[-n:])
+        monkeypatch.setattr(ptp_mod, "uniforms", lambda gen, n: us.extend(real_u(gen, n)) or us[len(us) - n:])
         monkeypatch.setattr(ptp_mod, "sample_categorical", drawn)
     steps = list(assd_ptp(oracle, mi, recorder(oracle), torch.Generator().manual_seed(seed), temperature, k, head,
                           note, passes))
@@ -391,12 +391,21 @@ def test_without_a_pass_counter_the_run_is_the_same():
             [(s.kind, s.positions, s.tokens, s.p, s.note) for s in b]
 
 
-class AllRowsOracle(PtpOracle):
-    """An oracle whose extra rows cost nothing (the AS-ARM in bfloat16 on a CPU): every row's logits
-    whatever `logit_rows` asks."""
+class TwoStreamOracle(PtpOracle):
+    """The table model with states that are not its logits (twice them; the output head halves
+    them), so reading one for the other shows; with `all_rows`, an oracle whose extra rows cost
+    nothing (the AS-ARM in bfloat16 on a CPU): every row's logits whatever `logit_rows` asks."""
+
+    def __init__(self, *a, all_rows: bool = False):
+        super().__init__(*a)
+        self.all_rows = all_rows
+
+    def head_logits(self, states, positions):
+        return super().head_logits(states, positions) / 2
 
     def call(self, drafts, queries, states=False, logit_rows=None):
-        return super().call(drafts, queries, states, None)
+        out = super().call(drafts, queries, states, None if self.all_rows else logit_rows)
+        return (out[0], out[1] * 2) if states else out
 
 
 def test_rows_a_call_already_gave_are_read_from_it_with_the_same_draws():
@@ -405,8 +414,8 @@ def test_rows_a_call_already_gave_are_read_from_it_with_the_same_draws():
     visible, length, symbols = SIX
     mi = make_input(length, visible)
     for head in (DraftHead(window=2), OnePassHead(rank=True)):
-        lean = PtpOracle(mi, symbols, SCALE, SALT)
-        full = AllRowsOracle(mi, symbols, SCALE, SALT)
+        lean = TwoStreamOracle(mi, symbols, SCALE, SALT)
+        full = TwoStreamOracle(mi, symbols, SCALE, SALT, all_rows=True)
         a, b = (list(assd_ptp(o, mi, recorder(o), torch.Generator().manual_seed(7), 1.0, 3, head)) for o in (lean, full))
         assert lean.heads and not full.heads
         assert [(s.kind, s.positions, s.tokens, s.p, s.q) for s in a] == [(s.kind, s.positions, s.tokens, s.p, s.q) for s in b]
