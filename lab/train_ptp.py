@@ -50,10 +50,12 @@ def bigram_init(head: PtpHead, stream: torch.Tensor, scale: float = 0.8, smooth:
     counts = torch.bincount(stream[:-1] * v + stream[1:], minlength=v * v).view(v, v).float()
     uni = torch.bincount(stream, minlength=v).float() + 1
     pmi = torch.log((counts + smooth) / (counts.sum(1, keepdim=True) + smooth * v)) - torch.log(uni / uni.sum())[None]
-    u, sv, w = torch.svd_lowrank(pmi, q=r, niter=3)
-    root = (sv * scale).sqrt()
-    head.prev_in.weight.copy_(u * root)
-    head.prev_out.weight.copy_(w * root)
+    # randomised SVD, oversampled (q = r + 8, the usual margin): at q = r its top directions depend on the
+    # random start (a rank-3 term of a 7-token vocabulary missed its one bigram from 4 of 200 starts)
+    u, sv, w = torch.svd_lowrank(pmi, q=min(v, r + 8), niter=3)
+    root = (sv[:r] * scale).sqrt()
+    head.prev_in.weight.copy_(u[:, :r] * root)
+    head.prev_out.weight.copy_(w[:, :r] * root)
     head.prev_gate.weight.zero_()
 
 

@@ -1,10 +1,20 @@
-"""The PTP head as assd-ptp drafts with it on a CPU: its linear layers in int8, each row by its own scale.
+"""The PTP head as assd-ptp drafts with it on a CPU: its big linear layers in int8, each row by its own
+scale; the input layer and the low-rank term in float32.
 
 Why int8: on a CPU a drafting pass over k = 3-5 rows is bound by reading the weights, not by
 arithmetic (the three-block text head's linear layers were ~25 MB of float32, read once a round, about a third
 of what the AS-ARM's verify call reads). Dynamic int8 quantisation reads a quarter of the bytes.
 The head's output is a proposal, so its exact numbers do not matter for the law, *provided* row j's
 proposal is still a function of the context and u_1..u_{j-1} only (engine/samplers/ptp.py).
+
+Why not every layer (measured 2026-12-02, code head, 4 code windows, k = 3, the same seeds): in int8
+the input layer reads the uniform's 32 bits (0 or 1) on one scale with the AS-ARM's states, whose
+largest values are far above 1, so the bits that say where in its CDF the previous draft fell are
+rounded away; the low-rank term's one row loses the small entries of its input the same way. With
+both in int8 the head drafted 1.77 tokens per call; the input layer in float32 gave 2.01, the
+low-rank term in float32 1.92, both 1.99. Both are small (the input layer [d + 32, d], the term
+[V, rank], one row a draft), so float32 costs no measurable time; the output layer, [V, d] and the
+round's largest read, keeps int8 (in float32: 1.96 tokens per call and 0.5 ms more a round).
 
 Why each row by its own scale: dynamic quantisation picks one activation scale per call from the
 range of its whole input. Fed a round's rows together, row j's numbers would depend on the rows
@@ -14,8 +24,8 @@ on the text head, changing u_2 alone moved rows 1-2's residuals by up to 0.1;
 tests/engine/models/test_ptp_int8.py holds every row <= j bitwise fixed). `RowInt8` first gave each
 row its own call (m calls a layer); since 2026-11-28 (night) it divides each row by its own largest
 magnitude and adds an anchor row (-1, 1, 0, ...) that pins the call's range to [-1, 1], so the one
-call's scale is a constant and row i's numbers are row i's alone: one call a layer. The float32
-head needs no such care (a matmul's row i reads row i only).
+call's scale is a constant and row i's numbers are row i's alone: one call a layer. A float32
+matmul needs no such care (its row i reads row i only).
 
 The embeddings, the norms and the small gate of the low-rank term stay float32 (lookups, or
 small). `CpuDrafter` holds it all, made once per head object (`drafting_head`).
@@ -74,33 +84,34 @@ def _int8(layer: nn.Linear) -> RowInt8:
 
 
 class CpuDrafter:
-    """A one-pass PTP head as assd-ptp drafts with it on a CPU: the head's own weights, its linear
-    layers in int8 (RowInt8), the round computed in as few operations as the arithmetic allows.
+    """A one-pass PTP head as assd-ptp drafts with it on a CPU: the head's own weights, its output
+    and block layers in int8 (RowInt8), its input layer and low-rank term in float32 (module
+    docstring), the round computed in as few operations as the arithmetic allows.
 
     Why a plain object and not the head itself: on a 2-core VM a drafting round was bound by its
     ~150 small operations (module calls, views, a fused attention kernel built for long sequences,
     per-layer conversions), each 10-40 us once the verify call has evicted the caches, so the op
     count, not the arithmetic, set its cost. Here the input projections of the state and of the
-    uniform's bits are one int8 layer, the block's attention over the round's few rows is three
+    uniform's bits are one float32 matmul, the block's attention over the round's few rows is three
     batched matmuls under a fixed causal mask, the gate of the low-rank term is one float32 matmul
-    and the low-rank term's one row goes through the quantised layer itself (a single row has its
-    own scale by itself). Row i's numbers are still a function of rows <= i alone (RowInt8 everywhere rows
-    meet, causal attention), which is all exactness asks of a proposal (module docstring)."""
+    and the low-rank term's one row is one float32 matrix-vector product. Row i's numbers are still a
+    function of rows <= i alone (matmuls, RowInt8 where int8 rows meet, causal attention), which is all
+    exactness asks of a proposal (module docstring)."""
 
     def __init__(self, head: nn.Module):
         c = self.config = head.config
         self.heads, self.width = c.num_heads, c.hidden_size
         frozen = {n: p.detach() for n, p in head.named_parameters()}
-        self.inp = _int8_weights(torch.cat([frozen["in_proj.weight"], frozen["u_embed.weight"]], 1),
-                                 frozen["in_proj.bias"] + frozen["u_embed.bias"])
+        # [d + 32, d]: the state's projection and the uniform bits' embedding as one float32 matmul
+        self.inp = torch.cat([frozen["in_proj.weight"], frozen["u_embed.weight"]], 1).t().contiguous()
+        self.inp_bias = frozen["in_proj.bias"] + frozen["u_embed.bias"]
         self.tok, self.window_embed = frozen["tok_embed.weight"], frozen.get("window_embed")
         self.blocks = [_CpuBlock(blk) for blk in head.blocks]
         self.norm = _norm(head.norm)
         self.out = _int8_weights(frozen["out.weight"])
         self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
         self.prev_in = frozen.get("prev_in.weight")
-        # one row a call: a lone row is its own scale, so the quantised layer itself serves (no anchor)
-        self.prev_out = _int8_weights(frozen["prev_out.weight"]).layer if c.prev_rank else None
+        self.prev_out = frozen.get("prev_out.weight")  # [V, rank], float32: one row a draft
         self.rope = rope_table(self.width // self.heads, c.rope_theta, c.max_positions, torch.device("cpu"))
         self.window_at = head.window_at
 
@@ -109,7 +120,7 @@ class CpuDrafter:
         """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding."""
         m = hidden.shape[1]
         bits = torch.tensor([_bits(u) for u in u_prev[0].tolist()])  # uniform_bits, without six tensor operations
-        x = self.inp(torch.cat([hidden[0].to(torch.float32), bits], 1)).add_(self.tok[e_prev[0]])
+        x = torch.addmm(self.inp_bias, torch.cat([hidden[0].to(torch.float32), bits], 1), self.inp).add_(self.tok[e_prev[0]])
         if self.blocks:
             p = pos[0]
             if window is not None:
@@ -125,7 +136,7 @@ class CpuDrafter:
 
     def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
         """PtpHead.prev_term: the low-rank logit term of one row on the real previous draft."""
-        return self.prev_out((self.prev_in[prev] * gate)[None])[0]
+        return torch.mv(self.prev_out, self.prev_in[prev] * gate)
 
 
 class _CpuBlock:

@@ -230,8 +230,9 @@ def assd_ptp(
         rnd += 1
 
 
-#: draft with the head's CpuDrafter on a CPU (int8 layers, few operations; engine/models/ptp_int8.py): exact
-#: either way; bench assd on the same inputs decides (set False to measure the float32 head beside it)
+#: draft with the head's CpuDrafter on a CPU (int8 output and block layers, float32 input layer and low-rank
+#: term, few operations; engine/models/ptp_int8.py): exact either way; bench assd on the same inputs decides
+#: (set False to measure the float32 head beside it)
 INT8_ON_CPU = True
 
 
