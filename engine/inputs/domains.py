@@ -51,8 +51,8 @@ class DefaultChoice:
 #: The ratios quoted since 2026-12-02 09:46 UTC are that AMX Xeon's with its default CPU precision, bf16
 #: matmuls (engine/loading/precision.py), every sampler on the same bf16 model; since 12:10 UTC those of
 #: the run after bf16 calls began to return every row's logits (docs/DESIGN.md §4, "Deferred output head"),
-#: and since 13:30 UTC those of the run after the PTP drafter's small layers went back to float32 (which changed
-#: no default's sampler): text 1.16x, code 1.20x, protein 3.29x at k = 5
+#: and since 13:30 UTC those of the run after the PTP drafter's small layers went to float32 (which touches no
+#: default's sampler: these moved by the run-to-run spread alone): text 1.16x, code 1.20x, protein 3.29x at k = 5
 #: (docs/results/bench_assd_{text_k35,code_windows_k35,protein_windows_k5816}_quiet_2026-12-02g.json; the same
 #: run measured float32 cached sequential decoding beside them: 1.07x, 1.14x and 1.17x bf16's; the runs
 #: before, 2026-12-02f and e: 1.14x, 1.21x, 3.35x and 1.10x, 1.20x, 3.22x). The choice of sampler is the same

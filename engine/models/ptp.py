@@ -135,7 +135,7 @@ class PtpHead(PreTrainedModel):
         """Row j's low-rank logit term on the real previous draft d_{j-1} ([V]; gate [prev_rank] from
         `draft_pass`): a table lookup and a [V, r] matvec, not a pass of the head. d_{j-1} is a
         function of u_1..u_{j-1}, so p_j stays fixed before u_j."""
-        return self.prev_out((self.prev_in.weight[prev] * gate)[None])[0]  # 2-D: an int8 layer takes rows
+        return self.prev_out((self.prev_in.weight[prev] * gate)[None])[0]
 
     def rows(self, hidden: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
         """Input of draft rows: the projected AS-ARM state plus the embedding of the token before."""

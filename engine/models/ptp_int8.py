@@ -8,12 +8,15 @@ The head's output is a proposal, so its exact numbers do not matter for the law,
 proposal is still a function of the context and u_1..u_{j-1} only (engine/samplers/ptp.py).
 
 Why not every layer (measured 2026-12-02 on code-ptp, k = 3, the variants interleaved on the same
-inputs and seeds): in int8 the input layer reads the uniform's 32 bits (0 or 1) on one scale with the
-AS-ARM's states, whose largest values are far above 1, so the bits that say where in its CDF the
-previous draft fell are rounded to a few levels; the low-rank term's lone row loses its small entries
-the same way. On 8 code windows the expected acceptance of a tested row (the sum of min(p, q)) was
-0.483 with both in int8 and 0.513 with both in float32 (the input layer alone in float32: 0.510), 1.74
-against 1.84 tokens per call; on 8 text windows 0.512 either way. Both layers are small (the input
+inputs and seeds): in int8 the input layer reads the uniform's 32 bits (0 or 1) in one row with the
+AS-ARM's state, and `RowInt8` divides that row by its largest value and rounds it to 7 bits, so with
+state values in the tens a bit's 1 becomes a coarse fraction of its weight (and 0 once the largest value
+passes about 127): the bits that say where in its CDF the previous draft fell are blurred. The low-rank
+term's weights share one int8 scale set by their largest value (5.2 on code-ptp, against a spread of
+0.22), a step of about a fifth of their spread. On 8 code windows the expected acceptance of a tested
+row (the sum of min(p, q)) was 0.483 with both in int8 and 0.513 with both in float32 (the input layer
+alone in float32: 0.510), 1.74 against 1.84 tokens per call; on 8 text windows 0.512 with both in int8,
+0.511 with both in float32 (the input layer alone: 0.497). Both layers are small (the input
 layer [d + 32, d], the term [V, rank], one row a draft); float32 costs about 0.1 ms a round (the term's
 2 MB against 0.5 MB). The output layer, [V, d] and the round's largest read, keeps int8 (in float32, on
 4 code windows: no more tokens per call, 0.5 ms more a round).
@@ -65,8 +68,7 @@ class RowInt8(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> [..., out], every row by its own scale, one int8 call (the op the int8
-        layer's forward calls, called directly: this runs once per linear layer a drafting round, plus once
-        per row for the low-rank term)."""
+        layer's forward calls, called directly: this runs once per int8 layer a drafting round)."""
         rows = x.reshape(-1, x.shape[-1])
         size = torch.linalg.vector_norm(rows, float("inf"), -1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
         y = torch.ops.quantized.linear_dynamic(torch.cat([rows / size, self.anchor]), self.packed, True)[:-1]
