@@ -191,7 +191,10 @@ def drafting_head(head: nn.Module, int8: bool = True) -> nn.Module | CpuDrafter:
     its CpuDrafter, made once per head object and kept beside it (not a submodule: never saved,
     never trained); the head itself elsewhere (a GPU reads weights fast and has no int8 kernels
     here; a float64 head, as the exactness tests use, is asking for its own arithmetic; a draft-mode
-    head takes k + 1 passes a round whatever its arithmetic, and only the tests' tiny heads have that mode)."""
+    head takes k + 1 passes a round whatever its arithmetic, and only the tests' tiny heads have that mode).
+    The drafter reads the head's weights once, some as copies (the int8 layers, the input layer), some by
+    reference: a head whose weights change in place afterwards needs a new one (`del head._cpu_drafter`).
+    Exactness would not suffer from the mix, only the proposals' faithfulness."""
     from .ptp import PtpHead
 
     if not int8 or not isinstance(head, PtpHead) or head.training or head.config.mode != "onepass":
