@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.inputs.domains import unindented
 from engine.inputs.masking import MaskedInput, Span, completed_from_ranges
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
@@ -50,6 +51,9 @@ class InfillResult:
     counts: dict = field(default_factory=dict)
     model_path: str = ""
     masked_input: MaskedInput | None = field(default=None, repr=False)  # the exact ids the run started from
+    # what the domain's normaliser changed in the typed text ('' if nothing): "Read as a protein
+    # sequence: dropped 1 FASTA header line, ..." (engine.run_setup.parse_for); `source` is the text as read
+    note: str = ""
 
     def input_for(self, lm: LoadedModel) -> MaskedInput:
         """The run's MaskedInput: kept from the run itself (its source text, parsed again, may
@@ -79,6 +83,7 @@ class InfillResult:
             "params": self.params,
             "source": self.source,
             "counts": self.counts,
+            "note": self.note,
         }
         if with_steps:
             d["steps"] = [s.to_dict() for s in self.trace]
@@ -115,6 +120,7 @@ class InfillRun:
         self.lm, self.draft_lm = load_models(self.spec, model, domain=domain, draft_model=draft_model,
                                              allow_paths=allow_paths, device=device)
         self.mi = parse_input(text, masked_input, self.lm)
+        self.note = self.mi.note  # what the domain's normaliser changed in `text` ('' if nothing)
         admit(self.mi, self.params, budget)
         self.budget = budget
         self.pause = None  # optional callable run between network passes (its time is not counted)
@@ -170,6 +176,7 @@ class InfillRun:
             rounds=int(counts["rounds"]), seconds=self.seconds, log_prob=lp, sampler=self.spec.name,
             model=self.lm.name, seed=self.seed, params=dict(self.params), source=self.mi.source,
             tokens=tokens, trace=self.trace, counts=counts, model_path=str(self.lm.path), masked_input=self.mi,
+            note=self.note,
         )
 
 
@@ -210,8 +217,10 @@ def score(
     **kwargs,
 ) -> float:
     """Log-probability of a completed infill: either `result` (exact token ids), or a completed
-    `text` with the character `ranges` that were filled (re-tokenized). With sampler="self-spec"
-    it is the self-speculative sampler's own likelihood of producing it."""
+    `text` with the character `ranges` that were filled (re-tokenized, under the law infill samples:
+    a range at the start of the text, or of a line in prose, that begins with a space scores -inf, as
+    no sampler can produce it). With sampler="self-spec" it is the self-speculative sampler's own
+    likelihood of producing it."""
     check_types(text=text, model=model, domain=domain)
     if result is not None and not isinstance(result, InfillResult):
         raise BadParameterError(f"result must be an InfillResult, got {type(result).__name__}.")
@@ -231,5 +240,6 @@ def score(
     if text is None or not ranges:
         raise BadParameterError("score needs a completed text and the character ranges that were filled.")
     lm = load(model or default_model(domain, "asarm"))
-    mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
+    mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens,
+                                       after_newline=unindented(lm.domain))
     return joint_log_prob(lm, mi, tokens)

@@ -20,16 +20,24 @@ def _infill(a: argparse.Namespace) -> int:
     apply_hub_flags(a)
     r = infill(a.text, model=a.model, sampler=a.sampler or DOMAIN_DEFAULT, domain=a.domain, seed=a.seed,
                cache=a.cache, draft_model=a.draft_model, **knob_values(a))
+    if r.note:  # what the domain's normaliser changed in TEXT (the page shows the same sentence)
+        print(f"note: {r.note}", file=sys.stderr)
     if a.json:
         print(json.dumps(r.to_json(with_steps=True)))
     else:
         print(r.text)
-        print(
-            f"-- {r.sampler} on {r.model}: {r.masked_tokens} tokens, {r.calls:g} calls, {r.rounds} rounds, "
-            f"{r.tokens_per_call:.2f} tokens/call, {r.seconds:.2f} s, log p = {r.log_prob}",
-            file=sys.stderr,
-        )
+        print(summary_line(r), file=sys.stderr)
     return 0
+
+
+def summary_line(r) -> str:
+    """The line `infill` writes under the completed text (stderr): counts that agree with their number,
+    and the log-probability, or why there is none (a hybrid model has no exact joint density)."""
+    from .wording import plural
+
+    lp = f"log p = {r.log_prob}" if r.log_prob is not None else "log p = n/a (hybrid model: no exact likelihood)"
+    return (f"-- {r.sampler} on {r.model}: {plural(r.masked_tokens, 'token')}, {plural(r.calls, 'call')}, "
+            f"{plural(r.rounds, 'round')}, {r.tokens_per_call:.2f} tokens/call, {r.seconds:.2f} s, {lp}")
 
 
 def _exactness(a: argparse.Namespace) -> int:

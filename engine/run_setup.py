@@ -8,9 +8,11 @@
 2. `load_models`: the run's model (a held one as it is, a name through the registry), refused
    when its kind is not the sampler's, and the drafting network the catalogue entry names, with
    its fit check.
-3. `parse_input`: the text's [MASK] spans read with that model's tokenizer (or a prepared
-   MaskedInput checked against it). The text is taken as it is: a caller that normalises a
-   domain's input (the app, engine.inputs.domains.normalise) does it once, before.
+3. `parse_input`: the text read as the model's domain reads it (engine.inputs.domains.normalise:
+   protein text as protein tools read it; `MaskedInput.note` says what changed, for the page, the
+   API's `InfillResult.note` and the CLI), then its [MASK] spans read with that model's tokenizer (or
+   a prepared MaskedInput checked against it). The one reading of typed text: the app, the API and
+   the CLI all come through here.
 4. `admit`: the budget's limits that scale with the input (engine.budget.Budget.check_params).
 
 Every refusal is an InfillError raised before any network pass."""
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.inputs.domains import default_span, line_masks
+from engine.inputs.domains import default_span, line_masks, normalise, unindented
 from engine.inputs.masking import MaskedInput, parse_masked_text
 from engine.loading.loaded_model import LoadedModel
 from engine.loading.registry import default_model, load
@@ -33,10 +35,14 @@ from .samplers import DOMAIN_DEFAULT, SAMPLERS, SamplerSpec, default_sampler
 
 
 def parse_for(text: str, lm: LoadedModel) -> MaskedInput:
-    """Text with [MASK] / [MASK:n] sentinels as this model takes it (its tokenizer, its length, its
-    domain's default span)."""
-    return parse_masked_text(text, lm.codec, max_tokens=lm.max_tokens, default_span=default_span(lm.domain),
-                             line_masks=line_masks(lm.domain))
+    """Text with [MASK] / [MASK:n] sentinels as this model takes it: read by its domain's normaliser
+    first (the note on the result says what that changed, '' if nothing), then with its tokenizer,
+    its length and its domain's span rules (default span, one-line code spans, unindented lines)."""
+    read, note = normalise(lm.domain, text)
+    mi = parse_masked_text(read, lm.codec, max_tokens=lm.max_tokens, default_span=default_span(lm.domain),
+                           line_masks=line_masks(lm.domain), after_newline=unindented(lm.domain))
+    mi.note = note
+    return mi
 
 
 #: InfillRun's arguments that are not numbers: what each must be (None always allowed except where noted)
@@ -146,8 +152,8 @@ def load_models(spec: SamplerSpec, model: str | LoadedModel | None = None, *, do
 
 
 def parse_input(text: str | None, masked_input: MaskedInput | None, lm: LoadedModel) -> MaskedInput:
-    """Step 3: the input as the model takes it: the text parsed with its tokenizer, or a MaskedInput
-    prepared for that tokenizer."""
+    """Step 3: the input as the model takes it: the text read by its domain's normaliser and parsed
+    with its tokenizer (parse_for), or a MaskedInput prepared for that tokenizer (taken as it is)."""
     if masked_input is None:
         if text is None:
             raise BadParameterError("Give the text to fill (with [MASK] or [MASK:n]).")

@@ -1,7 +1,8 @@
 """The editor's form checked into a run: `Form` holds the values as they arrive from the page,
-`prepare()` checks what only the page knows (domain, sampler, model, text and its markers), reads
-the text through its domain's normaliser (once: `Form.note` keeps what changed), and builds the
-InfillRun, which reads the seed and the knobs the sampler reads and checks their ranges (the
+`prepare()` checks what only the page knows (domain, sampler, model, text and its markers) and builds
+the InfillRun, which reads the text through its domain's normaliser (the engine's one reading,
+engine.run_setup.parse_for: `Form.note` keeps what it changed), the seed and the knobs the sampler
+reads, and checks their ranges (the
 engine's one check, engine.params.read_knobs, with the page's ranges for a served run); every
 refusal is an InfillError whose message says what to type instead. PARAM_HELP and PAGE_RANGES
 are the knobs' texts and slider ranges, read from the one knob table (engine.params.KNOBS)."""
@@ -12,7 +13,7 @@ import re
 
 from app.choices import list_models, no_model_message, sampler_kind
 from app.examples import DOMAINS
-from app.run.inputs import check_sentinels, check_text, normalize
+from app.run.inputs import check_sentinels, check_text
 from engine.api import InfillRun
 from engine.budget import Budget
 from engine.errors import BadParameterError, ModelNotFoundError
@@ -102,7 +103,7 @@ class Form:
         refuse_unknown(knobs, "Form")  # the engine's one check of knob names
         self.domain, self.model, self.text, self.sampler, self.seed = domain, model, text, sampler, seed
         self.knobs: dict[str, object] = {name: knobs.get(name, k.page_default) for name, k in KNOBS.items()}
-        self.note = ""  # what the domain's normaliser changed in the text (prepare() reads it, once)
+        self.note = ""  # what the domain's normaliser changed in the text (prepare() sets it from the run)
 
     def __repr__(self) -> str:
         fields = {"domain": self.domain, "model": self.model, "text": self.text, "sampler": self.sampler,
@@ -124,7 +125,6 @@ def prepare(form: Form) -> InfillRun:
     check_sentinels(form.text)
     if "[MASK" not in form.text and mask_hint(form.text):
         raise BadParameterError("Nothing is masked. " + mask_hint(form.text))
-    form.text, form.note = normalize(form.domain, form.text)  # the one reading of the text (note: the page's)
     kind = sampler_kind(form.sampler)
     allowed = list_models(form.domain, kind)
     if not allowed:
@@ -149,7 +149,11 @@ def prepare(form: Form) -> InfillRun:
     for name, v in form.knobs.items():
         if name not in reads:
             unread_knob(name, v, form.sampler)
-    return InfillRun(
+    run = InfillRun(
         form.text, model=model, sampler=form.sampler, domain=form.domain, seed=served_seed(form.seed), **knobs,
         allow_paths=False, budget=Budget.from_env(),
     )
+    # the engine read the text through the domain's normaliser (its one reading): the session stores
+    # the text as read, and the status says what the reading changed
+    form.text, form.note = run.mi.source, run.note
+    return run

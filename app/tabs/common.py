@@ -15,6 +15,7 @@ from app.run.form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form
 from app.views.render import DETAIL_HEADERS, view_html
 from engine.errors import InfillError
 from engine.params import KNOBS
+from engine.wording import plural  # noqa: F401 (re-exported: the page's counts agree as the CLI's do)
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
 PARAMS = tuple(KNOBS)
@@ -205,9 +206,3 @@ STARTING = "Starting the run… (a model's first run takes a few seconds to load
 
 #: Stop's answer when the run had shown no round: nothing was stored, nothing of it is shown
 STOPPED_FIRST = "Stopped before the first round; nothing was stored."
-
-
-def plural(n, word: str) -> str:
-    """`n word` with the plural agreeing ("1 token", "2 tokens", "1.5 calls"; whole floats as whole)."""
-    shown = f"{n:g}" if isinstance(n, float) else str(n)
-    return f"{shown} {word}" + ("" if shown == "1" else "s")

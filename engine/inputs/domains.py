@@ -1,7 +1,8 @@
 """The domain registry: everything that differs between text, code, proteins and the character-level
 experiment, in one entry per domain, so no other module tests a domain by name.
 
-Readers: masking and the API (a bare [MASK]'s length, whole-line masks in code), tokenization (the
+Readers: masking and the API (a bare [MASK]'s length, whole-line masks and indentation in code, the input
+normaliser), tokenization (the
 alphabets), the CLI (`--domain` choices, `python -m engine domains`), the app (domains offered, example
 inputs, the input normaliser, the model card's quality warning), the checkpoint check (domains a
 checkpoint may declare) and the lab (tokenizer training, document separators, the quality measure
@@ -79,6 +80,9 @@ class Domain:
     bpe_vocab: int = 0  # tokenizer "bpe": vocabulary size
     alphabet: str = ""  # tokenizer "chars": the letters
     line_masks: bool = False  # a bare [MASK] alone on a line stands for the whole line (code)
+    # leading spaces on a line are the language's (code's indentation): a span right after a line break
+    # may begin with a space; in a domain that does not indent it may not (engine.inputs.masking.starts_line)
+    indented: bool = False
     normalise: Callable[[str], tuple[str, str]] | None = None  # typed text -> (as read, what changed)
     examples: tuple[str, ...] = ()  # the page's example inputs; the first is its default input
     fluent_ppl: float | None = None  # a perplexity above this makes the card say "low quality"
@@ -113,7 +117,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in [
         name="code", about="Python source", studio=True, span=(8, ""), tokenizer="bpe", separator="\n\n",
         quality="humaneval_single_line_pass1",
         data="The Python 3.11 standard library and sympy sources; `python -m engine data fetch code`.",
-        models=("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, fluent_ppl=40,
+        models=("code-asarm", "code-hybrid", "code-judge", "code-ptp"), bpe_vocab=4096, line_masks=True, indented=True,
+        fluent_ppl=40,
         default=DefaultChoice(sampler="assd-ngram", ratio=1.20, ratio_range=(0.94, 1.71), source=DEFAULTS_BENCH_SOURCE),
         examples=(
             "def mean(xs):\n    total = [MASK:6]\n    [MASK]\n    return total / len(xs)\n",
@@ -165,6 +170,13 @@ def line_masks(domain: str | None) -> bool:
     """Whether a bare [MASK] alone on a line stands for the whole line in this domain."""
     d = DOMAINS.get(domain or "")
     return d is not None and d.line_masks
+
+
+def unindented(domain: str | None) -> bool:
+    """Whether a span right after a line break, like one at the start of the text, may not begin with a
+    space in this domain (a registered domain that does not indent; False for one the registry does not know)."""
+    d = DOMAINS.get(domain or "")
+    return d is not None and not d.indented
 
 
 def normalise(domain: str | None, text: str) -> tuple[str, str]:

@@ -8,7 +8,9 @@ Whitespace belongs to the word. Byte-level BPE attaches the space before a word 
 loses its trailing ' ', and the model fills the span with tokens that carry their own space. Left
 with the space, the model would be asked to continue a lone ' ' token, which it has rarely seen
 before a word, and answers with fragments. Everything outside the (space-owning) spans comes back
-byte-identical.
+byte-identical. The mirror rule: a span at the very start of the text (and, where the domain does
+not indent, right after a line break) has no space to own, so its first token may not begin with
+one ("[MASK] is the capital" filled " lords is the capital").
 
 Lengths: `[MASK:n]` is n tokens; `[MASK:nw]` is n words, converted with the tokenizer's own
 average tokens per word (`tokens_per_word`). A bare `[MASK]` is one word in text and a fixed
@@ -25,6 +27,7 @@ import torch
 
 from engine.errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
 from engine.inputs.tokenization import Codec
+from engine.inputs.word_lengths import _WORD_SAMPLE, tokens_per_word, words_to_tokens  # noqa: F401 (re-exported)
 
 #: a span marker: [MASK], [MASK:n] or [MASK:nw], n in ASCII digits only (\d would also take '٣' while
 #: refusing '³'; one plain rule instead, said in MARKER_HELP when a marker breaks it)
@@ -37,37 +40,6 @@ MARKER_HELP = "write [MASK], [MASK:n] for n tokens or [MASK:nw] for n words, n i
 def marker_error(bad: str) -> str:
     """The message for a malformed span marker (the engine and the app say the same)."""
     return f"{bad[:24]!r} is not a span marker: {MARKER_HELP}."
-
-# Plain modern English, written for this purpose (not from any corpus): the yardstick that turns a
-# word count into a token count for a byte-level tokenizer.
-_WORD_SAMPLE = (
-    "After dinner we sat by the fire and talked about the long winter ahead. My sister said the "
-    "river had frozen early this year, and the children were already skating on it every morning "
-    "before school. Her husband works at the hospital in town, so he leaves the house before dawn "
-    "and comes back late. We made plans to visit the old mill on Sunday if the weather stays clear. "
-    "The road there is narrow and steep, but the view from the top of the hill is worth the climb. "
-    "Later, when the others had gone to bed, I read a few chapters of a book about ships and the "
-    "people who built them. It was quiet except for the wind against the windows and the clock in "
-    "the kitchen. I fell asleep in the chair and woke up cold, with the lamp still burning."
-)
-_TPW_CACHE: dict[int, float] = {}
-
-
-def tokens_per_word(codec: Codec) -> float:
-    """Average tokens per word of this tokenizer on a fixed English sample (1.0 for character-level
-    vocabularies, where a 'word' is meaningless and one unit is one token)."""
-    if not codec.byte_level:
-        return 1.0
-    key = id(codec.hf)
-    if key not in _TPW_CACHE:
-        words = re.findall(r"\S+", _WORD_SAMPLE)
-        _TPW_CACHE[key] = len(codec.encode(_WORD_SAMPLE)) / len(words)
-    return _TPW_CACHE[key]
-
-
-def words_to_tokens(n_words: int, codec: Codec) -> int:
-    """Span length in tokens for n words (at least n; rounding the tokenizer's average)."""
-    return max(n_words, round(n_words * tokens_per_word(codec)))
 
 
 @dataclass
@@ -104,13 +76,19 @@ class MaskedInput:
     # positions of one-line code spans (a bare [MASK] alone on its line): no token with a line break
     line_positions: list[int] = field(default_factory=list)
     has_newline: torch.Tensor | None = field(default=None, repr=False)  # [V] bool: ids holding a line break
+    # positions that start a span at the start of the text (or of a line, see starts_line): their token
+    # may not begin with a space, there being none to own
+    line_starts: list[int] = field(default_factory=list)
+    space_led: torch.Tensor | None = field(default=None, repr=False)  # [V] bool: ids that begin with a space
+    note: str = ""  # what the domain's normaliser changed in the typed text (engine.run_setup.parse_for)
 
     def constrain(self, logits: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
         """Logits [len(positions), V] with -inf where a word-start position would take a token that
-        does not begin with a space, or a one-line span would take a line break. Every distribution
-        a sampler reads (draft and target alike) goes through this, so the constrained model is
-        still one exact joint distribution."""
-        for where, ban in ((self.word_starts, self.not_word_start), (self.line_positions, self.has_newline)):
+        does not begin with a space, a line-start position one that does, or a one-line span would
+        take a line break. Every distribution a sampler reads (draft and target alike) goes through
+        this, so the constrained model is still one exact joint distribution."""
+        for where, ban in ((self.word_starts, self.not_word_start), (self.line_positions, self.has_newline),
+                           (self.line_starts, self.space_led)):
             if not where or ban is None:
                 continue
             at = set(where)
@@ -168,20 +146,38 @@ def owns_space(codec: Codec, before: str, word_boundary: bool = True) -> bool:
     return word_boundary and codec.byte_level and before.endswith(" ")
 
 
+def starts_line(codec: Codec, before: str | None, word_boundary: bool = True, after_newline: bool = False) -> bool:
+    """Must a span that follows the literal text `before` (None: it is the first thing in the text)
+    begin with a token that does not start with a space? The mirror of owns_space, under the same
+    conditions: at the very start of the text there is no space to own, so a space-led first token
+    would put a stray space before everything; with `after_newline` (a domain whose lines are not
+    indented: engine.inputs.domains.Domain.indented) the same holds right after a line break."""
+    if not (word_boundary and codec.byte_level):
+        return False
+    return before is None or (after_newline and before.endswith("\n"))
+
+
 def _build(
     codec: Codec, parts: list[str | int], max_tokens: int, source: str, word_boundary: bool = True,
-    line_spans: frozenset[int] = frozenset(),
+    line_spans: frozenset[int] = frozenset(), after_newline: bool = False,
 ) -> MaskedInput:
-    """parts alternate literal text and span lengths (in tokens). A span after a space owns it.
+    """parts alternate literal text and span lengths (in tokens). A span after a space owns it; a span
+    at the start of the text (after_newline: or of a line) may not begin with a space (starts_line).
     line_spans: ordinals of spans that fill one line (no token with a line break)."""
     parts = list(parts)
     owning: set[int] = set()  # indices (into parts) of spans that own the space before them
+    leading: set[int] = set()  # indices (into parts) of spans whose first token may not be space-led
     for j, part in enumerate(parts):
-        if isinstance(part, int) and j > 0 and isinstance(parts[j - 1], str):
-            if owns_space(codec, parts[j - 1], word_boundary):
-                parts[j - 1] = parts[j - 1][:-1]
-                owning.add(j)
+        if not isinstance(part, int):
+            continue
+        before = parts[j - 1] if j > 0 else None
+        if isinstance(before, str) and owns_space(codec, before, word_boundary):
+            parts[j - 1] = before[:-1]
+            owning.add(j)
+        elif not isinstance(before, int) and starts_line(codec, before, word_boundary, after_newline):
+            leading.add(j)
     starts: list[int] = []
+    line_starts: list[int] = []
     n_tok = 0
     for j, part in enumerate(parts):
         if isinstance(part, str):
@@ -189,6 +185,8 @@ def _build(
         else:
             if j in owning:
                 starts.append(n_tok)
+            if j in leading:
+                line_starts.append(n_tok)
             n_tok += part
     tokens: list[int] = []
     pieces: list[str] = [""]
@@ -217,6 +215,8 @@ def _build(
         not_word_start=codec.not_space_led() if starts else None,
         line_positions=lines,
         has_newline=codec.has_newline() if lines else None,
+        line_starts=line_starts,
+        space_led=codec.space_led() if line_starts else None,
     )
 
 
@@ -236,12 +236,15 @@ def parse_masked_text(
     default_span: int | tuple[int, str] = 8,
     word_boundary: bool = True,
     line_masks: bool = False,
+    after_newline: bool = False,
 ) -> MaskedInput:
     """Text with [MASK] (default_span: tokens, or (count, "w") for words), [MASK:n] (tokens) and
     [MASK:nw] (words) sentinels. word_boundary=False keeps a space before a mask literal (the
-    behaviour before masks owned their space; benchmarks use it as the 'before'). line_masks (code):
-    a bare [MASK] alone on its line fills that one line, after its indentation: none of its tokens
-    may hold a line break, so the line break after it stays the line's end."""
+    behaviour before masks owned their space; benchmarks use it as the 'before') and lets a span at
+    the start of the text begin with a space. line_masks (code): a bare [MASK] alone on its line fills
+    that one line, after its indentation: none of its tokens may hold a line break, so the line break
+    after it stays the line's end. after_newline (a domain whose lines are not indented): a span right
+    after a line break may not begin with a space either (starts_line)."""
     if not text or not text.strip():
         raise EmptyTextError("The input is empty: type some text with [MASK] where to fill in.")
     _check_chars(text, codec, max_tokens)  # first: 10 MB of text or markers is refused in milliseconds
@@ -275,13 +278,15 @@ def parse_masked_text(
     if pos < len(text):
         parts.append(text[pos:])
     return _build(codec, parts, max_tokens, source=text, word_boundary=word_boundary,
-                  line_spans=frozenset(line_spans))
+                  line_spans=frozenset(line_spans), after_newline=after_newline)
 
 
 def from_char_ranges(
-    text: str, ranges: list[tuple[int, int]], codec: Codec, *, max_tokens: int
+    text: str, ranges: list[tuple[int, int]], codec: Codec, *, max_tokens: int, after_newline: bool = False
 ) -> MaskedInput:
-    """Mask character ranges of a complete text; each span keeps its original token count."""
+    """Mask character ranges of a complete text; each span keeps its original token count. The spans
+    follow the rules typed masks do (owns_space, starts_line; after_newline as in parse_masked_text),
+    so a range at the start of the text that begins with a space has probability 0 there."""
     if not text:
         raise EmptyTextError("The input is empty.")
     if not ranges:
@@ -297,7 +302,7 @@ def from_char_ranges(
     if pos < len(text):
         parts.append(text[pos:])
     source = "".join(p if isinstance(p, str) else f"[MASK:{p}]" for p in parts)
-    return _build(codec, parts, max_tokens, source=source)
+    return _build(codec, parts, max_tokens, source=source, after_newline=after_newline)
 
 
 def _owning_ranges(text: str, ranges: list[tuple[int, int]], codec: Codec) -> list[tuple[int, int]]:
@@ -318,11 +323,11 @@ def _owning_ranges(text: str, ranges: list[tuple[int, int]], codec: Codec) -> li
 
 
 def completed_from_ranges(
-    text: str, ranges: list[tuple[int, int]], codec: Codec, *, max_tokens: int
+    text: str, ranges: list[tuple[int, int]], codec: Codec, *, max_tokens: int, after_newline: bool = False
 ) -> tuple[MaskedInput, list[int]]:
     """A completed text with the character ranges that were filled: the MaskedInput and the full
     token ids with each span re-tokenized (what `score` evaluates)."""
-    mi = from_char_ranges(text, ranges, codec, max_tokens=max_tokens)
+    mi = from_char_ranges(text, ranges, codec, max_tokens=max_tokens, after_newline=after_newline)
     tokens = list(mi.tokens)
     for (a, b), (ta, tb) in zip(_owning_ranges(text, ranges, codec), mi.span_ranges):
         tokens[ta:tb] = codec.encode(text[a:b])

@@ -272,6 +272,14 @@ class Codec:
             )
         return self._not_space_led
 
+    def space_led(self) -> torch.Tensor:
+        """[V] bool, True for ids whose text begins with a space (specials included): what a span at
+        the start of the text or of a line may not start with (engine.inputs.masking.starts_line)."""
+        if self.__dict__.get("_space_led") is None:
+            self._space_led = ~self.not_space_led() | torch.tensor(
+                [i in self.special_ids for i in range(self.vocab_size)], dtype=torch.bool)
+        return self._space_led
+
     def has_newline(self) -> torch.Tensor:
         """[V] bool, True for ids whose bytes hold a line break: what a one-line code span may not
         take (engine.inputs.masking)."""

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from engine.inputs.domains import unindented
 from engine.inputs.masking import MaskedInput, completed_from_ranges
 from engine.samplers.acceptance import tempered_probs
 
@@ -147,7 +148,8 @@ def score_self_spec(
         if text is None or not ranges:
             raise BadParameterError("score needs a completed text and the character ranges that were filled.")
         lm = load(model or default_model(domain, "hybrid"))
-        mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens)
+        mi, tokens = completed_from_ranges(text, ranges, lm.codec, max_tokens=lm.max_tokens,
+                                           after_newline=unindented(lm.domain))  # the law infill samples
     if lm.kind != "hybrid":
         raise BadParameterError(f"{lm.name} is a {lm.kind} model; the self-spec likelihood needs a hybrid.")
     given = {"temperature": temperature, "dtau": dtau, "window": window, "inner": inner}

@@ -414,7 +414,7 @@ def test_protein_paste_is_read_like_fasta():
 
     seq, note = normalize_protein(">sp|P69905|HBA_HUMAN Hemoglobin\nmvlspadktn\nVKAAW[MASK:5]gkv\n")
     assert seq == "MVLSPADKTNVKAAW[MASK:5]GKV"
-    assert "FASTA header" in note and "upper-cased 13" in note and "line breaks" in note
+    assert "FASTA header" in note and "upper-cased 13 letters" in note and "removed 1 line break or space" in note
     assert normalize_protein("MKV[MASK:3]") == ("MKV[MASK:3]", "")
 
 

@@ -70,6 +70,30 @@ def test_infill_bad_input_is_a_message_not_a_traceback(tiny_world, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and "MASK" in err
 
 
+def test_infill_reads_protein_text_as_the_page_does_and_says_what_changed(tiny_world, capsys):
+    """The page's protein reading (a FASTA header, line breaks, spaces, lower case) is the engine's, so
+    the CLI takes the same input and writes the page's sentence about what changed on stderr."""
+    from tools.tiny_models import make_tiny_models
+
+    make_tiny_models(tiny_world / "protein", names=("protein-asarm",))
+    assert main(["infill", "--model", str(tiny_world / "protein" / "protein-asarm"), "--sampler", "sequential-cache",
+                 ">sp|P69905|HBA_HUMAN\nmkta [MASK:3]"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("MKTA") and len(out.out.strip()) == 7
+    assert ("note: Read as a protein sequence: dropped 1 FASTA header line, removed 1 line break or space, "
+            "upper-cased 4 letters.\n") in out.err
+
+
+def test_infill_summary_line_agrees_with_its_counts(tiny_world, capsys):
+    """"1 token, 1 call, 1 round" (not "1 tokens, 1 calls"), and a hybrid's missing log p said in words."""
+    assert main(["infill", "--model", _asarm(tiny_world), "--sampler", "sequential-cache", "The [MASK:1] sat."]) == 0
+    err = capsys.readouterr().err
+    assert ": 1 token, 1 call, 1 round, 1.00 tokens/call, " in err and "log p = -" in err
+    assert main(["infill", "--model", "tiny-hybrid", "--sampler", "mdm", "--steps", "2", "The [MASK:3] sat."]) == 0
+    err = capsys.readouterr().err
+    assert ": 3 tokens, " in err and "log p = n/a (hybrid model: no exact likelihood)" in err and "None" not in err
+
+
 def test_models_json_lists_the_operator_folders(tiny_world, capsys):
     import os
     from pathlib import Path

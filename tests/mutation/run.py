@@ -79,7 +79,8 @@ MODULES: dict[str, list[str]] = {
                                   "tests/lab/test_bench_limits.py", "tests/engine/samplers/test_lean_rows.py"],
     # the run's context: what a sampler is handed (the settled knobs unchanged, the seed, the oracle)
     "engine/samplers/context.py": ["tests/engine/samplers/test_run_context.py", "tests/engine/test_run_setup.py", CONTRACT],
-    "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py"],
+    "engine/inputs/masking.py": ["tests/engine/inputs/test_masking_rules.py", "tests/engine/inputs/test_inputs.py",
+                                 "tests/engine/inputs/test_line_starts.py"],
     "engine/budget.py": ["tests/engine/test_budget_rules.py"],
     # the CPU precision setting, and the bf16 path of the model's layers (one law whatever the call's shape);
     # of layers.py and asarm_core.py only the functions ONLY names (below)

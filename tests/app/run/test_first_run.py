@@ -238,14 +238,15 @@ def test_a_slow_start_says_the_model_is_loading(tiny, monkeypatch):
 
 
 def test_a_run_from_the_page_reads_its_input_through_the_normaliser_once(tiny, monkeypatch):
-    """The form reads the text through its domain's normaliser once (prepare(): Form.note keeps what
-    changed); the player shows that note and does not normalise again."""
-    from app.run import inputs
+    """The run reads the text through its domain's normaliser once, on the engine's path (the API's and
+    the CLI's too: engine.run_setup.parse_for; prepare() keeps its note in Form.note); the player shows
+    that note and does not normalise again."""
     from app.tabs import player
+    from engine import run_setup
 
     calls = []
-    real = inputs.domain_normalise
-    monkeypatch.setattr(inputs, "domain_normalise", lambda d, t: (calls.append(t), real(d, t))[1])
+    real = run_setup.normalise
+    monkeypatch.setattr(run_setup, "normalise", lambda d, t: (calls.append(t), real(d, t))[1])
     text = ">sp|P1 a header\nMKTAYIAKQR[MASK:4]QISFVKSHFSRQ"
     frames = list(player.run_infill("protein", None, text, "assd-cache", 2, 1.0, "0", 32, 0.05, "cosine", 1))
     assert calls == [text]

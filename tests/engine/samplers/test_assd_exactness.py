@@ -211,6 +211,25 @@ def test_word_start_constraint_stays_exact(setup, sampler, kw):
     assert g_test(counts, exact, N_SAMPLES // 2) > ALPHA
 
 
+@pytest.mark.parametrize("sampler,kw", [("assd-pipelined", {"k": 2}), ("assd-ngram", {"k": 2})])
+def test_line_start_constraint_stays_exact(setup, sampler, kw):
+    """The mirror rule: a span at the start of the text (or of a line in prose) bans space-led tokens at
+    its first position (MaskedInput.line_starts); the same per-position ban, read by draft and target
+    alike, so the samplers still sample the constrained law exactly."""
+    import dataclasses
+
+    lm, mi = setup
+    banned = torch.zeros(lm.codec.vocab_size, dtype=torch.bool)
+    a = lm.codec.encode("a")[0]
+    banned[a] = True
+    cmi = dataclasses.replace(mi, line_starts=[mi.masked[0]], space_led=banned)
+    exact = exact_distribution(lm, cmi)
+    assert sum(p for k, p in exact.items() if k[0] == a) == 0 and abs(sum(exact.values()) - 1) < 1e-9
+    counts = histogram(lm, cmi, sampler, N_SAMPLES // 2, **kw)
+    assert not any(k[0] == a for k in counts)
+    assert g_test(counts, exact, N_SAMPLES // 2) > ALPHA
+
+
 def test_reference_joint_is_independent_and_agrees(tiny_asarm):
     """tests/tiny.exact_distribution (brute force through the original forward) agrees with the
     oracle's density mode, and is a distribution; an oracle that ignored a draft would not agree."""
