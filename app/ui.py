@@ -169,7 +169,7 @@ def build() -> gr.Blocks:
         exactness.wire(p, sessions.remember)
         statistics.wire(p)
         sessions.wire(p)
-        freshness.wire(p)
+        freshness.wire(p, sessions.remember)
         demo.late_defaults = {p.knobs[name]._id: KNOBS[name].page_default for name in added_fields()}
         # /exactness was published with temperature and k: its other knobs are late too
         demo.late_defaults |= {c._id: KNOBS[n].page_default for n, c in p.ex_knobs.items()

@@ -129,6 +129,10 @@ class RunRow(Base):
     rounds: Mapped[int] = mapped_column(Integer, default=0)
     masked_tokens: Mapped[int] = mapped_column(Integer, default=0)
     wall_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # seconds inside the sampler (engine.api's compute_seconds: what Compare shows, since its two
+    # sides alternate and each side's wall time counts the other's rounds); NULL for runs stored
+    # before it was kept (migration 0004)
+    compute_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     accepted: Mapped[int] = mapped_column(Integer, default=0)
     rejected: Mapped[int] = mapped_column(Integer, default=0)
     resampled: Mapped[int] = mapped_column(Integer, default=0)

@@ -71,6 +71,9 @@ class RunRecorder:
         self.run_id: int | None = None
         self._result: dict[str, Any] | None = None
         self._t0 = 0.0
+        #: seconds inside the sampler, set by the caller that streams it (stored beside the wall time,
+        #: however the run ends; None: not known)
+        self.compute_seconds: float | None = None
 
     def __enter__(self) -> Self:
         self._t0 = time.perf_counter()
@@ -115,6 +118,8 @@ class RunRecorder:
         res = dict(self._result or {})
         if res.get("wall_seconds") is None:
             res["wall_seconds"] = time.perf_counter() - self._t0
+        if self.compute_seconds is not None:
+            res["compute_seconds"] = self.compute_seconds
         if exc is None:
             status, error = ("ok" if self._result is not None else "cancelled"), None
         elif isinstance(exc, KeyboardInterrupt | GeneratorExit):

@@ -30,6 +30,8 @@ class RunRecord:
     rounds: int
     masked_tokens: int
     wall_seconds: float
+    #: seconds inside the sampler (None for a run stored before they were kept)
+    compute_seconds: float | None = None
     accepted: int
     rejected: int
     resampled: int

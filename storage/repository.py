@@ -233,6 +233,7 @@ class Store:
         status: str = "ok",
         error: str | None = None,
         session: NewSession | None = None,
+        compute_seconds: float | None = None,
     ) -> int:
         """Store a run and its whole trace in one transaction; returns the run id. With `session`,
         an unknown share id is created in that same transaction (see NewSession).
@@ -245,7 +246,8 @@ class Store:
         if not is_valid_share_id(share_id):
             raise LookupError("unknown session (malformed share id)")
         run = check_run(sampler, params, seed, trace, completed_text=completed_text, masked_tokens=masked_tokens,
-                        wall_seconds=wall_seconds, logprob=logprob, status=status, error=error)
+                        wall_seconds=wall_seconds, logprob=logprob, status=status, error=error,
+                        compute_seconds=compute_seconds)
         with db.write_session(self.engine) as s:
             return _insert_run(s, _session_id(s, share_id, session), run)
 
@@ -256,7 +258,7 @@ class Store:
         if not is_valid_share_id(share_id):
             raise LookupError("unknown session (malformed share id)")
         fields = {"completed_text": "", "masked_tokens": None, "wall_seconds": 0.0, "logprob": None, "status": "ok",
-                  "error": None}
+                  "error": None, "compute_seconds": None}
         checked = [check_run(r["sampler"], r["params"], r["seed"], r["trace"],
                              **{**fields, **{k: v for k, v in r.items() if k in fields}})
                    for r in runs]
@@ -303,6 +305,7 @@ class Store:
             rounds=r.rounds,
             masked_tokens=r.masked_tokens,
             wall_seconds=r.wall_seconds,
+            compute_seconds=r.compute_seconds,
             accepted=r.accepted,
             rejected=r.rejected,
             resampled=r.resampled,

@@ -62,6 +62,16 @@ def finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _seconds_or_none(x: object) -> float | None:
+    """A duration to store: a finite number of seconds, not below 0, else NULL (unknown)."""
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise StorageInputError(f"compute_seconds must be a number of seconds, got {type(x).__name__}.")
+    x = finite_or_none(x)
+    return x if x is not None and x >= 0 else None
+
+
 def step_row(seq: int, s: Step) -> dict[str, Any]:
     """The steps-table row of trace[seq], refusing anything but a Step with finite p and q."""
     if not isinstance(s, Step):
@@ -116,6 +126,7 @@ class CheckedRun:
     completed_text: str
     masked_tokens: int
     wall_seconds: float
+    compute_seconds: float | None
     logprob: float | None
     trace: list[Step]
     step_rows: list[dict[str, Any]]
@@ -128,7 +139,8 @@ class CheckedRun:
             session_id=session_id, sampler=self.sampler, params=json.loads(self.params_key),
             params_key=self.params_key, seed=self.seed, status=self.status, error=self.error,
             completed_text=self.completed_text, calls=float(c["calls"]), rounds=int(c["rounds"]),
-            masked_tokens=self.masked_tokens, wall_seconds=self.wall_seconds, accepted=int(c["accepted"]),
+            masked_tokens=self.masked_tokens, wall_seconds=self.wall_seconds, compute_seconds=self.compute_seconds,
+            accepted=int(c["accepted"]),
             rejected=int(c["rejected"]), resampled=int(c["resampled"]), logprob=self.logprob,
             created_at=utcnow(),
         )
@@ -137,6 +149,7 @@ class CheckedRun:
 def check_run(
     sampler: str, params: object, seed: int | None, trace: Sequence[Step], *, completed_text: str,
     masked_tokens: int | None, wall_seconds: float, logprob: float | None, status: str, error: str | None,
+    compute_seconds: float | None = None,
 ) -> CheckedRun:
     """Check a run's fields and trace (StorageInputError says what is wrong) and derive its counts;
     masked_tokens defaults to the number of distinct positions the trace decided."""
@@ -156,6 +169,7 @@ def check_run(
     return CheckedRun(
         sampler=sampler, params_key=params_key, seed=stored_seed, status=status, error=error,
         completed_text=completed_text, masked_tokens=int(masked_tokens),
-        wall_seconds=finite_or_none(wall_seconds) or 0.0, logprob=finite_or_none(logprob), trace=trace,
+        wall_seconds=finite_or_none(wall_seconds) or 0.0, compute_seconds=_seconds_or_none(compute_seconds),
+        logprob=finite_or_none(logprob), trace=trace,
         step_rows=step_rows, counts=trace_counts(trace),
     )

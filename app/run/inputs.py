@@ -27,13 +27,30 @@ def as_float(name: str, v) -> float:
     return real_number(name, v)
 
 
+#: what the page sends in place of an input longer than MAX_INPUT_CHARS (app.tabs.long_input): the
+#: text itself can be larger than the request bound (app.serving.limits), which would refuse the
+#: request before any handler could say what is wrong. It starts with a NUL, which no typed input
+#: the studio runs contains, and says how many characters the box holds.
+TOO_LONG_RE = re.compile(r"\x00too long: ([0-9]{1,12}) characters")
+
+
+def typed_length(text: str) -> int:
+    """How many characters the person's input has: the stand-in's count (TOO_LONG_RE) when the page
+    sent one, else the text's own length."""
+    m = TOO_LONG_RE.fullmatch(text)
+    if m is not None and int(m.group(1)) > MAX_INPUT_CHARS:
+        return int(m.group(1))
+    return len(text)
+
+
 def check_text(text: object) -> str:
     """The input box's value, refused before any work when it is not text or far too long."""
     if not isinstance(text, str):
         raise BadParameterError("The input must be text.")
-    if len(text) > MAX_INPUT_CHARS:
+    n = typed_length(text)
+    if n > MAX_INPUT_CHARS:
         raise InputTooLongError(
-            f"The input is {len(text):,} characters long; the studio takes at most {MAX_INPUT_CHARS:,}."
+            f"The input is {n:,} characters long; the studio takes at most {MAX_INPUT_CHARS:,}."
         )
     return text
 
@@ -69,7 +86,8 @@ def word_masks(text: str, codec) -> str:
     if not found:
         return ""
     said = ", ".join(f"[MASK:{n}w] becomes {_tokens(words_to_tokens(n, codec))}" for n in found)
-    return f"Here {said}: the run fills exactly that many tokens, which read as about, not exactly, n words."
+    words = f"{found[0]} word" + ("s" if found[0] != 1 else "") if len(found) == 1 else "that many words"
+    return f"Here {said}: the run fills exactly that many tokens, which read as about, not exactly, {words}."
 
 
 def _tokens(n: int) -> str:

@@ -134,7 +134,10 @@ def _admitted_rounds(live: Live) -> Iterator[Live]:
     rec = None
     try:
         with rec_cm as rec:
-            yield from _recorded(live, rec, turns)
+            try:
+                yield from _recorded(live, rec, turns)
+            finally:  # the sampler's own seconds, stored however it ended: what Compare shows, live and by link
+                rec.compute_seconds = run.compute_seconds
     finally:
         live.recorded = rec is not None and not rec.discarded  # stored (or, a comparison's side, kept to store)
         if rec is not None and rec.run_id is not None:  # stored, however it ended: reachable by link

@@ -10,7 +10,11 @@ without one (chunked) is counted while it streams and cut off at the limit.
 
 `INFILL_MAX_BODY_BYTES` sets the limit (default 256 KiB). The largest legitimate request is a run
 of the longest input (inputs.MAX_INPUT_CHARS = 20,000 characters; JSON-escaped as \\uXXXX
-surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values. The limit is
+surrogate pairs that is at most 12 bytes a character, 240 kB) with its form values. The page sends
+the input once a request (a change of the input box would send it twice, as a value and as the
+event's data: app.tabs.editor chains the line under the input after the change instead), and an
+input over the limit not at all: a short stand-in says its length (app.tabs.long_input), so a long
+paste gets the same "at most 20,000 characters" line as one just over the limit. The limit is
 that and no more because Gradio keeps a request's input values in the visitor's session even
 when the handler refuses them (app.serving.memory bounds how many sessions, and for how long): with a
 1 MiB limit, 300 refused 1 MB texts kept 350 MiB."""
@@ -30,6 +34,16 @@ from app.serving.visitors import scope_address
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 log = logging.getLogger("app.requests")
+
+
+def too_large(limit: int) -> str:
+    """The 413's sentence. The page never sends an input over the studio's limit (app.tabs.long_input
+    sends a stand-in), so a refused body is another client's or an old page's: say the limit a
+    person meets, in characters, beside the bytes."""
+    from app.run.inputs import MAX_INPUT_CHARS
+
+    return (f"Request body too large (limit {limit:,} bytes): the studio takes an input of at most "
+            f"{MAX_INPUT_CHARS:,} characters. Shorten the input; nothing was cut.")
 
 
 def max_body_bytes() -> int:
@@ -89,14 +103,14 @@ class BodyLimit:
                 except ValueError:
                     return await self._reply(send, 400, "Bad Content-Length.")
                 if declared > limit:
-                    return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+                    return await self._reply(send, 413, too_large(limit))
         if scope.get("method") == "POST" and _unserved(scope.get("path", "")):
             return await self._reply(send, 404, "Not found.")
         in_flight = None
         if scope.get("method") == "POST" and _noted(scope.get("path", "")):
             body = await _read_body(receive, limit)
             if body is None:
-                return await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+                return await self._reply(send, 413, too_large(limit))
             data = _json(body)
             call = _call_of(scope, data)
             if call is not None:  # an endpoint's call: within its address's bounds (app.serving.call_limits)
@@ -143,7 +157,7 @@ class BodyLimit:
                     refused = True
                     if not started:
                         started = True
-                        await self._reply(send, 413, f"Request body too large (limit {limit:,} bytes).")
+                        await self._reply(send, 413, too_large(limit))
                     return {"type": "http.disconnect"}
             return msg
 

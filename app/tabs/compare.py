@@ -35,6 +35,7 @@ from .common import (
     takes_form,
     warn,
 )
+from .long_input import guard_js
 
 #: what Compare (and the /compare API) updates, in the order API clients receive it
 COMPARE_OUTPUTS = ("cmp_status", "html_a", "html_b", "cnt_a", "cnt_b", "summary", "fig_rev", "fig_run", "cmp_link",
@@ -56,16 +57,23 @@ def _clocked(lv: Live):
     return lv.state
 
 
+def summary_row(side: str, sampler: str, model: str, st, seconds: float, logprob: str) -> list[str]:
+    """One side's row of the summary from its display state `st` and its compute seconds: the live
+    Compare and a restored one (app.tabs.sessions) build it here, so a share link shows what the
+    sender saw."""
+    tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
+    tps = "" if seconds <= 0 else f"{st.decided / seconds:.1f}"
+    return [side, sampler, model, f"{st.calls:g}", str(st.round + 1), f"{st.decided}/{len(st.masked)}", tpc,
+            f"{seconds:.2f}", tps, logprob]
+
+
 def _summary(lives: list[tuple[str, Live]]) -> dict:
     rows = []
     for side, lv in lives:
         st = _clocked(lv)
         r = lv.result
-        tpc = "" if not st.calls else f"{st.decided / st.calls:.2f}"
-        tps = "" if st.elapsed <= 0 else f"{st.decided / st.elapsed:.1f}"
-        rows.append([side, lv.run.spec.name, lv.run.lm.name, f"{st.calls:g}", str(st.round + 1),
-                     f"{st.decided}/{len(st.masked)}", tpc, f"{st.elapsed:.2f}", tps,
-                     "" if r is None else logprob_text(r.log_prob)])
+        rows.append(summary_row(side, lv.run.spec.name, lv.run.lm.name, st, st.elapsed,
+                                "" if r is None else logprob_text(r.log_prob)))
     return {"headers": SUMMARY_HEADERS, "data": rows}
 
 
@@ -280,10 +288,12 @@ def wire(p: Page, remember) -> None:
         named(p, run_compare), form_components(p, "sampler_b", "model_b"), components(p, COMPARE_OUTPUTS),
         api_name="compare", concurrency_id="model", concurrency_limit=p.run_limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
+        js=guard_js(),  # an input over the limit travels as its stand-in (app.tabs.long_input)
     )
-    cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private", show_progress="hidden").then(
+    verdict_evt = cmp_evt.then(idle, None, [p.cmp_btn, p.cmp_stop], api_visibility="private", show_progress="hidden").then(
         remember, [p.cmp_link, p.history], [p.history, p.recent_html], api_visibility="private").then(
         verdict, [p.cmp_link], [p.cmp_verdict], api_name="compare_verdict", concurrency_id="model",
         concurrency_limit=p.run_limit, show_progress="hidden")
+    p.cmp_evt, p.verdict_evt = cmp_evt, verdict_evt  # what a domain switch stops (app.tabs.freshness)
     p.cmp_stop.click(named(p, stop_compare), [p.cmp_sid], components(p, ("cmp_status", "cmp_btn", "cmp_stop")), queue=False,
                      api_visibility="private", show_progress="hidden")

@@ -21,6 +21,7 @@ from engine.samplers import SAMPLERS, default_sampler
 
 from . import sampler_list
 from .common import PARAMS, Page, components, guarded, named, status_md
+from .long_input import guard_js
 
 MASK_SELECTION_JS = """
 (text, a, b, model, domain) => {
@@ -71,8 +72,9 @@ def input_info(text, model, domain):
     """The live line under the input: tokens against the model's limit, masked tokens, what the
     protein normaliser will change, or what is wrong, before anyone presses Run."""
     text = text if isinstance(text, str) else ""
-    if len(text) > inputs.MAX_INPUT_CHARS:
-        return status_md(f"{len(text):,} characters: the studio takes at most {inputs.MAX_INPUT_CHARS:,}. "
+    n_chars = inputs.typed_length(text)  # a long paste arrives as its stand-in (app.tabs.long_input)
+    if n_chars > inputs.MAX_INPUT_CHARS:
+        return status_md(f"{n_chars:,} characters: the studio takes at most {inputs.MAX_INPUT_CHARS:,}. "
                          "Shorten the input; nothing is cut silently.", "error")
     try:
         inputs.check_sentinels(text)
@@ -133,8 +135,9 @@ def mask_selection(text, a, b, model, domain) -> dict:
     text = text or ""
     try:
         inputs.check_text(text)
-    except InfillError as e:
-        return {"text": text, "status": status_md(str(e), "error")}
+    except InfillError as e:  # the text back as it came, never a long input's stand-in (the box keeps it)
+        kept = {} if inputs.typed_length(text) != len(text) else {"text": text}
+        return {**kept, "status": status_md(str(e), "error")}
     try:
         a, b = int(a or 0), int(b or 0)
     except (TypeError, ValueError):
@@ -313,9 +316,13 @@ def wire(p: Page) -> None:
                    api_visibility="private")
     p.demo.load(None, None, None, js=KNOB_NOTE_JS, api_visibility="private")
     p.model.change(model_card, [p.model], [p.card], api_visibility="private", queue=False)
-    for src in (p.text, p.model, p.domain):
-        src.change(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",
-                   trigger_mode="always_last", show_progress="hidden")
+    # every event that sends the input sends a stand-in for one over the limit (guard_js); a change
+    # of the input box sends its value a second time as the event's data, so the line under it is
+    # redrawn in a step chained after the change (`text_changed`), which sends the input once
+    p.text_changed = p.text.change(None, None, None, api_visibility="private", queue=False, show_progress="hidden")
+    for evt in (p.text_changed.then, p.model.change, p.domain.change):
+        evt(input_info, [p.text, p.model, p.domain], [p.tok_count], api_visibility="private",
+            trigger_mode="always_last", show_progress="hidden", js=guard_js())
     p.sampler.change(named(p, on_sampler), [p.sampler, p.domain, p.model],
                      components(p, ("model", "sampler_help", "status", *PARAMS)), api_visibility="private")
     for src in (p.domain, p.sampler_b):
@@ -323,8 +330,8 @@ def wire(p: Page) -> None:
                    api_visibility="private")
     p.example.input(lambda e: e or gr.update(), [p.example], [p.text], api_visibility="private")
     p.mask_btn.click(named(p, mask_selection), [p.text, p.sel_a, p.sel_b, p.model, p.domain], components(p, ("text", "status")),
-                     js=MASK_SELECTION_JS, api_name="mask_selection")
+                     js=guard_js(MASK_SELECTION_JS), api_name="mask_selection")
     p.tok_btn.click(named(p, show_tokens), [p.text, p.model, p.domain], components(p, ("tok_view", "tok_state", "status")),
-                    api_name="show_tokens")
+                    api_name="show_tokens", js=guard_js())
     p.tok_view.input(named(p, toggle_tokens), [p.tok_view, p.tok_state], components(p, ("text", "status")),
                      api_name="toggle_tokens", trigger_mode="always_last")

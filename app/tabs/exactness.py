@@ -13,7 +13,6 @@ import math
 import time
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from app import choices
 from app.errors import readable
@@ -26,20 +25,19 @@ from app.serving.store_budget import store_budget
 from app.serving.visitors import request_address
 from app.stored import share
 from app.stored.store import store
-from app.views.plots import _layout, clopper_pearson
+from app.views.check_result import TOP_FILLS, figure, summary, table_html
 from app.views.render import esc
 from engine.errors import BadParameterError, InfillError
 from engine.exactness.check import CheckBudget, ExactnessCheck
-from engine.exactness.fit import ALPHA, CONSISTENT, NOT_CONSISTENT, UNTESTABLE, pooled_cells
-from engine.exactness.judgement import CANNOT_TELL
+from engine.exactness.fit import ALPHA, pooled_cells
 from engine.exactness.law import fill_key
 from engine.exactness.result import CheckResult, from_json
-from engine.exactness.wrong_samplers import WRONG_SAMPLERS, check_samplers
+from engine.exactness.wrong_samplers import check_samplers
 from engine.loading import registry
 from engine.params import KNOBS
 
 from . import exactness_knobs
-from .common import Page, components, guarded, named, status_md, warn
+from .common import Page, busy, components, guarded, idle, named, status_md, warn
 
 KIND = "exactness"  # the stored session's kind
 EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
@@ -48,7 +46,6 @@ EXAMPLE = "It was the best of times, it was the [MASK:2] of times."
 EXAMPLES = {"text": EXAMPLE, "code": "def area(width, height):\n    return [MASK:3]\n",
             "protein": "MKTAYIAKQRQISFVKSH[MASK:2]LDNLS"}
 DEFAULT_SAMPLERS = ["sequential-cache", "assd-cache", "assd-pipelined", "assd-ptp", "wrong-assd-residual-from-q"]
-TOP_FILLS = 12  # fills drawn as bars (most likely first); the rest are one "other" group
 INTRO = (
     "**Is it really lossless?** Type a sentence with a masked span (`[MASK:3]`, `[MASK:6]`, ...), pick samplers "
     "and N (0: the check chooses N for you). Each sampler fills the span N times with independent seeds. For "
@@ -91,76 +88,6 @@ def in_view(model) -> str:
     if not model:
         return "No model the check can run is listed here."
     return f"The check runs on **{esc(model)}** ({esc(_domain_of(model))}), the model in the editor."
-
-
-# ----------------------------------------------------------------------------- drawing
-
-
-def figure(res: CheckResult) -> go.Figure:
-    """Bars: each sampler's frequency of the likeliest fills and of every other fill, with 95%
-    intervals; diamonds: the exact probability."""
-    top = sorted(res.exact, key=lambda f: -res.exact[f])[:TOP_FILLS]
-    labels = [repr(res.texts.get(f, "?"))[1:-1] or "(empty)" for f in top] + ["every other fill"]
-    n = res.samples
-    fig = go.Figure()
-    for rep in res.samplers:
-        ks = [rep.counts.get(f, 0) for f in top]
-        ks.append(n - sum(ks))
-        fr = [k / n for k in ks]
-        ci = [clopper_pearson(k, n) for k in ks]
-        fig.add_trace(go.Bar(
-            x=labels, y=fr, name=rep.name,
-            error_y=dict(type="data", symmetric=False, array=[hi - f for f, (_, hi) in zip(fr, ci)],
-                         arrayminus=[f - lo for f, (lo, _) in zip(fr, ci)], thickness=1),
-            hovertemplate="%{x}: %{y:.3f}<extra>" + esc(rep.name) + "</extra>"))
-    exact = [res.exact[f] for f in top]
-    exact.append(max(0.0, 1.0 - sum(exact)))
-    fig.add_trace(go.Scatter(x=labels, y=exact, mode="markers", name="exact probability",
-                             marker=dict(symbol="diamond", size=11, color="black")))
-    _layout(fig, f"Fills of the span: {n} draws per sampler against the exact law", 1 + len(res.samplers) // 4,
-            xaxis_title="fill (most likely first)", yaxis_title="probability / frequency", barmode="group")
-    return fig
-
-
-def _where(rep, res: CheckResult) -> str:
-    """The masked token whose draws depart most, in words."""
-    j = rep.judgement
-    if j is None or j.worst_position is None or not j.position_p:
-        return "–"
-    return f"token {j.worst_position + 1} of {res.masked_tokens} (p = {j.position_p[j.worst_position]:.2g})"
-
-
-def table_html(res: CheckResult) -> str:
-    """One row per sampler: verdict in words, p-value, power against the wrong rules, where it
-    departs most, TV on the enumerated cells (when enumerated), calls and time."""
-    rows = []
-    for rep in res.samplers:
-        j = rep.judgement
-        said = rep.verdict or UNTESTABLE
-        mark = {CONSISTENT: "✓", NOT_CONSISTENT: "✗", CANNOT_TELL: "?"}.get(said, "–")
-        wrong = " <em>(deliberately wrong)</em>" if rep.name in WRONG_SAMPLERS else ""
-        extra = j.advice if j else (rep.fit.note if rep.fit else "")
-        note = f"<br><small>{esc(extra)}</small>" if extra else ""
-        power = esc(j.power_words()) if j and j.power else "–"
-        tv = f"{rep.fit.tv:.3f}" if rep.fit else "–"
-        rows.append(
-            f"<tr><td><code>{esc(rep.name)}</code>{wrong}</td><td>{mark} {esc(said)}{note}</td>"
-            f"<td>{rep.p_value:.3g}</td><td>{power}</td><td>{esc(_where(rep, res))}</td><td>{tv}</td>"
-            f"<td>{rep.calls_per_sample:.2f}</td><td>{1000 * rep.seconds_per_sample:.1f}</td></tr>")
-    head = ("<tr><th>sampler</th><th>verdict</th><th>p-value</th><th>power at this N</th><th>departs most at</th>"
-            "<th>TV to exact</th><th>calls / sample</th><th>ms / sample</th></tr>")
-    j0 = res.samplers[0].judgement if res.samplers else None
-    seen = f" It sees {esc(j0.departure)}." if j0 and j0.departure else ""
-    auto = f" {esc(res.extra['auto'])}." if res.extra.get("auto") else ""
-    took = f", {res.extra['seconds']:.0f} s" if isinstance(res.extra.get("seconds"), (int, float)) else ""
-    foot = (f"<p><small>{esc(res.model)}, N = {res.samples} per sampler{took}, seed {res.seed}, "
-            f"temperature {res.params.get('temperature', 1.0):g}.{auto} Exact law: {esc(res.law)}. "
-            f"Test: {esc(str(res.extra.get('statistic', 'chi-square on the enumerated cells')))}; p below "
-            f"{res.alpha:g} reads \"not consistent\". Power: the share of simulated checks of the same N on "
-            f"draws of each wrong rule that the test flags.{seen} TV (where the law is enumerated) is measured on "
-            f"fills with 5 or more expected draws; an exact sampler shows about {res.tv_noise:.3f} at this N "
-            f"from noise alone.</small></p>")
-    return f'<table class="tv-recent">{head}{"".join(rows)}</table>{foot}'
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -292,14 +219,7 @@ def _check(text, model, samplers, n, seed, knobs, request: gr.Request = None):
             store_budget().charge(owner, stored_bytes)
         else:
             store_budget().release()
-    said = {r.name: r.verdict for r in res.samplers}
-    bad = [n for n, v in said.items() if v == NOT_CONSISTENT]
-    unsure = [n for n, v in said.items() if v in (UNTESTABLE, CANNOT_TELL)]
-    summary = (f"Done: {sum(v == CONSISTENT for v in said.values())} of {len(said)} sampler(s) consistent with "
-               f"exact sampling at N = {res.samples}" + (f"; not consistent: {', '.join(bad)}" if bad else "")
-               + (f"; cannot tell at this N for {', '.join(unsure)} (see the table for what would help)"
-                  if unsure else "") + ".")
-    yield {"ex_status": status_md(summary + stored, "ok"), "ex_plot": figure(res), "ex_table": table_html(res),
+    yield {"ex_status": status_md(summary(res) + stored, "ok"), "ex_plot": figure(res), "ex_table": table_html(res),
            "ex_link": link}
 
 
@@ -367,7 +287,7 @@ def layout(p: Page) -> None:
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
         p.ex_knobs = exactness_knobs.controls(p.ex_samplers.value)  # the table's rows, as the editor's
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
-        p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", elem_id="exactness-stop")
+        p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", interactive=False, elem_id="exactness-stop")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
     p.ex_plot = gr.Plot(label="Frequencies against the exact law", elem_id="exactness-plot")
     p.ex_table = gr.HTML("", elem_id="exactness-table")
@@ -385,9 +305,13 @@ def wire(p: Page, remember) -> None:
                     api_visibility="private", show_progress="hidden")
     p.ex_samplers.change(exactness_knobs.shown, [p.ex_samplers], list(p.ex_knobs.values()), api_visibility="private",
                          queue=False, show_progress="hidden")
-    p.ex_run.click(named(p, guarded(exactness_knobs.takes_knobs(_check))),
-                   [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, *p.ex_knobs.values()],
-                   components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
-                   concurrency_id="model", concurrency_limit=p.run_limit,
-                   preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)
+    # Stop the check is enabled only while a check runs, as the main Stop is while a run streams
+    buttons = [p.ex_run, p.ex_stop]
+    p.ex_run.click(busy, None, buttons, queue=False, api_visibility="private", show_progress="hidden").then(
+        named(p, guarded(exactness_knobs.takes_knobs(_check))),
+        [p.ex_text, p.ex_model, p.ex_samplers, p.ex_n, p.ex_seed, *p.ex_knobs.values()],
+        components(p, CHECK_OUTPUTS), api_name="exactness", show_progress="hidden",
+        concurrency_id="model", concurrency_limit=p.run_limit,
+        preprocess=False).then(  # raw values: prepare() reads each (a seed by app.run.form.served_seed)
+        idle, None, buttons, api_visibility="private", show_progress="hidden").then(
         remember, [p.ex_link, p.history], [p.history, p.recent_html], api_visibility="private")

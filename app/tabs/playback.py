@@ -100,6 +100,16 @@ def step_back(i, trace, link=None):
     return frame(trace, _visible_step(trace["steps"], int(i or 0), -1))
 
 
+@guarded
+def to_end(trace, link=None) -> dict:
+    """The stored trace's last step (Skip to end once the run is stored; the page's `cancels` stop
+    play and replay first). With no trace: the share link when the page still shows one (LOST),
+    else nothing changes (a run is still being prepared: nothing to skip to)."""
+    if not trace:
+        return _nothing(link=link) if share.share_id_from_link(link) else {}
+    return frame(trace, len(trace["steps"]))
+
+
 def _rate(speed) -> float | None:
     """Decided tokens per second of a speed label ("5 tokens/s" -> 5.0; None: as fast as it ran)."""
     if isinstance(speed, (int, float)):

@@ -40,7 +40,8 @@ from .common import (
     takes_form,
     warn,
 )
-from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, play, replay, scrub, step_back, step_forward
+from .long_input import guard_js
+from .playback import DEFAULT_SPEED, FRAME_OUTPUTS, SPEEDS, play, replay, scrub, step_back, step_forward, to_end
 from .stopping import STOP_OUTPUTS, STOP_WAIT, _stopped_msg, stop_api, stop_run, stopped_first  # noqa: F401 (re-exported)
 from .watch import WATCH_RATE, WATCH_UNDER, run_title, scrub_live, watched
 
@@ -193,10 +194,14 @@ def _run_tracked(live: Live, watch: bool, request):
     yield _finished(live, note, request)
 
 
-def skip_to_end(sid):
-    """Skip to end pressed: the Watch pace stops and the run's last frame shows at once."""
+def skip_to_end(sid, trace=None, link=None) -> dict:
+    """Skip to end pressed. While a run streams (its id is on the page) its Watch pace stops and its
+    last frame shows at once; otherwise the stored trace's last step shows (playback.to_end). Updates
+    FRAME_OUTPUTS by name ({}: nothing changes here)."""
     if sid:
         stops.request_skip(sid)
+        return {}
+    return to_end(trace, link)
 
 
 def speedup(link, request: gr.Request = None):
@@ -316,14 +321,14 @@ def wire(p: Page, remember) -> None:
         named(p, run_page), form_components(p, "watch"), outputs, api_visibility="private", concurrency_id="model",
         concurrency_limit=limit, show_progress="hidden",
         preprocess=False,  # raw values: app.run.form.prepare reads them by the engine's rules (digit-string seeds)
+        js=guard_js(),  # an input over the limit travels as its stand-in (app.tabs.long_input)
     )
     # the API's /infill: the same run without the Watch pace (an invisible button carries the endpoint)
     p.api_run_btn = gr.Button(visible=False)
     p.api_run_btn.click(named(p, run_infill), form_components(p), outputs, api_name="infill", concurrency_id="model",
                         concurrency_limit=limit, show_progress="hidden", preprocess=False)
-    p.skip_btn.click(skip_to_end, [p.run_sid], None, queue=False, api_visibility="private")
     p.hide_old.change(None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private")
-    run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
+    speedup_evt = run_evt.then(lambda: (*idle(), idle()[1]), None, [p.run_btn, p.stop_btn, p.player_stop],
                  api_visibility="private", show_progress="hidden").then(
         None, [p.hide_old], None, js=HIDE_OLD_JS, api_visibility="private").then(
         remembering_run(remember), [p.link, p.run_sid, p.history], [p.history, p.recent_html],
@@ -349,13 +354,24 @@ def wire(p: Page, remember) -> None:
                      trigger_mode="always_last", api_name="scrub_page", **hidden)
     play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed, *link], frame_outputs, api_name="play_page",
                                 **hidden)
-    p.pause_btn.click(None, None, None, cancels=[play_evt], api_visibility="private")
-    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+    replay_evt = p.replay_btn.click(named(p, replay), [p.trace_state, p.speed, *link], frame_outputs,
+                                    cancels=[play_evt], api_name="replay_page", **hidden)
+    # play and replay, either of which may be playing: every other control of the player stops both
+    # first (Pause where it is, a step or Skip to end from there), and so do Run and a domain switch
+    # (app.tabs.freshness), whose frames a playback going on would paint over
+    p.playing = [play_evt, replay_evt]
+    p.play_btn.click(None, None, None, cancels=[replay_evt], api_visibility="private")
+    p.pause_btn.click(None, None, None, cancels=p.playing, api_visibility="private")
+    p.run_btn.click(None, None, None, cancels=p.playing, api_visibility="private")
+    p.fwd_btn.click(named(p, step_forward), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=p.playing,
                     api_name="step_forward_page", **hidden)
-    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=[play_evt],
+    p.back_btn.click(named(p, step_back), [p.scrub_sl, p.trace_state, *link], frame_outputs, cancels=p.playing,
                      api_name="step_back_page", **hidden)
-    p.replay_btn.click(named(p, replay), [p.trace_state, p.speed, *link], frame_outputs, cancels=[play_evt],
-                       api_name="replay_page", **hidden)
+    # Skip to end at once (no queue): during a run it ends the Watch pace (skip_to_end)
+    p.skip_btn.click(named(p, skip_to_end), [p.run_sid, p.trace_state, *link], frame_outputs, cancels=p.playing,
+                     queue=False, api_visibility="private", show_progress="hidden")
+    # what a domain switch stops besides playback: the run and its chained speed-up line (app.tabs.freshness)
+    p.run_evt, p.speedup_evt = run_evt, speedup_evt
     api = gr.Button(visible=False)
     for name, fn, inputs, outs in (("scrub", scrub, [p.scrub_sl, p.trace_state], FRAME_OUTPUTS[:3]),
                                    ("play", play, [p.scrub_sl, p.trace_state, p.speed], FRAME_OUTPUTS),

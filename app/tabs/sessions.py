@@ -17,14 +17,24 @@ from engine.params import KNOBS
 
 from . import exactness
 from .common import PUBLISHED_FIELDS, Page, added_fields, components, detail_table, guarded, status_md, warn
-from .compare import SUMMARY_HEADERS, logprob_text
+from .compare import SUMMARY_HEADERS, logprob_text, summary_row
 from .editor import models_b, models_for
 from .player import RESTORED_JS
 
 HISTORY_MAX = 50  # share ids a browser remembers
-#: a stored run keeps its wall time only (the sides alternated, so each counts the other's rounds)
+#: a run stored before compute seconds were kept has its wall time only (the sides alternated, so
+#: each counts the other's rounds): said so in the column's name and under the counters
 WALL_NOTE = "seconds: wall time while the sides alternated"
-RESTORED_HEADERS = [h if h != "compute seconds" else "wall seconds (sides alternating)" for h in SUMMARY_HEADERS]
+WALL_HEADERS = [h if h != "compute seconds" else "wall seconds (sides alternating)" for h in SUMMARY_HEADERS]
+
+
+def _seconds(runs) -> tuple[list[float], list[str], str | None]:
+    """The seconds a restored comparison shows for its runs: the compute seconds the live Compare
+    showed (stored with each run), with its column name; the wall seconds, named as such, for a
+    comparison stored before compute seconds were kept."""
+    if all(r.compute_seconds is not None for r in runs):
+        return [r.compute_seconds for r in runs], SUMMARY_HEADERS, None
+    return [r.wall_seconds for r in runs], WALL_HEADERS, WALL_NOTE
 
 
 def _own_ids(ids) -> list[str]:
@@ -65,17 +75,17 @@ def _compare_values(rp) -> dict:
         sides.append((run, token_views.new_state(v, run.steps)))
     (ra, sa), (rb, sb) = sides
     f1, f2 = plots.compare_figures([(f"A: {ra.sampler}", ra.steps), (f"B: {rb.sampler}", rb.steps)])
+    seconds, headers, note = _seconds([ra, rb])
     rows = []
-    for side, run, s in (("A", ra, sa), ("B", rb, sb)):
-        rows.append([side, run.sampler, run.params.get("model", ""), f"{run.calls:g}", str(run.rounds),
-                     f"{s.decided}/{len(s.masked)}", f"{run.masked_tokens / run.calls:.2f}" if run.calls else "",
-                     f"{run.wall_seconds:.2f}", f"{s.decided / run.wall_seconds:.1f}" if run.wall_seconds > 0 else "",
-                     logprob_text(run.logprob)])
+    for side, run, s, secs in (("A", ra, sa, seconds[0]), ("B", rb, sb, seconds[1])):
+        s.elapsed = secs  # the counters read the same seconds as the table, as the live Compare's do
+        rows.append(summary_row(side, run.sampler, run.params.get("model", ""), s, secs,
+                                logprob_text(run.logprob)))
     return {
         "a": view_html(sa, f"A: {ra.sampler}") + f'<pre class="tv-wrap">{esc(ra.completed_text)}</pre>',
         "b": view_html(sb, f"B: {rb.sampler}") + f'<pre class="tv-wrap">{esc(rb.completed_text)}</pre>',
-        "ca": counters_md(sa, WALL_NOTE), "cb": counters_md(sb, WALL_NOTE),
-        "summary": {"headers": RESTORED_HEADERS, "data": rows},
+        "ca": counters_md(sa, note or ""), "cb": counters_md(sb, note or ""),
+        "summary": {"headers": headers, "data": rows},
         "f1": f1, "f2": f2, "sampler_b": rb.sampler, "model_b": rb.params.get("model"),
         "verdict": _stored_verdict(rp.session.spans),
         "status": status_md(

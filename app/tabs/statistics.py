@@ -99,5 +99,12 @@ def wire(p: Page) -> None:
         f.input(handler, filters, outputs, api_visibility="private")
     p.demo.load(stats_filters, None, [p.f_model, p.f_sampler], api_visibility="private")
     # one at a time; it refuses while runs compute (a measurement beside runs would time both)
-    p.measure_btn.click(measure_here, [p.f_domain], [p.speed_here], api_name="measure_machine",
-                        concurrency_id="measure", concurrency_limit=1, show_progress="hidden")
+    measured = p.measure_btn.click(measure_here, [p.f_domain], [p.speed_here], api_name="measure_machine",
+                                   concurrency_id="measure", concurrency_limit=1, show_progress="hidden")
+    # the figures are read when the page loads, not when the server built it (a measurement made
+    # since then shows after a reload), and the sampler help under the editor follows a measurement
+    # at once (it was redrawn only when the sampler changed)
+    p.demo.load(speed_figures, None, [p.speed_here], api_visibility="private", queue=False)
+    for evt in (p.demo.load, measured.then):
+        evt(choices.sampler_help, [p.sampler, p.domain], [p.sampler_help], api_visibility="private",
+            queue=False, show_progress="hidden")

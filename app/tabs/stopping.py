@@ -41,6 +41,25 @@ def stopped_first() -> dict:
 STOP_WAIT = 2.0
 
 
+def halt(sid, starting: bool, owner: str | None) -> tuple[object | None, bool]:
+    """Ask the page's run to stop, without waiting for it (Stop's first half; a domain switch stops a
+    run with it too). The run is found by its id `sid`, or, when the id has not reached the page,
+    as the page's (its session hash `owner`) run in progress; with no run found while the page says
+    one is `starting` (prepared or queued), every run the page started by now stops before its first
+    frame. Returns (the run or None, whether it stops before its first round and so stores nothing);
+    a run that showed a round ends after the round in progress and is stored as cancelled (complete
+    when it had finished computing: Watch was replaying it)."""
+    if not (isinstance(sid, str) and sid):  # the run's id has not reached the page yet
+        sid = stops.running_for(owner)
+        if not sid and owner and starting:
+            stops.request_owner_stop(owner, time.monotonic())
+            return None, True
+    live = stops.tracked(sid) if sid else None
+    if live is None:
+        return None, False
+    return live, not live.stop()
+
+
 def stop_api(sid, request: gr.Request = None):
     """The API's /stop: stop_run without the page's link (a Stop that finds no run says so)."""
     return stop_run(sid, None, request)
@@ -54,18 +73,14 @@ def stop_run(sid, link=None, request: gr.Request = None):
     finished first (Watch was replaying it) is shown complete. Every answer clears the page's run id,
     so pressing Stop again is "Nothing is running." at once. Updates STOP_OUTPUTS by name."""
     buttons = {**idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": ""}
-    owner = getattr(request, "session_hash", None)
-    if not (isinstance(sid, str) and sid):  # the run's id has not reached the page yet
-        sid = stops.running_for(owner)
-        if not sid and owner and isinstance(link, str) and not share.share_id_from_link(link):
-            # Stop came while the run was prepared or queued (Stop is enabled only while a run is on)
-            stops.request_owner_stop(owner, time.monotonic())
-            return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
-    live = stops.tracked(sid) if sid else None
+    # a page with no share link shown while Stop is enabled (only while a run is on): it is prepared or queued
+    starting = isinstance(link, str) and not share.share_id_from_link(link)
+    live, first = halt(sid, starting, getattr(request, "session_hash", None))
+    if first:
+        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
     if live is None:
         return {"status": status_md("Nothing is running."), **buttons}
-    if not live.stop():
-        return {"status": status_md(STOPPED_FIRST), **cleared(STOPPED_FIRST), **buttons}
+    sid = live.share_id
     watching = WATCH_ENDS.get(sid)
     if watching is not None:  # the Watch replay ends at its next frame
         watching.wait(STOP_WAIT)

@@ -4,7 +4,12 @@ machine saw those as if they were this server's (0.96x on the page while `bench 
 0.79x). "Measure this machine" runs a short `bench assd` in a child process, only when no run is
 computing (it never runs at start-up, and tests replace the command), and keeps the result with
 the machine's description; the page then states this machine's figure, and says where any other
-figure comes from and when it was measured."""
+figure comes from and when it was measured.
+
+A kept measurement belongs to the machine, not to a thread: its identity (describe_machine) is what
+every thread of one server shares (CPU model, cores, matmul precision). Torch's thread count is
+per thread (the benchmark's child set its own, a handler thread reads torch's default), so it is
+kept as a property of the measurement (`threads`) and shown with it, never compared."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import threading
 from pathlib import Path
 
 from app.timing.units import speed_words
-from engine.samplers import DEFAULT_SAMPLERS
+from engine.samplers import DEFAULT_SAMPLERS, SAMPLERS
 
 BASELINE = "sequential-cache"
 _lock = threading.Lock()
@@ -33,9 +38,11 @@ def cache_path() -> Path:
 
 
 def describe_machine() -> str:
-    """This machine in a few words: CPU model, cores, threads and the precision of its matmuls
+    """This machine in a few words: CPU model, cores and the precision of its matmuls
     (engine/loading/precision.py: bf16 on a CPU with AMX changes which sampler is fastest), or the
-    GPU that runs the models."""
+    GPU that runs the models. Only what is the same in every thread of one server: a saved
+    measurement is matched against it (measured_here), and torch's thread count differs between a
+    handler thread and the thread that set it, so it is not part of it."""
     import torch
 
     from engine.loading.precision import resolve_precision
@@ -50,7 +57,24 @@ def describe_machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {resolve_precision()} matmuls"
+    return f"{cpu}, {os.cpu_count()} cores, {resolve_precision()} matmuls"
+
+
+#: the thread count that files written before the machine's identity left it out kept inside it
+_OLD_THREADS_RE = re.compile(r", (\d+) torch threads(?=,)")
+
+
+def _saved_machine(entry: dict) -> tuple[object, int | None]:
+    """A saved entry's machine identity and the torch threads it was measured with. An entry from
+    before `threads` was kept names them inside its machine string ("..., 1 torch threads, ..."):
+    read them from there, so that such a file still matches this machine."""
+    machine, threads = entry.get("machine"), entry.get("threads")
+    if isinstance(machine, str):
+        m = _OLD_THREADS_RE.search(machine)
+        if m is not None:
+            machine = machine[:m.start()] + machine[m.end():]
+            threads = threads if threads is not None else int(m.group(1))
+    return machine, threads if isinstance(threads, int) and not isinstance(threads, bool) else None
 
 
 def bench_inputs(domain: str, folder: Path) -> Path:
@@ -104,7 +128,7 @@ def measure(domain: str) -> str:
         entry = {"sampler": sampler, "ratio": row["wall_ratio_vs_sequential_cache"],
                  "low": row.get("wall_ratio_vs_sequential_cache_min"),
                  "high": row.get("wall_ratio_vs_sequential_cache_max"), "inputs": res.get("samples"),
-                 "model": res.get("model"), "machine": describe_machine(),
+                 "model": res.get("model"), "machine": describe_machine(), "threads": _threads_of(res),
                  "measured": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}
         saved = _read()
         saved[domain] = entry
@@ -114,6 +138,12 @@ def measure(domain: str) -> str:
         return speed_sentence(domain)
     finally:
         _lock.release()
+
+
+def _threads_of(res: dict) -> int | None:
+    """The torch threads the benchmark ran with (its child process reports them), None when unsaid."""
+    n = res.get("torch_threads")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def _read() -> dict:
@@ -126,11 +156,26 @@ def _read() -> dict:
 
 def measured_here(domain: str) -> dict | None:
     """This machine's kept measurement for `domain` (None when there is none, or it was made on
-    another machine: a copied cache file is not this machine's figure)."""
+    another machine: a copied cache file is not this machine's figure), with its machine identity
+    and `threads` read the same way for old and new files."""
     entry = _read().get(domain)
-    if not isinstance(entry, dict) or entry.get("machine") != describe_machine():
+    if not isinstance(entry, dict) or not _readable(entry):
         return None
-    return entry
+    machine, threads = _saved_machine(entry)
+    if machine != describe_machine():
+        return None
+    return {**entry, "machine": machine, "threads": threads}
+
+
+def _readable(entry: dict) -> bool:
+    """Whether a saved entry has what the sentence shows (a hand-edited or truncated file is
+    ignored, never a crash)."""
+    def number(v) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+    return (entry.get("sampler") in SAMPLERS and number(entry.get("ratio")) and number(entry.get("inputs"))
+            and isinstance(entry.get("measured"), str)
+            and all(entry.get(k) is None or number(entry.get(k)) for k in ("low", "high")))
 
 
 def speed_sentence(domain: str) -> str:
@@ -141,9 +186,11 @@ def speed_sentence(domain: str) -> str:
     if m is None:
         return (docs_sentence(domain) + " This server has not measured it yet: Statistics > Measure this "
                 "machine times it here.")
+    threads = m.get("threads")
+    ran = "" if threads is None else f" with {threads} torch thread{'s' if threads != 1 else ''}"
     return (f"Default for {domain}: {m['sampler']}, {speed_words(m['ratio'], m.get('low'), m.get('high'))} than "
-            f"cached sequential decoding on this server ({m['machine']}; {m['inputs']} inputs timed side by side, "
-            f"range in brackets, measured {m['measured']} by Measure this machine).")
+            f"cached sequential decoding on this server ({m['machine']}; {m['inputs']} inputs timed side by side"
+            f"{ran}, range in brackets, measured {m['measured']} by Measure this machine).")
 
 
 def docs_sentence(domain: str) -> str:

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 def speed_words(ratio: float, lo: float | None = None, hi: float | None = None) -> str:
     """A speed ratio (above 1: faster) in the page's one unit: "1.30x faster (1.10-1.50)" or
-    "1.30x slower (1.10-1.50)", the interval turned round with it."""
+    "1.30x slower (1.10-1.50)", the interval turned round with it; an interval that holds both
+    says so in words, "1.10x faster (from 1.32x slower to 1.28x faster)", where "(0.76-1.28)" under
+    "faster" would read as faster throughout."""
+    if lo is not None and hi is not None and lo < 1 < hi:
+        return f"{speed_words(ratio)} (from {1 / lo:.2f}x slower to {hi:.2f}x faster)"
     if ratio >= 1:
         words, r, a, b = "faster", ratio, lo, hi
     else:

@@ -71,3 +71,55 @@ def test_the_bench_is_short_and_against_cached_sequential(tmp_path):
     cmd = machine_speed.bench_command("protein", ["assd-pipelined"], inputs)
     assert cmd[1:5] == ["-m", "engine", "bench", "assd"] and cmd[cmd.index("--inputs") + 1] == str(inputs)
     assert cmd[cmd.index("--samplers") + 1] == "sequential-cache,assd-pipelined"
+
+
+def test_a_measurement_is_found_whatever_thread_count_torch_reports_here(cache, monkeypatch):
+    """The server's handler threads read torch's default thread count, not the one the benchmark
+    ran with: the saved figure is this machine's all the same, and says the threads it ran with."""
+    import torch
+
+    monkeypatch.setattr(machine_speed, "_run_bench", lambda cmd, t: {**_fake_bench(0.79)(cmd, t), "torch_threads": 1})
+    monkeypatch.setattr(machine_speed, "server_idle", lambda: True)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        machine_speed.measure("text")
+        torch.set_num_threads(2)  # a fresh process or another handler thread
+        said = machine_speed.speed_sentence("text")
+    finally:
+        torch.set_num_threads(before)
+    assert "on this server" in said and "not measured it yet" not in said
+    assert "with 1 torch thread," in said and json.loads(cache.read_text())["text"]["threads"] == 1
+
+
+def test_a_file_saved_before_threads_were_kept_still_reads(cache):
+    """An entry whose machine string carried the thread count matches this machine; an unreadable
+    one is ignored, never a crash."""
+    old = machine_speed.describe_machine().replace(" cores, ", " cores, 3 torch threads, ")
+    entry = {"sampler": DEFAULT_SAMPLERS["text"].sampler, "ratio": 1.25, "low": 1.1, "high": 1.4, "inputs": 3,
+             "model": "m", "machine": old, "measured": "2026-12-01 10:00 UTC"}
+    cache.write_text(json.dumps({"text": entry, "code": {**entry, "ratio": "fast"}, "protein": [1]}))
+    said = machine_speed.speed_sentence("text")
+    assert "1.25x faster (1.10-1.40)" in said and "with 3 torch threads," in said
+    assert "torch threads," not in said.split("(", 2)[1]  # the machine named without them
+    for d in ("code", "protein"):
+        assert "not measured it yet" in machine_speed.speed_sentence(d)
+
+
+def test_the_sampler_help_follows_a_measurement_and_a_reload():
+    """After Measure this machine the sampler help is redrawn (it was only on a sampler change), and
+    both figures are read when a page loads, not when the server built it."""
+    from app import create
+
+    demo = create()
+    by_id = {c._id: getattr(c, "elem_id", None) for c in demo.blocks.values()}
+    fns = list(demo.fns.values())
+    measure = next(f for f in fns if f.api_name == "measure_machine")
+    after = [f for f in fns if f.trigger_after == measure._id]
+
+    def outputs(f) -> set:
+        return {by_id.get(c._id) for c in f.outputs}
+
+    assert any("sampler-help" in outputs(f) for f in after)
+    loads = [f for f in fns if any(t[1] == "load" for t in f.targets)]
+    assert any("sampler-help" in outputs(f) for f in loads) and any("machine-speed" in outputs(f) for f in loads)
