@@ -159,7 +159,7 @@ def starts_line(codec: Codec, before: str | None, word_boundary: bool = True, af
 
 def _build(
     codec: Codec, parts: list[str | int], max_tokens: int, source: str, word_boundary: bool = True,
-    line_spans: frozenset[int] = frozenset(), after_newline: bool = False,
+    line_spans: frozenset[int] = frozenset(), *, after_newline: bool,
 ) -> MaskedInput:
     """parts alternate literal text and span lengths (in tokens). A span after a space owns it; a span
     at the start of the text (after_newline: or of a line) may not begin with a space (starts_line).

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from engine.api import parse_for
-from engine.inputs.masking import completed_from_ranges, parse_masked_text, starts_line
+from engine.inputs.masking import completed_from_ranges, from_char_ranges, parse_masked_text, starts_line
 from engine.inputs.tokenization import PROTEIN_ALPHABET, Codec, char_tokenizer
 
 
@@ -77,6 +77,17 @@ def test_a_scored_range_at_the_start_follows_the_same_law(text):
     """engine.score's character ranges get the rule a typed mask gets: the law infill samples."""
     mi, tokens = completed_from_ranges("Paris is big.", [(0, 5)], text, max_tokens=64)
     assert mi.line_starts == [0] and not bool(mi.space_led[tokens[0]])
+
+
+
+def test_ranges_after_a_line_break_are_banned_only_when_asked(text):
+    """from_char_ranges takes after_newline as parse_masked_text does, and passes it on: off by default
+    (the benchmarks' ranges), on for a domain that does not indent."""
+    prose = "First line.\nSecond line."
+    at = prose.index("Second")
+    assert from_char_ranges(prose, [(at, at + 6)], text, max_tokens=64).line_starts == []
+    asked = from_char_ranges(prose, [(at, at + 6)], text, max_tokens=64, after_newline=True)
+    assert asked.line_starts == [len(text.encode("First line.\n"))] and asked.space_led is not None
 
 
 def test_parse_for_reads_protein_text_as_protein_tools_do():
