@@ -64,3 +64,18 @@ def form(text: str = TEXT, sampler: str = "assd", seed: int = 3, **kw):
     from app.run.form import Form
 
     return Form(domain="text", model="text-asarm", text=text, sampler=sampler, k=kw.pop("k", 4), seed=seed, **kw)
+
+
+def run_to_round(round_no: int = 2) -> tuple[Iterator, list[dict]]:
+    """A 60-token sequential run on the tiny text model, streamed as the page streams it until the page
+    shows round `round_no`: (the rest of the stream, the frames so far). What a Stop or a domain switch
+    meets in the middle of a run."""
+    from app.tabs import player
+
+    gen = player.run_infill("text", "text-asarm", "x[MASK:60]y", "sequential", 4, 1.0, 8, 32, 0.05, "cosine", 1)
+    frames = []
+    for f in gen:
+        frames.append(f)
+        if f"round {round_no}" in str(f.get("status", "")):
+            break
+    return gen, frames

@@ -13,7 +13,7 @@ from app.serving import stops
 from app.stored import store as app_store
 from app.tabs import compare, player
 from tests.support.hold import hold
-from tests.support.studio import form, tiny_studio
+from tests.support.studio import form, run_to_round, tiny_studio
 
 TEXT = "The cat [MASK:30] mat."
 
@@ -120,12 +120,7 @@ def test_stop_before_the_first_round_answers_at_once_and_repeats_are_instant(stu
 def test_stop_after_a_round_answers_with_the_stored_partial_run(studio):
     """After a round was shown, Stop waits for the round in progress (the run's own event, not the
     store) and shows the run stored as cancelled with the rounds shown."""
-    gen = player.run_infill("text", "text-asarm", "x[MASK:60]y", "sequential", 4, 1.0, 8, 32, 0.05, "cosine", 1)
-    frames = []
-    for f in gen:
-        frames.append(f)
-        if "round 2" in str(f.get("status", "")):
-            break
+    gen, frames = run_to_round(2)
     sid = _announced(frames, "run_sid")
     t = threading.Thread(target=lambda: frames.extend(gen), daemon=True)  # the stream goes on, as on the page
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ from app.serving import stops
 from app.stored import store as app_store
 from app.tabs import compare, freshness, player, sessions
 from app.tabs.common import STARTING, status_md
-from tests.support.studio import tiny_studio
+from tests.support.studio import run_to_round, tiny_studio
 
 PLAYING = {"play_page", "replay_page"}
 
@@ -84,12 +84,7 @@ def test_a_domain_switch_cancels_all_that_would_land_beside_the_new_input(demo):
 def test_a_domain_switch_stops_the_run_as_stop_does(studio):
     """The run stops after its round in progress and is stored as cancelled; the page is reset with
     nothing running, and the run is then listed in this browser's sessions."""
-    gen = player.run_infill("text", "text-asarm", "x[MASK:60]y", "sequential", 4, 1.0, 8, 32, 0.05, "cosine", 1)
-    frames = []
-    for f in gen:
-        frames.append(f)
-        if "round 2" in str(f.get("status", "")):
-            break
+    gen, frames = run_to_round(2)
     sid = next(f["run_sid"] for f in frames if f.get("run_sid"))
     out = freshness.switch_domain(sid, "", frames[-1]["status"])
     frames.extend(gen)  # the server's side of the stream runs on to the run's next check (the page dropped it)

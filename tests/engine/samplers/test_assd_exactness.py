@@ -193,36 +193,20 @@ def test_deep_speculation_matches_exact_distribution(tiny_asarm, sampler):
     assert pval > ALPHA, f"{sampler}: G-test p = {pval:.2e}"
 
 
+@pytest.mark.parametrize("where,ban", [("word_starts", "not_word_start"), ("line_starts", "space_led")])
 @pytest.mark.parametrize("sampler,kw", [("assd-pipelined", {"k": 2}), ("assd-ngram", {"k": 2})])
-def test_word_start_constraint_stays_exact(setup, sampler, kw):
+def test_a_position_constraint_stays_exact(setup, sampler, kw, where, ban):
     """A span that owns the space before it bans tokens that do not start a word at its first
-    position; draft and target read the same constrained model, so the samplers stay exact."""
+    position (word_starts); its mirror, a span at the start of the text (or of a line in prose), bans
+    space-led ones (line_starts). Draft and target read the same constrained model, so the samplers
+    still sample the constrained law exactly."""
     import dataclasses
 
     lm, mi = setup
     banned = torch.zeros(lm.codec.vocab_size, dtype=torch.bool)
     a = lm.codec.encode("a")[0]
     banned[a] = True
-    cmi = dataclasses.replace(mi, word_starts=[mi.masked[0]], not_word_start=banned)
-    exact = exact_distribution(lm, cmi)
-    assert sum(p for k, p in exact.items() if k[0] == a) == 0 and abs(sum(exact.values()) - 1) < 1e-9
-    counts = histogram(lm, cmi, sampler, N_SAMPLES // 2, **kw)
-    assert not any(k[0] == a for k in counts)
-    assert g_test(counts, exact, N_SAMPLES // 2) > ALPHA
-
-
-@pytest.mark.parametrize("sampler,kw", [("assd-pipelined", {"k": 2}), ("assd-ngram", {"k": 2})])
-def test_line_start_constraint_stays_exact(setup, sampler, kw):
-    """The mirror rule: a span at the start of the text (or of a line in prose) bans space-led tokens at
-    its first position (MaskedInput.line_starts); the same per-position ban, read by draft and target
-    alike, so the samplers still sample the constrained law exactly."""
-    import dataclasses
-
-    lm, mi = setup
-    banned = torch.zeros(lm.codec.vocab_size, dtype=torch.bool)
-    a = lm.codec.encode("a")[0]
-    banned[a] = True
-    cmi = dataclasses.replace(mi, line_starts=[mi.masked[0]], space_led=banned)
+    cmi = dataclasses.replace(mi, **{where: [mi.masked[0]], ban: banned})
     exact = exact_distribution(lm, cmi)
     assert sum(p for k, p in exact.items() if k[0] == a) == 0 and abs(sum(exact.values()) - 1) < 1e-9
     counts = histogram(lm, cmi, sampler, N_SAMPLES // 2, **kw)
