@@ -22,12 +22,29 @@ def _infill(a: argparse.Namespace) -> int:
                cache=a.cache, draft_model=a.draft_model, **knob_values(a))
     if r.note:  # what the domain's normaliser changed in TEXT (the page shows the same sentence)
         print(f"note: {r.note}", file=sys.stderr)
+    ignored = unread_knobs(r.sampler, knob_values(a))
+    if ignored:  # the page hides the knobs a sampler does not read; here they are said to be ignored
+        print(f"note: {r.sampler} does not read {', '.join('--' + n.replace('_', '-') for n in ignored)}; "
+              "ignored", file=sys.stderr)
     if a.json:
         print(json.dumps(r.to_json(with_steps=True)))
     else:
         print(r.text)
         print(summary_line(r), file=sys.stderr)
     return 0
+
+
+def unread_knobs(sampler: str, given: dict[str, object]) -> list[str]:
+    """The knobs set away from their defaults that `sampler` neither reads nor records with the ones it
+    reads (engine.params.recorded): a flag that changes nothing, which a user should hear about."""
+    from .params import KNOBS, recorded
+    from .samplers import SAMPLERS
+
+    spec = SAMPLERS.get(sampler)
+    if spec is None:
+        return []
+    kept = set(recorded(spec.reads))
+    return [n for n, v in given.items() if n in KNOBS and n not in kept and v != KNOBS[n].default]
 
 
 def summary_line(r) -> str:

@@ -94,6 +94,18 @@ def test_infill_summary_line_agrees_with_its_counts(tiny_world, capsys):
     assert ": 3 tokens, " in err and "log p = n/a (hybrid model: no exact likelihood)" in err and "None" not in err
 
 
+def test_infill_says_which_flags_its_sampler_ignores(tiny_world, capsys):
+    """--steps means nothing to a cached sequential run: the CLI says so (the page hides such knobs);
+    a knob the sampler reads, or one left at its default, is not mentioned."""
+    assert main(["infill", "--model", _asarm(tiny_world), "--sampler", "sequential-cache", "--steps", "5",
+                 "--temperature", "0.9", "The [MASK:1] sat."]) == 0
+    err = capsys.readouterr().err
+    assert "note: sequential-cache does not read --steps; ignored" in err, err
+    assert main(["infill", "--model", _asarm(tiny_world), "--sampler", "assd-cache", "--k", "3", "The [MASK:2] sat."]) == 0
+    assert "does not read" not in capsys.readouterr().err
+    assert main(["infill", "--model", "tiny-hybrid", "--sampler", "mdm", "--steps", "2", "The [MASK:3] sat."]) == 0
+    assert "does not read" not in capsys.readouterr().err  # mdm reads steps
+
 def test_models_json_lists_the_operator_folders(tiny_world, capsys):
     import os
     from pathlib import Path
