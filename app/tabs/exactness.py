@@ -83,6 +83,17 @@ def follow_editor(model, ex_text, ex_model):
     return gr.update(value=model), text, in_view(model)
 
 
+def follow_sampler(sampler, ticked) -> list[str]:
+    """The editor's sampler changed: the check ticks it too (the sampler a visitor just watched is the one
+    they want checked), when it drives the same kind of model as those ticked (one check runs one model)."""
+    ticked, specs = list(ticked or []), check_samplers()
+    if sampler not in specs or sampler in ticked:
+        return ticked
+    if any(specs[t].kind != specs[sampler].kind for t in ticked if t in specs):
+        return ticked
+    return [*ticked, sampler]
+
+
 def in_view(model) -> str:
     """The line over the check naming the model and domain it runs on."""
     if not model:
@@ -279,8 +290,10 @@ def layout(p: Page) -> None:
         p.ex_text = gr.Textbox(label="Text with a masked span", value=EXAMPLE, scale=3, elem_id="exactness-text")
         p.ex_model = gr.Dropdown(label="Model", choices=models, value=first, elem_id="exactness-model")
     names = list(check_samplers())
+    first_ticked = follow_sampler(getattr(getattr(p, "sampler", None), "value", None),
+                                  [s for s in DEFAULT_SAMPLERS if s in names])  # and the editor's first sampler
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
-                                     value=[s for s in DEFAULT_SAMPLERS if s in names], elem_id="exactness-samplers")
+                                     value=first_ticked, elem_id="exactness-samplers")
     with gr.Row():
         p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=0, precision=0, minimum=0,
                            elem_id="exactness-n")
@@ -301,6 +314,8 @@ def wire(p: Page, remember) -> None:
                    api_visibility="private", queue=False, show_progress="hidden")
     p.ex_model.change(lambda m: in_view(m), [p.ex_model], [p.ex_in_view], api_visibility="private", queue=False,
                       show_progress="hidden")
+    p.sampler.change(follow_sampler, [p.sampler, p.ex_samplers], [p.ex_samplers], api_visibility="private",
+                     queue=False, show_progress="hidden")
     p.ex_stop.click(named(p, stop_check), None, components(p, ("ex_status",)), queue=False,
                     api_visibility="private", show_progress="hidden")
     p.ex_samplers.change(exactness_knobs.shown, [p.ex_samplers], list(p.ex_knobs.values()), api_visibility="private",

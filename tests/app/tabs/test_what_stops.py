@@ -129,3 +129,18 @@ def test_stop_the_check_is_enabled_only_while_a_check_runs(demo):
     assert first.outputs == done.outputs == [run, stop]
     assert [u["interactive"] for u in first.fn()] == [False, True]  # at the click: Stop on
     assert [u["interactive"] for u in done.fn()] == [True, False]  # after the check, however it ended
+
+
+def test_the_check_ticks_the_sampler_the_editor_runs(demo):
+    """The sampler a visitor just watched is the one they want checked: the page starts with the editor's
+    default ticked, and a sampler change ticks the new one, unless it drives another kind of model."""
+    from app.tabs.exactness import follow_sampler
+
+    ticked = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "exactness-samplers").value
+    editor = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "sampler").value
+    assert editor in ticked, (editor, ticked)
+    assert follow_sampler("assd-ngram", ["sequential-cache"]) == ["sequential-cache", "assd-ngram"]
+    assert follow_sampler("assd-ngram", ["assd-ngram"]) == ["assd-ngram"]  # already ticked: once
+    assert follow_sampler("mdm", ["sequential-cache"]) == ["sequential-cache"]  # a hybrid beside AS-ARM samplers: no
+    assert follow_sampler("mdm", []) == ["mdm"] and follow_sampler("no-such", ["a"]) == ["a"]
+    assert _on(demo, "sampler", "change") and any(f.name == "follow_sampler" for f in _on(demo, "sampler", "change"))
