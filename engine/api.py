@@ -218,8 +218,9 @@ def score(
 ) -> float:
     """Log-probability of a completed infill: either `result` (exact token ids), or a completed
     `text` with the character `ranges` that were filled (re-tokenized, under the law infill samples:
-    a range at the start of the text, or of a line in prose, that begins with a space scores -inf, as
-    no sampler can produce it). With sampler="self-spec" it is the self-speculative sampler's own
+    a range at the start of the text, or of a line in prose, that begins with a space is read as a
+    typed " [MASK]" there, owning that space, so a run's own fill scores its run's log-probability).
+    With sampler="self-spec" it is the self-speculative sampler's own
     likelihood of producing it."""
     check_types(text=text, model=model, domain=domain)
     if result is not None and not isinstance(result, InfillResult):

@@ -295,8 +295,13 @@ def from_char_ranges(
     parts: list[str | int] = []
     pos = 0
     for (a, b), (wa, _) in zip(sorted(ranges), _owning_ranges(text, ranges, codec)):
-        if a > pos:
-            parts.append(text[pos:a])  # _build moves an owned space into the span
+        before = text[pos:a] if a > pos else (None if a == 0 else "")
+        if text[a:b].startswith(" ") and starts_line(codec, before, after_newline=after_newline):
+            # a fill of a typed " [MASK]" at a line start begins with the space its span owns: that space is
+            # the literal before the span here too, so the span owns it (word start) and is no line start
+            before = (before or "") + " "
+        if before:
+            parts.append(before)  # _build moves an owned space into the span
         parts.append(len(codec.encode(text[wa:b])))  # the span's tokens, its own space included
         pos = b
     if pos < len(text):

@@ -101,3 +101,20 @@ def test_parse_for_reads_protein_text_as_protein_tools_do():
     assert parse_for("MKTA[MASK:2]", lm).note == ""
     one = parse_for("mkt a[MASK:2]", lm)
     assert one.note == "Read as a protein sequence: removed 1 line break or space, upper-cased 4 letters."
+
+
+@pytest.mark.parametrize("prose, at", [(" Paris is big.", 0), ("First line.\n Paris is big.", 12)])
+def test_a_range_that_begins_with_a_space_at_a_line_start_owns_it(text, prose, at):
+    """A typed " [MASK]" at a line start owns its space, so its fill begins with one (" Paris"); scoring that
+    fill by its range must read the same law: the space is the span's owned space (a word start), not a
+    line start that would give the fill probability 0."""
+    mi = from_char_ranges(prose, [(at, at + 6)], text, max_tokens=64, after_newline=True)
+    assert mi.line_starts == [] and mi.word_starts == [len(text.encode(prose[:at]))], (mi.line_starts, mi.word_starts)
+
+
+def test_scoring_a_fill_at_the_start_gives_its_runs_log_probability():
+    import engine
+
+    r = engine.infill(" [MASK:2] is the capital of France.", sampler="sequential-cache", seed=0)
+    span = r.spans[0]
+    assert r.text.startswith(" ") and engine.score(r.text, [(span.start, span.end)]) == pytest.approx(r.log_prob)
