@@ -323,7 +323,7 @@ def _note_session(scope, data, body: bytes) -> bytes:
     if isinstance(data, dict):
         sh = data.get("session_hash")
         if path.endswith("/cancel"):
-            if isinstance(sh, str) and sh:
+            if isinstance(sh, str) and sh and not _cancels_a_replay(scope, data):
                 note_cancel(sh)
         else:
             if sh is None and "/call/" in path and "/call/v2/" not in path:  # v2 bodies are named parameters
@@ -333,6 +333,22 @@ def _note_session(scope, data, body: bytes) -> bytes:
                 drop = address_sessions().note(scope_address(scope), sh)
                 drop_sessions(getattr(scope.get("app"), "state_holder", None), drop)
     return body
+
+
+#: the page's events that replay stored steps and compute nothing: Run, Pause and the step buttons cancel
+#: them (app.tabs.player), and such a cancel is no visitor's cancel of a run. Counted as one, it called
+#: off the very run whose Run click sent it, when it reached the server after that click.
+REPLAY_EVENTS = frozenset({"play_page", "replay_page"})
+
+
+def _cancels_a_replay(scope, data: dict) -> bool:
+    """Whether this /cancel names a replay event (REPLAY_EVENTS) of the app's page; False when that cannot
+    be told (then it counts as the visitor's cancel, the safe side for a run waiting for its seat)."""
+    try:
+        fn = scope["app"].get_blocks().fns[int(data["fn_index"])]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+    return getattr(fn, "api_name", None) in REPLAY_EVENTS
 
 
 def launch_limits() -> dict:

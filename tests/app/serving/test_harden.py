@@ -395,3 +395,30 @@ def test_a_job_cancelled_while_waiting_for_a_slot_leaves_nothing(studio, monkeyp
     it.close()
     runs = app_store.store().get_session(live.share_id).runs
     assert [r.status for r in runs] == ["cancelled"] and runs[0].steps
+
+
+def test_a_cancel_of_a_replay_is_no_cancel_of_the_visitors_run():
+    """Run, Pause and the step buttons cancel the player's replay events (play_page, replay_page); such a
+    /cancel must not call off the run the same click starts. A cancel of any other event, or one whose
+    event cannot be told, still counts as the visitor's."""
+    from types import SimpleNamespace
+
+    from app.serving import cancels, limits
+
+    fns = {3: SimpleNamespace(api_name="play_page"), 4: SimpleNamespace(api_name="replay_page"),
+           5: SimpleNamespace(api_name="run_page")}
+    scope = {"path": "/gradio_api/cancel", "app": SimpleNamespace(get_blocks=lambda: SimpleNamespace(fns=fns))}
+    t0 = time.monotonic()
+    for fn_index, who in ((3, "v-play"), (4, "v-replay"), (5, "v-run"), (99, "v-unknown"), ("x", "v-bad")):
+        limits._note_session(scope, {"session_hash": who, "fn_index": fn_index, "event_id": "e"}, b"{}")
+    assert not cancels.cancelled_since("v-play", t0) and not cancels.cancelled_since("v-replay", t0)
+    assert cancels.cancelled_since("v-run", t0) and cancels.cancelled_since("v-unknown", t0)
+    assert cancels.cancelled_since("v-bad", t0)
+
+
+def test_the_replay_events_are_the_players():
+    """REPLAY_EVENTS names the page's own play and replay events (a rename would quietly undo the rule)."""
+    from app import create
+    from app.serving.limits import REPLAY_EVENTS
+
+    assert REPLAY_EVENTS <= {f.api_name for f in create().fns.values()}

@@ -118,3 +118,10 @@ def test_scoring_a_fill_at_the_start_gives_its_runs_log_probability():
     r = engine.infill(" [MASK:2] is the capital of France.", sampler="sequential-cache", seed=0)
     span = r.spans[0]
     assert r.text.startswith(" ") and engine.score(r.text, [(span.start, span.end)]) == pytest.approx(r.log_prob)
+
+
+def test_a_range_right_after_another_is_no_line_start_whatever_it_begins_with(text):
+    """Two adjacent ranges: the second, " is", follows a span, not the start of a line: no literal space is
+    made up between them, and only the first range is a line start."""
+    mi = from_char_ranges("Paris is big.", [(0, 5), (5, 8)], text, max_tokens=64, after_newline=True)
+    assert mi.line_starts == [0] and mi.word_starts == [], (mi.line_starts, mi.word_starts)
