@@ -9,8 +9,9 @@ import re
 from engine.errors import BadParameterError, InputTooLongError
 from engine.inputs.domains import default_span
 from engine.inputs.domains import normalise as domain_normalise
-from engine.inputs.masking import MASK_RE, marker_error, tokens_per_word, words_to_tokens
+from engine.inputs.masking import MASK_RE, marker_error
 from engine.inputs.normalise import ANY_MARKER_RE, normalize_protein  # noqa: F401  (protein reading: engine/inputs/normalise.py)
+from engine.inputs.word_lengths import tokens_per_word, words_to_tokens
 from engine.params import real_number, whole_number
 
 #: longest input a visitor may send (checked before tokenizing; every model takes far fewer tokens)

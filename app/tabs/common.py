@@ -15,7 +15,6 @@ from app.run.form import FORM_FIELDS, PUBLISHED_FIELDS, Form, added_fields, form
 from app.views.render import DETAIL_HEADERS, view_html
 from engine.errors import InfillError
 from engine.params import KNOBS
-from engine.wording import plural  # noqa: F401 (re-exported: the page's counts agree as the CLI's do)
 
 #: the sampler parameters (engine.params.KNOBS), in the table's order
 PARAMS = tuple(KNOBS)

@@ -20,6 +20,7 @@ from app.stored.replay import trace_ref
 from app.stored.store import store
 from app.timing.speedup import remember_for_speedup, speedup_for
 from app.views.render import DETAIL_HEADERS, counters_md, view_html
+from engine.wording import plural
 
 from . import freshness
 from .common import (
@@ -35,7 +36,6 @@ from .common import (
     idle,
     make_form,
     named,
-    plural,
     status_md,
     takes_form,
     warn,

@@ -13,7 +13,7 @@ not indent, right after a line break) has no space to own, so its first token ma
 one ("[MASK] is the capital" filled " lords is the capital").
 
 Lengths: `[MASK:n]` is n tokens; `[MASK:nw]` is n words, converted with the tokenizer's own
-average tokens per word (`tokens_per_word`). A bare `[MASK]` is one word in text and a fixed
+average tokens per word (`engine.inputs.word_lengths.tokens_per_word`). A bare `[MASK]` is one word in text and a fixed
 number of tokens in code and proteins (the domain registry's `span`, engine/inputs/domains.py).
 """
 
@@ -27,7 +27,7 @@ import torch
 
 from engine.errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
 from engine.inputs.tokenization import Codec
-from engine.inputs.word_lengths import _WORD_SAMPLE, tokens_per_word, words_to_tokens  # noqa: F401 (re-exported)
+from engine.inputs.word_lengths import words_to_tokens
 
 #: a span marker: [MASK], [MASK:n] or [MASK:nw], n in ASCII digits only (\d would also take '٣' while
 #: refusing '³'; one plain rule instead, said in MARKER_HELP when a marker breaks it)

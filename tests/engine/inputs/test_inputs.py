@@ -95,7 +95,7 @@ def test_a_mask_after_a_space_owns_it(domain):
 
 
 def test_word_unit_masks():
-    from engine.inputs.masking import tokens_per_word, words_to_tokens
+    from engine.inputs.word_lengths import tokens_per_word, words_to_tokens
 
     codec = Codec.load("assets/tokenizers/text")
     tpw = tokens_per_word(codec)

@@ -15,7 +15,6 @@ import torch
 
 from engine.errors import BadSpanLengthError, EmptyTextError, InputTooLongError, NoMaskError
 from engine.inputs.masking import (
-    _WORD_SAMPLE,
     MARKER_HELP,
     MaskedInput,
     Span,
@@ -27,9 +26,9 @@ from engine.inputs.masking import (
     owns_space,
     parse_masked_text,
     snap_to_characters,
-    tokens_per_word,
 )
 from engine.inputs.tokenization import Codec, char_tokenizer
+from engine.inputs.word_lengths import _WORD_SAMPLE, tokens_per_word
 
 
 @pytest.fixture(scope="module")
