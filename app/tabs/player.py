@@ -350,16 +350,18 @@ def wire(p: Page, remember) -> None:
     # trace the server let go of is shown the link, playback.LOST); the API keeps its published
     # signatures on invisible buttons
     link, hidden = [p.link], {"api_visibility": "private", "show_progress": "hidden"}
-    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state, *link], components(p, FRAME_OUTPUTS[:3]),
-                     trigger_mode="always_last", api_name="scrub_page", **hidden)
     play_evt = p.play_btn.click(named(p, play), [p.scrub_sl, p.trace_state, p.speed, *link], frame_outputs, api_name="play_page",
                                 **hidden)
     replay_evt = p.replay_btn.click(named(p, replay), [p.trace_state, p.speed, *link], frame_outputs,
                                     cancels=[play_evt], api_name="replay_page", **hidden)
     # play and replay, either of which may be playing: every other control of the player stops both
-    # first (Pause where it is, a step or Skip to end from there), and so do Run and a domain switch
-    # (app.tabs.freshness), whose frames a playback going on would paint over
+    # first (Pause where it is, a step, the scrubber or Skip to end from there), and so do Run, Open
+    # (app.tabs.sessions) and a domain switch (app.tabs.freshness), whose frames a playback going on
+    # would paint over
     p.playing = [play_evt, replay_evt]
+    # dragging the scrubber takes the step a person picks: a playback going on would drag it back
+    p.scrub_sl.input(named(p, scrub), [p.scrub_sl, p.trace_state, *link], components(p, FRAME_OUTPUTS[:3]),
+                     trigger_mode="always_last", api_name="scrub_page", cancels=p.playing, **hidden)
     p.play_btn.click(None, None, None, cancels=[replay_evt], api_visibility="private")
     p.pause_btn.click(None, None, None, cancels=p.playing, api_visibility="private")
     p.run_btn.click(None, None, None, cancels=p.playing, api_visibility="private")

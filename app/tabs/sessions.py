@@ -219,7 +219,8 @@ def wire(p: Page) -> None:
     restore_outputs = [*published, p.cmp_verdict, *components(p, added_fields()),  # the verdict: page only
                        *exactness.late_outputs(p)]
     restore = restorer(p)
-    p.open_btn.click(restore, [p.open_id], restore_outputs, api_visibility="private").then(
+    # Open shows another session: a playback going on (app.tabs.player) would paint the old one over it
+    p.open_btn.click(restore, [p.open_id], restore_outputs, cancels=p.playing, api_visibility="private").then(
         remember, [p.link, p.history], [p.history, p.recent_html], api_visibility="private")
     p.api_open_btn = gr.Button(visible=False)
     p.api_open_btn.click(only(restore, published), [p.open_id], published, api_name="load_share")

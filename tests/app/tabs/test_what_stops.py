@@ -56,6 +56,10 @@ def cancelled_by(demo, key: str, event: str) -> set[str]:
 def test_every_player_control_stops_play_and_replay(demo):
     for control in ("pause", "step-forward", "step-back", "skip", "run"):
         assert PLAYING <= cancelled_by(demo, control, "click"), control
+    assert PLAYING <= cancelled_by(demo, "scrub", "input"), "a drag would be dragged back by the playback"
+    open_id = next(i for i, b in demo.blocks.items() if getattr(b, "value", None) == "Open")
+    opened = [f for f in demo.fns.values() if (open_id, "click") in [tuple(t) for t in f.targets]]
+    assert PLAYING <= {demo.fns[i].api_name for f in opened for i in f.cancels}, "Open paints another session"
     assert cancelled_by(demo, "play", "click") == {"replay_page"}
     assert cancelled_by(demo, "replay", "click") == {"play_page"}
 
