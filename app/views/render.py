@@ -333,6 +333,15 @@ def view_html(st: TraceState | None, title: str = "", message: str = "") -> str:
     return legend_html() + tokens_html(st, title)
 
 
+#: why a hybrid's call count can be fractional (docs/DESIGN.md §4), said where the fraction shows
+PARTIAL_CALLS = "(a pass through part of the network counts as its share of the layers)"
+
+
+def _calls(calls: float) -> str:
+    """The call count: whole as a whole number; a hybrid's fraction to 2 decimals, with what it means."""
+    return f"{calls:g}" if float(calls).is_integer() else f"{calls:.2f} {PARTIAL_CALLS}"
+
+
 def counters_md(st: TraceState | None, status: str = "") -> str:
     """The live counters line of a trace state (an optional status after it), or just the status."""
     if st is None:
@@ -340,7 +349,7 @@ def counters_md(st: TraceState | None, status: str = "") -> str:
     c = st.counters()
     tpc = "–" if c["tokens_per_call"] is None else f"{c['tokens_per_call']:.2f}"
     line = (
-        f"**calls** {c['calls']:g} · **rounds** {c['rounds']} · **tokens** {c['decided']}/{c['masked']}"
+        f"**calls** {_calls(c['calls'])} · **rounds** {c['rounds']} · **tokens** {c['decided']}/{c['masked']}"
         f" · **tokens/call** {tpc} · **seconds** {c['seconds']:.2f}"
     )
     if c["tokens_per_second"] is not None:

@@ -86,6 +86,7 @@ def test_each_hostile_string_alone():
 from app.views.render import (  # noqa: E402
     ROLES,
     TraceState,
+    PARTIAL_CALLS,
     _f,
     _pad,
     counters_md,
@@ -232,8 +233,10 @@ def test_counters_before_any_step_and_without_time():
     # half a second, fractional calls: the rate is decided / seconds (not shown without time)
     st = fold(["[M]", "[M]"], [0, 1], [S(StepKind.SAMPLE, 0, [0], [1], ["x"], calls=2.5, elapsed=0.5)])
     assert st.counters()["tokens_per_second"] == 2.0 and st.tokens_per_call == 0.4
-    assert counters_md(st, "") == ("**calls** 2.5 · **rounds** 1 · **tokens** 1/2 · **tokens/call** 0.40"
+    assert counters_md(st, "") == (f"**calls** 2.50 {PARTIAL_CALLS} · **rounds** 1 · **tokens** 1/2 · **tokens/call** 0.40"
                                    " · **seconds** 0.50 · **tokens/s** 2.0")
+    st = fold(["[M]", "[M]"], [0, 1], [S(StepKind.SAMPLE, 0, [0], [1], ["x"], calls=2 / 3)])
+    assert counters_md(st).startswith(f"**calls** 0.67 {PARTIAL_CALLS} · "), "a third of a pass: two decimals"
     st = fold(["[M]"], [0], [S(StepKind.SAMPLE, 0, [0], [1], ["x"], calls=1, elapsed=0.0)])
     assert st.counters()["tokens_per_second"] is None and "tokens/s" not in counters_md(st)
 
