@@ -3,7 +3,9 @@ in turn, side by side, with a summary table and charts that grow while they run.
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass, field
 
 import gradio as gr
 
@@ -111,6 +113,17 @@ def pair(fa: form.Form, fb: form.Form, owner: str | None, address: str | None = 
     return sid, lives
 
 
+@dataclass
+class Stored:
+    """What a domain switch reads of the comparison it stopped (app.tabs.freshness lists it once stored):
+    tracked under its share id (app.serving.stops) while it runs; `ended` is set once both sides
+    have ended and been stored (`run_id`, side A's; None when nothing was stored)."""
+
+    share_id: str
+    run_id: int | None = None
+    ended: threading.Event = field(default_factory=threading.Event)
+
+
 def _store_both(a: Live, b: Live) -> None:
     """Store the session and both sides in one transaction once both have ended (RunGroup): a
     process killed before then leaves no half comparison."""
@@ -122,7 +135,9 @@ def _store_both(a: Live, b: Live) -> None:
 
 def _alternate(a: Live, b: Live, sid: str):
     """One round of each side in turn; a frame at most every min_interval(), the charts about once
-    a second; then both recorders are let finish (the runs are stored)."""
+    a second; then both recorders are let finish (the runs are stored), which `Stored` tells."""
+    mark = Stored(sid)
+    stops.track(sid, mark)
     its = [streaming.rounds(a), streaming.rounds(b)]
     try:
         yield from _rounds_in_turn(a, b, sid, its)
@@ -130,9 +145,14 @@ def _alternate(a: Live, b: Live, sid: str):
             for _ in it:
                 pass
     finally:  # however it ends (a side failed, the visitor left): both sides end, then both are stored
-        for it in its:
-            it.close()
-        _store_both(a, b)
+        try:
+            for it in its:
+                it.close()
+            _store_both(a, b)
+        finally:
+            mark.run_id = a.run_id
+            mark.ended.set()
+            stops.untrack(sid)
 
 
 def _rounds_in_turn(a: Live, b: Live, sid: str, its: list):

@@ -47,7 +47,8 @@ def reset_view() -> dict:
 
 
 #: what a domain switch sets besides RESET_OUTPUTS: nothing runs on the page any more (both Run / Stop
-#: pairs idle, no run or comparison id), and the id of the run it stopped (`halted`, to list it)
+#: pairs idle, no run or comparison id), and the ids of the run and the comparison it stopped (`halted`,
+#: to list them)
 SWITCH_OUTPUTS = (*RESET_OUTPUTS, "run_btn", "stop_btn", "player_stop", "run_sid", "cmp_btn", "cmp_stop", "cmp_sid",
                   "halted")
 #: the status after a domain switch stopped a run: before its first round, or after it
@@ -64,27 +65,33 @@ def switch_domain(sid, cmp_sid, status, request: gr.Request = None) -> dict:
     `status`: Run's status, which says when a run is starting and has no id on the page yet.
     Updates SWITCH_OUTPUTS by name."""
     live, first = halt(sid, status == status_md(STARTING), getattr(request, "session_hash", None))
+    halted = [] if live is None else [live.share_id]
     out = {**reset_view(), **idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": "",
-           **idle_named("cmp_btn", "cmp_stop"), "cmp_sid": "", "halted": "" if live is None else live.share_id}
+           **idle_named("cmp_btn", "cmp_stop"), "cmp_sid": "", "halted": halted}
     if first or live is not None:
         out["status"] = status_md(HALTED_FIRST if first else HALTED)
     if cmp_sid:  # both sides end after their round in progress and are stored as cancelled
         stop_compare(cmp_sid)
         out["cmp_status"] = status_md(HALTED_COMPARE)
+        halted.append(cmp_sid)
     return out
 
 
 def remembering_halted(remember):
-    """After a domain switch: the run it stopped is listed in this browser's sessions once the store
-    holds it (the run ends after its round in progress; waited for at most STOP_WAIT seconds, from
-    the run's own state as Stop does), as Stop lists the run it stopped."""
-    def remember_run(sid, ids):
-        live = stops.tracked(sid) if sid else None
-        if live is None:
-            return gr.skip(), gr.skip()
-        live.ended.wait(STOP_WAIT)
-        return remember(f"?{share.QUERY_KEY}={sid}", ids) if live.run_id is not None else (gr.skip(), gr.skip())
-    return remember_run
+    """After a domain switch: the run and the comparison it stopped are listed in this browser's
+    sessions once the store holds them (each ends after its round in progress; waited for at most
+    STOP_WAIT seconds, from its own state as Stop does), as Stop lists the run it stopped."""
+    def remember_halted(sids, ids):
+        listed = None
+        for sid in sids or []:
+            live = stops.tracked(sid)
+            if live is None:
+                continue
+            live.ended.wait(STOP_WAIT)
+            if live.run_id is not None:
+                ids, html = listed = remember(f"?{share.QUERY_KEY}={sid}", ids)
+        return listed or (gr.skip(), gr.skip())
+    return remember_halted
 
 
 def clear_fixed_error(status, text, model, domain):
@@ -99,7 +106,7 @@ def wire(p: Page, remember) -> None:
     """A person's domain switch (not a restored share link, which sets the domain itself) stops what
     runs or plays and resets the run view, then lists the run it stopped (`remember` adds a stored
     run to this browser's list); an input change clears a refusal it fixed."""
-    p.halted = gr.State("")
+    p.halted = gr.State([])
     # cancelled before switch_domain is called (the page handles an event's listeners in the order they
     # were wired), so no frame sent after the reset paints over it; one after the other, and cancelling
     # a function that computes (the speed-up line's and the verdict's timing) waits until it returns:

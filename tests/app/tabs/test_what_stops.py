@@ -96,8 +96,8 @@ def test_a_domain_switch_stops_the_run_as_stop_does(studio):
     assert [r.status for r in app_store.store().get_session(sid).runs] == ["cancelled"]
     assert out["status"] == status_md(freshness.HALTED) and out["run_sid"] == "" and out["completed"] == ""
     assert out["stop_btn"]["interactive"] is False and out["run_btn"]["interactive"] is True
-    assert out["halted"] == sid
-    ids, _ = freshness.remembering_halted(sessions.remember)(sid, [])
+    assert out["halted"] == [sid]
+    ids, _ = freshness.remembering_halted(sessions.remember)([sid], [])
     assert ids == [sid]
 
 
@@ -111,12 +111,15 @@ def test_a_domain_switch_stops_the_comparison(studio):
     assert out["cmp_status"] == status_md(freshness.HALTED_COMPARE) and out["cmp_sid"] == ""
     assert "Stopped" in frames[-1]["cmp_status"]
     assert {r.status for r in app_store.store().get_session(sid).runs} == {"cancelled"}
+    assert out["halted"] == [sid]  # and this browser's sessions list it, as they list a stopped run
+    ids, _ = freshness.remembering_halted(sessions.remember)(out["halted"], ["older"])
+    assert ids == [sid, "older"]
 
 
 def test_a_domain_switch_on_an_idle_page_stops_nothing_and_a_starting_run_before_its_first_frame():
     page, t0 = SimpleNamespace(session_hash="switch-page"), float("-inf")
     out = freshness.switch_domain("", "", "", page)
-    assert out["status"] == "" and out["halted"] == "" and "cmp_status" in out and out["cmp_status"] == ""
+    assert out["status"] == "" and out["halted"] == [] and "cmp_status" in out and out["cmp_status"] == ""
     assert not stops.owner_stopped_since("switch-page", t0)
     out = freshness.switch_domain("", "", status_md(STARTING), page)  # Run pressed, the run not announced yet
     assert out["status"] == status_md(freshness.HALTED_FIRST) and stops.owner_stopped_since("switch-page", t0)
@@ -148,3 +151,17 @@ def test_the_check_ticks_the_sampler_the_editor_runs(demo):
     assert follow_sampler("mdm", ["sequential-cache"]) == ["sequential-cache"]  # a hybrid beside AS-ARM samplers: no
     assert follow_sampler("mdm", []) == ["mdm"] and follow_sampler("no-such", ["a"]) == ["a"]
     assert _on(demo, "sampler", "change") and any(f.name == "follow_sampler" for f in _on(demo, "sampler", "change"))
+
+
+def test_a_comparison_whose_stream_the_page_cancelled_is_stored_and_listed(studio):
+    """The page cancels the comparison's stream at a domain switch: the generator is closed between two
+    frames, both sides end there, are stored as cancelled, and the switch lists the comparison."""
+    gen = compare.run_compare("text", "text-asarm", "x[MASK:40]y", "sequential", 4, 1.0, 6, 32, 0.05, "cosine", 1,
+                              "assd", "text-asarm")
+    sid = next(gen)["cmp_sid"]
+    next(gen)  # both sides' first round
+    out = freshness.switch_domain("", sid, "")
+    gen.close()
+    assert {r.status for r in app_store.store().get_session(sid).runs} == {"cancelled"}
+    ids, _ = freshness.remembering_halted(sessions.remember)(out["halted"], [])
+    assert ids == [sid]
