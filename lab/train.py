@@ -167,6 +167,9 @@ def _parser() -> argparse.ArgumentParser:
                          "reads u_{j-1} (one head pass a round)")
     ap.add_argument("--prev-rank", type=int, default=0,
                     help="ptp onepass: rank of the per-row low-rank logit term on the real previous draft (0: none)")
+    ap.add_argument("--no-output-layer", action="store_true",
+                    help="ptp onepass with --prev-rank: no [V, d] output layer; a row's residual is the low-rank term alone "
+                         "(cheaper to draft with on a CPU)")
     ap.add_argument("--prev-init", choices=["zero", "bigram"], default="zero",
                     help="ptp onepass: start that term at zero or at the training corpus's bigram PMI (rank --prev-rank)")
     add_curve_args(ap)

@@ -73,7 +73,10 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
     if not copied:
         raise SystemExit(f"error: --init {folder}: no weight of that PTP head fits this one (sizes differ)")
     head.load_state_dict({**mine, **{n: old[n].float() for n in copied}})
-    left = sorted(set(old) - set(copied))
+    dropped = sorted(set(old) - set(mine))  # a part this head does not have (e.g. --no-output-layer's out)
+    if dropped:
+        print(f"note: --init {folder}: this head has no {', '.join(dropped)}; left out", flush=True)
+    left = sorted(set(old) - set(copied) - set(dropped))
     if left:  # the head is built from the size flags: a size that differs from the folder's loses its weights
         print(f"warning: --init {folder}: {len(left)} of its {len(old)} weights do not fit this head and start "
               f"fresh (e.g. {left[0]}); give its sizes (--layers, --heads, --ffn, --hidden) to continue it whole",

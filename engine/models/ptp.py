@@ -28,7 +28,8 @@ class PtpConfig(ModelConfig):
     model_type = "ptp"
 
     def __init__(self, *, num_layers: int = 2, intermediate_size: int = 768, k: int = 5, teacher: str = "",
-                 rate_min: float = 0.5, window: int = 0, mode: str = "draft", prev_rank: int = 0, **kwargs):
+                 rate_min: float = 0.5, window: int = 0, mode: str = "draft", prev_rank: int = 0,
+                 output_layer: bool = True, **kwargs):
         self.k = k  # draft length it was trained for (any k works; rows past it are extrapolation)
         self.teacher = teacher  # name of the AS-ARM it was distilled from
         self.rate_min = rate_min  # training masks: rate ~ U(rate_min, 1) per sequence
@@ -40,6 +41,11 @@ class PtpConfig(ModelConfig):
             raise ValueError(f"PTP head mode {mode!r}: expected 'draft' or 'onepass'")
         self.mode = mode
         self.prev_rank = prev_rank  # onepass: rank of the per-row low-rank logit term on d_{j-1} (0: none)
+        # onepass with a low-rank term: False drops the [V, d] output layer, so a row's residual is that term
+        # alone (a CPU round then reads no output layer: docs/DESIGN.md §7.1, "A head without its output layer")
+        if not output_layer and (mode != "onepass" or not prev_rank):
+            raise ValueError("a PTP head without its output layer needs mode 'onepass' and a low-rank term (prev_rank > 0)")
+        self.output_layer = output_layer
         super().__init__(num_layers=num_layers, intermediate_size=intermediate_size, **kwargs)
 
     @classmethod
@@ -50,6 +56,7 @@ class PtpConfig(ModelConfig):
             num_heads=a.heads, intermediate_size=a.ffn, max_positions=teacher_cfg.max_positions,
             rope_theta=teacher_cfg.rope_theta, k=a.k, teacher=Path(a.teacher).name, rate_min=a.rate_min,
             window=a.window, mode=getattr(a, "ptp_mode", "draft"), prev_rank=getattr(a, "prev_rank", 0),
+            output_layer=not getattr(a, "no_output_layer", False),
             special_token_ids=list(teacher_cfg.special_token_ids), domain=teacher_cfg.domain,
             pad_token_id=teacher_cfg.pad_token_id, bos_token_id=teacher_cfg.bos_token_id,
             mask_token_id=teacher_cfg.mask_token_id,
@@ -72,7 +79,7 @@ class PtpHead(PreTrainedModel):
             for _ in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(d)
-        self.out = nn.Linear(d, config.vocab_size, bias=False)
+        self.out = nn.Linear(d, config.vocab_size, bias=False) if config.output_layer else None
         # a window row carries a known token, not an AS-ARM state: this vector stands in for in_proj(g)
         self.window_embed = nn.Parameter(torch.zeros(d)) if config.window else None
         if config.mode == "onepass":
@@ -104,7 +111,8 @@ class PtpHead(PreTrainedModel):
         if self.config.mode == "onepass":
             resid, gate = self.draft_pass(hidden, prev, u_prev, pos, window)
             if gate is not None:
-                resid = resid + self.prev_out(self.prev_in(d_prev) * gate)
+                term = self.prev_out(self.prev_in(d_prev) * gate)
+                resid = term if resid is None else resid + term
             return resid
         k = hidden.shape[1]
         x = self.rows(hidden, prev)
@@ -117,8 +125,9 @@ class PtpHead(PreTrainedModel):
         """Mode "onepass": the whole round in ONE pass (window rows and k draft rows together).
         Row j's input is in_proj(g_j) + tok_embed(e_{j-1}) + u_embed(bits(u_{j-1})): a function of
         the context and u_1..u_{j-1} only, and the attention is causal, so p_j is fixed before u_j.
-        Returns the residual logits [B, k, V] and the gate [B, k, prev_rank] of the low-rank term
-        (None without one), which `prev_term` completes row by row once d_{j-1} is drawn."""
+        Returns the residual logits [B, k, V] (None for a head without its output layer) and the gate
+        [B, k, prev_rank] of the low-rank term (None without one), which `prev_term` completes row by row
+        once d_{j-1} is drawn."""
         k = hidden.shape[1]
         x = self.in_proj(hidden.to(self.norm.weight.dtype)) + self.tok_embed(e_prev)
         x = x + self.u_embed(uniform_bits(u_prev).to(x.dtype))
@@ -129,7 +138,7 @@ class PtpHead(PreTrainedModel):
             x = blk.causal(x, r)
         h = self.norm(x[:, -k:])
         gate = 1 + self.prev_gate(h) if self.config.prev_rank else None
-        return self.out(h), gate
+        return (None if self.out is None else self.out(h)), gate
 
     def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
         """Row j's low-rank logit term on the real previous draft d_{j-1} ([V]; gate [prev_rank] from

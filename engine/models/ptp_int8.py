@@ -112,7 +112,7 @@ class CpuDrafter:
         self.tok, self.window_embed = frozen["tok_embed.weight"], frozen.get("window_embed")
         self.blocks = [_CpuBlock(blk) for blk in head.blocks]
         self.norm = _norm(head.norm)
-        self.out = _int8_weights(frozen["out.weight"])
+        self.out = _int8_weights(frozen["out.weight"]) if "out.weight" in frozen else None
         self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
         self.prev_in = frozen.get("prev_in.weight")
         self.prev_out = frozen.get("prev_out.weight")  # [V, rank], float32: one row a draft
@@ -136,7 +136,7 @@ class CpuDrafter:
                 x = blk(x, cos, sin, mask, self.heads)
         h = F.layer_norm(x[-m:], *self.norm)  # with no block, rows meet nowhere: the window is never read
         gate = None if self.gate is None else torch.mm(h, self.gate).add_(1)[None]
-        return self.out(h)[None], gate
+        return (None if self.out is None else self.out(h)[None]), gate
 
     def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
         """PtpHead.prev_term: the low-rank logit term of one row on the real previous draft."""

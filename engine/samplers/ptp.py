@@ -33,7 +33,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import numpy as np
 import torch
 
 from engine.inputs.masking import MaskedInput
@@ -116,14 +115,16 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
     row's proposal p_j comes from the same pass (plus, with prev_rank, a low-rank logit term on the
     real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1.
     After the pass the rows are float64 NumPy numbers: each row's softmax and inverse CDF are a few
-    NumPy calls instead of a few torch calls of 20-80 us each inside a run (docs/DESIGN.md §7.1)."""
+    NumPy calls instead of a few torch calls of 20-80 us each inside a run (docs/DESIGN.md §7.1).
+    `special` is not read (it is draft_round's argument): `base` comes from the oracle with those ids at -inf."""
     with torch.no_grad():  # a block, not a decorator: mutmut mutates no decorated function
         m = len(positions)
         dev = states.device
         u = uniforms(gen, m)  # u_1..u_m, before anything reads them
         base_p = tempered_probs(base[:m], temperature)  # the AS-ARM's parallel rows, all at once
         e_prev, u_prev = row_inputs(base_p, u, prev)
-        pos = torch.tensor([[p + 1 for p in positions]], device=dev)
+        # model positions: read by the head's blocks only (the bundled heads have none)
+        pos = torch.tensor([[p + 1 for p in positions]], device=dev) if len(head.blocks) else None
         win = None
         if window:
             win = (torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev))
@@ -131,9 +132,10 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
                                       torch.tensor([u_prev], dtype=torch.float64, device=dev), pos, win)
         if passes is not None:
             passes[0] += 1
-        # every row's logits but the low-rank term on d_{j-1}, in one batch: asarm_j + head_j
-        rows_logits = host_row(base[:m]) + host_row(resid[0])
-        rows_logits[:, special.cpu().numpy()] = -np.inf
+        # every row's logits but the low-rank term on d_{j-1}, in one batch: asarm_j + head_j (a head
+        # without its output layer adds nothing here). No mask for the special tokens: the oracle's rows
+        # hold them at -inf already (oracle_rows), and a finite residual keeps them there
+        rows_logits = host_row(base[:m]) if resid is None else host_row(base[:m]) + host_row(resid[0])
         drafts: list[int] = []
         rows: list[torch.Tensor] = []
         for j in range(m):

@@ -84,9 +84,9 @@ def test_each_hostile_string_alone():
 # decides 7 with a free bonus token, straight from the ghost.
 
 from app.views.render import (  # noqa: E402
+    PARTIAL_CALLS,
     ROLES,
     TraceState,
-    PARTIAL_CALLS,
     _f,
     _pad,
     counters_md,

@@ -12,11 +12,12 @@ from engine.models.ptp import PtpConfig, PtpHead
 from engine.models.ptp_int8 import CpuDrafter, drafting_head
 
 
-def _head(prev_rank: int = 4, layers: int = 2, window: int = 0) -> PtpHead:
+def _head(prev_rank: int = 4, layers: int = 2, window: int = 0, output_layer: bool = True) -> PtpHead:
     """A tiny one-pass head with a trained head's kind of weights: no layer at its zero init, biases
     and blocks large enough that every term of the pass shows in its output."""
     cfg = PtpConfig(vocab_size=40, hidden_size=32, num_layers=layers, num_heads=2, intermediate_size=64,
-                    max_positions=64, mode="onepass", prev_rank=prev_rank, special_token_ids=[0, 1], window=window)
+                    max_positions=64, mode="onepass", prev_rank=prev_rank, special_token_ids=[0, 1], window=window,
+                    output_layer=output_layer)
     torch.manual_seed(0)
     head = PtpHead(cfg).eval()
     with torch.no_grad():
@@ -25,7 +26,8 @@ def _head(prev_rank: int = 4, layers: int = 2, window: int = 0) -> PtpHead:
                 prm.normal_(0, 0.5)
             elif name.startswith("blocks.") and prm.dim() > 1:
                 prm.normal_(0, 0.4)
-        head.out.weight.normal_(0, 0.5)
+        if head.out is not None:
+            head.out.weight.normal_(0, 0.5)
         head.u_embed.weight.normal_(0, 0.5)
         head.tok_embed.weight.normal_(0, 0.5)
         if prev_rank:
@@ -232,3 +234,21 @@ def test_the_drafter_reads_a_uniform_by_the_same_bits_as_the_head():
 
     u = torch.cat([torch.tensor([0.0, 1e-9, 0.5, 0.1, 1 - 1e-9], dtype=torch.float64), torch.rand(200, dtype=torch.float64)])
     assert torch.equal(torch.tensor([_bits(x) for x in u.tolist()]), uniform_bits(u))
+
+
+def test_a_head_without_its_output_layer_drafts_its_gate_and_term_only():
+    """With no output layer the drafter reads no [V, d] layer: no residual, the float head's gate and
+    low-rank term, and each row's gate still blind to the uniforms after it."""
+    head = _head(layers=0, output_layer=False)
+    twin = drafting_head(head)
+    assert isinstance(twin, CpuDrafter) and twin.out is None
+    hid, e_prev, u_prev, pos = _round()
+    with torch.no_grad():
+        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), twin.draft_pass(hid, e_prev, u_prev, pos)
+        assert r32 is None and r8 is None and torch.allclose(g8, g32, atol=1e-5)
+        assert torch.allclose(twin.prev_term(g8[0, 2], 7), head.prev_term(g32[0, 2], 7), atol=1e-5)
+        for j in range(1, 5):
+            later = u_prev.clone()
+            later[0, j] = 0.999 if u_prev[0, j] < 0.5 else 0.001
+            _, g2 = twin.draft_pass(hid, e_prev, later, pos)
+            assert torch.equal(g2[:, :j], g8[:, :j]) and not torch.equal(g2[:, j], g8[:, j])

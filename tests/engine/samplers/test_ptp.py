@@ -23,21 +23,23 @@ ALPHA = 1e-3
 
 
 def save_tiny_ptp(folder, tiny, scale: float | None = 0.8, seed: int = 1, window: int = 0, mode: str = "draft",
-                  prev_rank: int = 0, copy: float = 0.0, dtype: torch.dtype = torch.float64, layers: int = 1):
+                  prev_rank: int = 0, copy: float = 0.0, dtype: torch.dtype = torch.float64, layers: int = 1,
+                  output_layer: bool = True):
     """A PTP head for the tiny AS-ARM: random weights of `scale` (drafts far from the AS-ARM's
     own rows), or the untrained head (scale None: zero residual); `window` known tokens read;
     `mode` "onepass" (one pass a round, rows read u_<j; `prev_rank`: low-rank term on d_{j-1});
     `copy` > 0: a head that mostly proposes the token it reads (output = copy x token embedding),
     moderately peaked: the shape a trained head takes, and one that turns a leak of u_j into a
     large bias (a point-mass proposal would not: the speculative rule is exact for any d when p = delta_d).
-    `layers`: its blocks (0: rows meet nowhere, the size bundled for the CPU). A float32 one-pass head
+    `layers`: its blocks (0: rows meet nowhere, the size bundled for the CPU); `output_layer` False: a
+    one-pass head whose residual is its low-rank term alone. A float32 one-pass head
     drafts on the CPU with its CpuDrafter (engine/models/ptp_int8.py)."""
     torch.manual_seed(seed)
     cfg = tiny.model.config
     head = PtpHead(PtpConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=layers, num_heads=2,
                              intermediate_size=32, max_positions=cfg.max_positions, teacher="tiny-asarm",
                              special_token_ids=list(cfg.special_token_ids), window=window, mode=mode,
-                             prev_rank=prev_rank)).to(dtype)
+                             prev_rank=prev_rank, output_layer=output_layer)).to(dtype)
     if scale is not None:
         with torch.no_grad():
             for prm in head.parameters():
@@ -66,6 +68,8 @@ def heads(tiny_asarm, tmp_path_factory):
                                           prev_rank=3, dtype=torch.float32),
             "onepass-int8-noblock": save_tiny_ptp(root / "tiny-ptp1q0", tiny_asarm, seed=6, mode="onepass",
                                                   prev_rank=3, dtype=torch.float32, layers=0),
+            "onepass-int8-noout": save_tiny_ptp(root / "tiny-ptp1qn", tiny_asarm, seed=7, mode="onepass",
+                                                prev_rank=3, dtype=torch.float32, layers=0, output_layer=False),
             "onepass-untrained": save_tiny_ptp(root / "tiny-ptp10", tiny_asarm, scale=None, mode="onepass",
                                                prev_rank=3)}
 
@@ -87,7 +91,8 @@ def histogram(lm, mi, head, n, **kw):
 @pytest.mark.parametrize("name,kw", [("random", {"k": 2}), ("random", {"k": 2, "temperature": 1.5}),
                                      ("window", {"k": 2}), ("onepass", {"k": 2}),
                                      ("onepass", {"k": 2, "temperature": 1.5}), ("onepass-copy", {"k": 2}),
-                                     ("onepass-int8", {"k": 2}), ("onepass-int8-noblock", {"k": 2})])
+                                     ("onepass-int8", {"k": 2}), ("onepass-int8-noblock", {"k": 2}),
+                                     ("onepass-int8-noout", {"k": 2})])
 def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, heads, name, kw):
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)  # 27 outcomes
     if name.startswith("onepass-int8"):  # the run really drafts with the CPU drafter (int8 layers)
@@ -99,7 +104,7 @@ def test_assd_ptp_matches_exact_distribution_with_a_random_head(tiny_asarm, head
     assert g_test(counts, exact, N_SAMPLES) > ALPHA
 
 
-@pytest.mark.parametrize("name", ["random", "onepass", "onepass-plain"])
+@pytest.mark.parametrize("name", ["random", "onepass", "onepass-plain", "onepass-int8-noout"])
 def test_the_random_head_really_drafts_differently(tiny_asarm, heads, name):
     """Otherwise the exactness test above would only re-test pipelined ASSD."""
     mi = masked_input(tiny_asarm.codec, {0: "a"}, 6)
@@ -265,13 +270,14 @@ def test_wrong_drafter_is_a_clear_error(tiny_asarm):
         run(tiny_asarm, mi, tiny_asarm, 0)  # an AS-ARM is not a PTP head
 
 
-@pytest.mark.parametrize("mode,rank", [("draft", 0), ("onepass", 4)])
-def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path, mode, rank):
-    """The training loss is finite, trains only the head, and a few steps reduce it."""
+@pytest.mark.parametrize("mode,rank,no_out", [("draft", 0, False), ("onepass", 4, False), ("onepass", 4, True)])
+def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_path, mode, rank, no_out):
+    """The training loss is finite, trains only the head, and a few steps reduce it (a head without its
+    output layer too: its low-rank term, zero at the start, learns)."""
     a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=1, heads=2, ffn=32, k=3, rate_min=0.5,
-                           window=0, ptp_mode=mode, prev_rank=rank)
+                           window=0, ptp_mode=mode, prev_rank=rank, no_output_layer=no_out)
     codec, head = drafter_for_training(a, None)
-    assert head.config.mode == mode
+    assert head.config.mode == mode and (head.out is None) == no_out
     head = head.to(torch.float64)
     teacher_before = [p.clone() for p in tiny_asarm.model.parameters()]
     gen = torch.Generator().manual_seed(0)
@@ -288,6 +294,22 @@ def test_distillation_step_runs_and_learns_on_the_tiny_teacher(tiny_asarm, tmp_p
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < 0.7 * losses[0]
     assert all(torch.equal(p, q) for p, q in zip(tiny_asarm.model.parameters(), teacher_before))
+
+
+def test_a_head_without_its_output_layer_is_onepass_with_a_low_rank_term_only(tmp_path):
+    """output_layer=False leaves the residual to the low-rank term, so it needs one (and one pass); a
+    config.json written before the field existed loads with its output layer."""
+    kw = dict(vocab_size=12, hidden_size=8, num_layers=0, num_heads=2, intermediate_size=16, max_positions=16)
+    for bad in (dict(mode="draft", prev_rank=3), dict(mode="onepass", prev_rank=0)):
+        with pytest.raises(ValueError, match="output layer"):
+            PtpConfig(**kw, **bad, output_layer=False)
+    head = PtpHead(PtpConfig(**kw, mode="onepass", prev_rank=3, output_layer=False))
+    assert head.out is None and "out.weight" not in head.state_dict()
+    head.save_pretrained(tmp_path / "noout")
+    assert PtpConfig.from_pretrained(tmp_path / "noout").output_layer is False
+    old = PtpConfig(**kw, mode="onepass", prev_rank=3).to_dict()
+    del old["output_layer"]
+    assert PtpConfig.from_dict(old).output_layer is True
 
 
 def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asarm, capsys):
