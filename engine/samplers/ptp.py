@@ -123,8 +123,7 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
         u = uniforms(gen, m)  # u_1..u_m, before anything reads them
         base_p = tempered_probs(base[:m], temperature)  # the AS-ARM's parallel rows, all at once
         e_prev, u_prev = row_inputs(base_p, u, prev)
-        # model positions: read by the head's blocks only (the bundled heads have none)
-        pos = torch.tensor([[p + 1 for p in positions]], device=dev) if len(head.blocks) else None
+        pos = torch.tensor([[p + 1 for p in positions]], device=dev)
         win = None
         if window:
             win = (torch.tensor([window[0]], device=dev), torch.tensor([window[1]], device=dev))
