@@ -42,6 +42,7 @@ def train_command(cfg: dict, state: dict) -> str:
             + (f" --teacher {cfg.get('teacher')} --k {cfg.get('k')} --rate-min {cfg.get('rate_min', 0.5)}"
                f" --window {cfg.get('window', 0)}"
                + (f" --ptp-mode onepass --prev-rank {cfg.get('prev_rank', 0)}" if cfg.get("mode") == "onepass" else "")
+               + (" --no-output-layer" if cfg.get("output_layer") is False else "")
                if kind == "ptp" else ""))
 
 

@@ -22,3 +22,17 @@ def test_a_card_names_the_weights_dtype_and_the_prior_beside_them(tmp_path):
     write_card(tmp_path, {"nll": 1.0})
     card = (tmp_path / "README.md").read_text()
     assert "Weights stored in bfloat16" in card and PRIOR_LINE in card
+
+
+def test_a_ptp_cards_command_rebuilds_its_shape():
+    """The card's command gives back the head's mode, low-rank term and, for a head without one, the
+    missing output layer (a command without --no-output-layer would train another head)."""
+    from lab.cards import train_command
+
+    cfg = {"model_type": "ptp", "domain": "code", "hidden_size": 320, "num_layers": 0, "num_heads": 5,
+           "intermediate_size": 1024, "teacher": "code-asarm", "k": 5, "rate_min": 0.7, "mode": "onepass",
+           "prev_rank": 128}
+    state = {"kind": "ptp", "domain": "code", "seq_len": 256, "batch": 8, "steps": 600, "lr": 0.0015}
+    plain = train_command(cfg, state)
+    assert "--ptp-mode onepass --prev-rank 128" in plain and "--no-output-layer" not in plain
+    assert train_command({**cfg, "output_layer": False}, state).endswith("--prev-rank 128 --no-output-layer")
