@@ -121,11 +121,12 @@ def draft_resid(before: int, model_pos: int, win: list[int]) -> list[float]:
 
 class OnePassHead:
     """A one-pass head: row j's residual from its own inputs (e_{j-1}, u_{j-1}, model position) and
-    the window only; with `rank`, the gate 1 + u_{j-1} of a term on the real previous draft."""
+    the window only; with `rank`, the gate 1 + u_{j-1} of a term on the real previous draft; with
+    `out` False (and `rank`), no residual at all but that term (a head without its output layer)."""
 
-    def __init__(self, window: int = 0, rank: bool = False):
+    def __init__(self, window: int = 0, rank: bool = False, out: bool = True):
         self.config = SimpleNamespace(window=window, mode="onepass")
-        self.rank = rank
+        self.rank, self.out = rank, out
         self.passes: list[dict] = []
 
     def window_at(self, first: int) -> list[int]:
@@ -141,7 +142,7 @@ class OnePassHead:
         resid = torch.tensor([[onepass_resid(int(e), float(u), int(p), wt)
                                for e, u, p in zip(e_prev[0], u_prev[0], pos[0])]], dtype=torch.float64)
         gate = torch.tensor([[[1.0 + float(u), 0.5] for u in u_prev[0]]], dtype=torch.float64) if self.rank else None
-        return resid, gate
+        return (resid if self.out else None), gate
 
     def prev_term(self, gate, prev):
         assert gate.shape == (2,)
@@ -193,6 +194,7 @@ HEADS = {
     "old-config": lambda: DraftHead(mode=None),
     "onepass": lambda: OnePassHead(),
     "onepass-window-rank": lambda: OnePassHead(window=2, rank=True),
+    "onepass-rank-no-output": lambda: OnePassHead(rank=True, out=False),
 }
 
 EXACT_CASES = [  # (head, fixture, k, temperature, runs)
@@ -202,6 +204,7 @@ EXACT_CASES = [  # (head, fixture, k, temperature, runs)
     ("onepass-window-rank", FOUR, 3, 1.0, 1500),
     ("draft-window", SIX, 5, 1.0, 1500),
     ("onepass-window-rank", SIX, 4, 1.0, 1500),
+    ("onepass-rank-no-output", FOUR, 3, 1.0, 1500),
 ]
 
 
@@ -283,7 +286,7 @@ def check_rounds(mi, symbols, steps, oracle, head, passes, us, k: int, temperatu
             if j == 0 and full:
                 row = base[0]  # the AS-ARM's exact row: no residual
             elif onepass:
-                resid = onepass_resid(e_ref[j], ([0.0] + u)[j], positions[j] + 1, win)
+                resid = onepass_resid(e_ref[j], ([0.0] + u)[j], positions[j] + 1, win) if head.out else [0.0] * V
                 if head.rank:
                     resid = [a + b for a, b in zip(resid, prev_term([1.0 + ([0.0] + u)[j], 0.5],
                                                                     prev if j == 0 else drafts[j - 1]))]
@@ -357,6 +360,7 @@ RULE_CASES = [  # (head, fixture, k, temperature)
     ("onepass-window-rank", SIX, 3, 0.8),
     ("onepass-window-rank", FOUR, 2, 1.0),
     ("onepass", SIX, 1, 1.0),
+    ("onepass-rank-no-output", SIX, 3, 1.0),
 ]
 
 
