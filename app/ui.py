@@ -29,6 +29,11 @@ EXTRA_CSS = """
 #model-card p {margin: 2px 0;}
 #token-count {font-size: 0.85em; margin-top: -6px;}
 #player-controls button {min-width: 0;}
+/* the three domains on one line at 1366 px (protein wrapped under the others), and an example's text
+   stopping short of the dropdown's caret (it ran under it) */
+#domain .wrap {flex-wrap: nowrap; gap: 6px;}
+#domain label {padding: 6px 8px !important;}
+#examples input {padding-right: 28px !important; text-overflow: ellipsis;}
 #player-options {gap: 4px 16px; font-size: 0.9em;}
 .sampler-list td {padding: 1px 8px; vertical-align: top; font-size: 0.9em;}
 /* knob help: Gradio's light grey 12px (contrast 1.9:1 on white) made readable, #4b5563 = 7.6:1 (WCAG AA) */

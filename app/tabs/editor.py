@@ -218,7 +218,7 @@ def layout(p: Page) -> None:
     first_model = p.init_models[0] if p.init_models else None
     gr.Markdown("# Infilling studio\nMask spans of text, code or protein; watch speculative samplers fill them.")
     with gr.Row():
-        p.domain = gr.Radio(DOMAINS, value=p.first_domain, label="Domain", scale=1)
+        p.domain = gr.Radio(DOMAINS, value=p.first_domain, label="Domain", scale=1, elem_id="domain")
         p.model = gr.Dropdown(p.init_models, value=first_model, label="Model", scale=1, allow_custom_value=True)
         p.sampler = gr.Dropdown(p.sampler_names, value=p.first_sampler, elem_id="sampler",
                                 label="Sampler", scale=1, allow_custom_value=True)

@@ -294,11 +294,15 @@ def layout(p: Page) -> None:
                                   [s for s in DEFAULT_SAMPLERS if s in names])  # and the editor's first sampler
     p.ex_samplers = gr.CheckboxGroup(label="Samplers (wrong-... are broken on purpose)", choices=names,
                                      value=first_ticked, elem_id="exactness-samplers")
+    # N and seed, then the samplers' knobs on a row of their own (beside N and seed their help was
+    # squeezed into a column a few words wide at 1366 px), then Run / Stop
     with gr.Row():
         p.ex_n = gr.Number(label="N (fills per sampler; 0: choose for me)", value=0, precision=0, minimum=0,
                            elem_id="exactness-n")
         p.ex_seed = gr.Number(label="seed", value=0, precision=0, minimum=0)
+    with gr.Row():
         p.ex_knobs = exactness_knobs.controls(p.ex_samplers.value)  # the table's rows, as the editor's
+    with gr.Row():
         p.ex_run = gr.Button("Run the check", variant="primary", elem_id="exactness-run")
         p.ex_stop = gr.Button("Stop the check", variant="stop", size="sm", interactive=False, elem_id="exactness-stop")
     p.ex_status = gr.Markdown("", elem_id="exactness-status")
