@@ -46,9 +46,11 @@ SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 #: the bundled one-pass heads' settings (assets/models/text-ptp1/config.json); --heads follows the teacher.
 #: No block since 2026-11-29 (one that morning): on a 2-core CPU a drafting round is bound by its small
 #: operations; with none the round drafts in 3.5-5 ms against 5.5-7 for one block, at 0.50 acceptance against
-#: 0.52 on text (docs/DESIGN.md §7.1)
-PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--rate-min", "0.7",
-               "--layers", "0", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
+#: 0.52 on text (docs/DESIGN.md §7.1). No output layer since 2026-12-02: the round reads the gated low-rank
+#: term only, 0.8 ms against 1.1-1.2 on the AMX Xeon, and bench assd read it 0-6% faster at 0.48 acceptance
+#: against 0.50 on text (docs/DESIGN.md §7.1, "A head without its output layer")
+PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--no-output-layer",
+               "--rate-min", "0.7", "--layers", "0", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
 #: a PTP job's stop rule (lab/train_curve.py): the held-out acceptance curve gets about
 #: PTP_CURVE_POINTS points over the job's first share; the head stops (and saves, and hands its
