@@ -89,8 +89,9 @@ def _int8(layer: nn.Linear) -> RowInt8:
 
 class CpuDrafter:
     """A one-pass PTP head as assd-ptp drafts with it on a CPU: the head's own weights, its output
-    and block layers in int8 (RowInt8), its input layer and low-rank term in float32 (module
-    docstring), the round computed in as few operations as the arithmetic allows.
+    and block layers in int8 (RowInt8; the bundled heads have neither since 2026-12-02), its input
+    layer and low-rank term in float32 (module docstring), the round computed in as few operations as
+    the arithmetic allows.
 
     Why a plain object and not the head itself: on a 2-core VM a drafting round was bound by its
     ~150 small operations (module calls, views, a fused attention kernel built for long sequences,
