@@ -151,8 +151,9 @@ GPU_JOBS: tuple[Job, ...] = (
     Job(name="text-ptp1", kind="ptp", domain="text", share=0.12, teacher="text-asarm", init="text-ptp1",
         extra=(*PTP_ONEPASS, "--heads", str(SIZE_CHOICE["chosen"][2]))),
     Job(name="code-asarm", kind="asarm", domain="code", share=0.12, size=SIZE_CHOICE["bundled"], init="code-asarm"),
+    # the bundled code head's term has rank 64 since 2026-12-02 (docs/DESIGN.md §7.1): its warm start keeps that
     Job(name="code-ptp", kind="ptp", domain="code", share=0.08, teacher="code-asarm", init="code-ptp",
-        extra=(*PTP_ONEPASS, "--heads", "5")),
+        extra=(*PTP_ONEPASS, "--heads", "5", "--prev-rank", "64")),
     Job(name="protein-ptp", kind="ptp", domain="protein", share=0.08, teacher="protein-asarm",
         extra=(*PTP_ONEPASS, "--heads", "5")),
     Job(name="text-hybrid", kind="hybrid", domain="text", share=0.06, size=(320, 4, 5, 1280), init="text-hybrid"),

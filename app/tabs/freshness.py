@@ -82,14 +82,15 @@ def remembering_halted(remember):
     sessions once the store holds them (each ends after its round in progress; waited for at most
     STOP_WAIT seconds, from its own state as Stop does), as Stop lists the run it stopped."""
     def remember_halted(sids, ids):
-        listed = None
+        listed = None  # (ids, the list's HTML) once one is added
         for sid in sids or []:
             live = stops.tracked(sid)
             if live is None:
                 continue
             live.ended.wait(STOP_WAIT)
             if live.run_id is not None:
-                ids, html = listed = remember(f"?{share.QUERY_KEY}={sid}", ids)
+                listed = remember(f"?{share.QUERY_KEY}={sid}", ids)
+                ids = listed[0]
         return listed or (gr.skip(), gr.skip())
     return remember_halted
 
