@@ -38,9 +38,9 @@ small). `CpuDrafter` holds it all, made once per head object (`drafting_head`).
 
 from __future__ import annotations
 
-import struct
 import warnings
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -124,7 +124,7 @@ class CpuDrafter:
                    window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding."""
         m = hidden.shape[1]
-        bits = torch.tensor([_bits(u) for u in u_prev[0].tolist()])  # uniform_bits, without six tensor operations
+        bits = torch.from_numpy(_bits(u_prev[0].numpy()))  # uniform_bits, in NumPy: fewer, cheaper operations
         x = torch.addmm(self.inp_bias, torch.cat([hidden[0].to(torch.float32), bits], 1), self.inp).add_(self.tok[e_prev[0]])
         if self.blocks:
             p = pos[0]
@@ -166,10 +166,10 @@ class _CpuBlock:
         return x + self.fc2(F.gelu(self.fc1(F.layer_norm(x, *self.ln2))))
 
 
-def _bits(u: float) -> list[float]:
-    """engine.models.ptp.uniform_bits of one uniform, in Python: float32(u)'s 32 bits, lowest first."""
-    (word,) = struct.unpack("<I", struct.pack("<f", u))
-    return [float(word >> i & 1) for i in range(32)]
+def _bits(u: np.ndarray) -> np.ndarray:
+    """engine.models.ptp.uniform_bits of float64 uniforms [n], in NumPy: float32(u)'s 32 bits, lowest
+    first, [n, 32] float32 (the little-endian bytes' bits, each byte's lowest first)."""
+    return np.unpackbits(u.astype(np.float32).view(np.uint8), bitorder="little").reshape(-1, 32).astype(np.float32)
 
 
 def _norm(ln: nn.LayerNorm) -> tuple:

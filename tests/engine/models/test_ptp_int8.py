@@ -227,13 +227,13 @@ def test_row_int8_gives_every_row_what_it_gives_that_row_alone_in_one_call():
 
 
 def test_the_drafter_reads_a_uniform_by_the_same_bits_as_the_head():
-    """The drafter spells uniform_bits in Python (one tensor made instead of six operations): the same
+    """The drafter spells uniform_bits in NumPy (fewer, cheaper operations than torch's): the same
     32 bits of float32(u), lowest first, for 0 (row 1), values that round up and values near 1."""
     from engine.models.ptp import uniform_bits
     from engine.models.ptp_int8 import _bits
 
     u = torch.cat([torch.tensor([0.0, 1e-9, 0.5, 0.1, 1 - 1e-9], dtype=torch.float64), torch.rand(200, dtype=torch.float64)])
-    assert torch.equal(torch.tensor([_bits(x) for x in u.tolist()]), uniform_bits(u))
+    assert torch.equal(torch.from_numpy(_bits(u.numpy())), uniform_bits(u))
 
 
 def test_a_head_without_its_output_layer_drafts_its_gate_and_term_only():
