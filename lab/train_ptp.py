@@ -63,12 +63,19 @@ def bigram_init(head: PtpHead, stream: torch.Tensor, scale: float = 0.8, smooth:
 def warm_start(head: PtpHead, folder: str) -> list[str]:
     """Copy every weight of the PTP head in `folder` whose name and shape match into `head`; the
     rest (a one-pass head's u_embed and low-rank term) keeps its initialisation (zero output:
-    the warm-started head starts as the old head reading e_{j-1} where it read d_{j-1}).
+    the warm-started head starts as the old head reading e_{j-1} where it read d_{j-1}). A folder
+    whose low-rank term is of a larger rank gives its strongest components (`strongest_components`).
     Returns the names copied; refuses a folder that shares none."""
     from engine.loading.registry import load
 
     old = load(folder).model.state_dict()
     mine = head.state_dict()
+    rank = head.config.prev_rank
+    if rank and "prev_in.weight" in old and old["prev_in.weight"].shape[1] > rank == mine["prev_in.weight"].shape[1]:
+        keep = strongest_components(old, rank)
+        old = {**old, "prev_in.weight": old["prev_in.weight"][:, keep], "prev_out.weight": old["prev_out.weight"][:, keep],
+               "prev_gate.weight": old["prev_gate.weight"][keep]}
+        print(f"note: --init {folder}: its low-rank term cut to the {rank} strongest of its components", flush=True)
     copied = [n for n, t in old.items() if n in mine and mine[n].shape == t.shape]
     if not copied:
         raise SystemExit(f"error: --init {folder}: no weight of that PTP head fits this one (sizes differ)")
@@ -82,6 +89,17 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
               f"fresh (e.g. {left[0]}); give its sizes (--layers, --heads, --ffn, --hidden) to continue it whole",
               flush=True)
     return copied
+
+
+def strongest_components(weights: dict[str, torch.Tensor], rank: int) -> torch.Tensor:
+    """The `rank` components of a head's low-rank term (prev_out @ (prev_in[d] * (1 + gate(h)))) that
+    move logits most, in their order: by |prev_out column| x |prev_in column| x (1 + mean |gate row|).
+    Why cut a trained term rather than start a smaller one: the term's matvec is a drafting round's
+    largest read, and code-ptp cut from 128 to 64 this way kept most of its acceptance after 22 CPU
+    minutes (docs/DESIGN.md §7.1)."""
+    score = (weights["prev_out.weight"].float().norm(dim=0) * weights["prev_in.weight"].float().norm(dim=0)
+             * (1 + weights["prev_gate.weight"].float().abs().mean(1)))
+    return score.topk(rank).indices.sort().values
 
 
 @torch.no_grad()

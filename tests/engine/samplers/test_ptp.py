@@ -337,6 +337,40 @@ def test_one_pass_head_warm_starts_from_a_draft_head_and_bigram(heads, tiny_asar
     assert int(term.argmax()) == 5 and float(head.prev_gate.weight.detach().abs().sum()) == 0
 
 
+def test_a_warm_start_to_a_smaller_rank_keeps_the_strongest_components(heads, tiny_asarm, tmp_path, capsys):
+    """--init from a head whose low-rank term has a larger rank (--prev-rank 2 from 3) keeps the
+    components with the largest |prev_out column| x |prev_in column| x (1 + mean |gate row|), each
+    whole and in order, and says so. Here every column has norm 1 and component 0 has no gate: the
+    gate alone makes it the weakest, the one left out."""
+    import shutil
+
+    from lab.train_ptp import warm_start
+
+    src = tmp_path / "rank3"
+    shutil.copytree(heads["onepass-int8-noblock"].path, src)
+    old = registry.load(str(src)).model.float()
+    with torch.no_grad():
+        for lin in (old.prev_out.weight, old.prev_in.weight):
+            lin /= lin.norm(dim=0)
+        old.prev_gate.weight[0] = 0.0
+        old.prev_gate.weight[1:] += 0.5
+        old.prev_gate.weight[2] += 1.0  # the strongest: kept, after 1 all the same (the folder's order)
+    old.save_pretrained(src)
+    w = {n: t.detach() for n, t in old.state_dict().items()}
+    score = w["prev_out.weight"].norm(dim=0) * w["prev_in.weight"].norm(dim=0) * (1 + w["prev_gate.weight"].abs().mean(1))
+    assert int(score.argmin()) == 0
+    a = argparse.Namespace(teacher=str(tiny_asarm.path), seq_len=6, layers=0, heads=2, ffn=32, k=3, rate_min=0.5,
+                           window=0, ptp_mode="onepass", prev_rank=2)
+    _, head = drafter_for_training(a, None)
+    copied = warm_start(head, str(src))
+    assert {"prev_in.weight", "prev_out.weight", "prev_gate.weight"} <= set(copied)
+    got = head.state_dict()
+    assert torch.equal(got["prev_in.weight"], w["prev_in.weight"][:, [1, 2]])
+    assert torch.equal(got["prev_out.weight"], w["prev_out.weight"][:, [1, 2]])
+    assert torch.equal(got["prev_gate.weight"], w["prev_gate.weight"][[1, 2]])
+    assert "cut to the 2 strongest" in capsys.readouterr().out
+
+
 def test_the_bigram_start_finds_the_bigram_whatever_the_random_start():
     """bigram_init's randomised SVD is oversampled: at q = rank its top directions depended on the
     random start, and a rank-3 term of a 7-token vocabulary missed its one strong bigram (4 -> 5) from
