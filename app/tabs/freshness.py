@@ -5,6 +5,8 @@ where it is fixed) and that refusal goes away as soon as the input is fixed, not
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
 from app.serving import stops
@@ -62,9 +64,16 @@ def switch_domain(sid, cmp_sid, status, request: gr.Request = None) -> dict:
     stop them (app.tabs.stopping.halt: the server stops computing after the round in progress and
     stores the run as cancelled; nothing is stored before its first round), the page's `cancels` end
     their streams, so nothing of them lands beside the new domain's input, and the view is reset.
-    `status`: Run's status, which says when a run is starting and has no id on the page yet.
+    `status`: Run's status, which says when a run is starting and has no id on the page yet; a
+    switch that crossed Run's click on the way (the status not yet back) still stops that run.
     Updates SWITCH_OUTPUTS by name."""
-    live, first = halt(sid, status == status_md(STARTING), getattr(request, "session_hash", None))
+    owner = getattr(request, "session_hash", None)
+    live, first = halt(sid, status == status_md(STARTING), owner)
+    if live is None and not first and stops.clicked_at(owner) < float("inf"):
+        # Run pressed within one round trip: neither its id nor its "Starting" has reached the page. A
+        # run the page clicked before now and that has not started stops before its first frame (one
+        # that has started is `live`), without a word here: there may be none
+        stops.request_owner_stop(owner, time.monotonic())
     halted = [] if live is None else [live.share_id]
     out = {**reset_view(), **idle_named("run_btn", "stop_btn"), "player_stop": idle()[1], "run_sid": "",
            **idle_named("cmp_btn", "cmp_stop"), "cmp_sid": "", "halted": halted}

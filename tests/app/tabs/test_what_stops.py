@@ -7,6 +7,7 @@ check is enabled only while a check runs, as the main Stop is while a run stream
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -123,6 +124,19 @@ def test_a_domain_switch_on_an_idle_page_stops_nothing_and_a_starting_run_before
     assert not stops.owner_stopped_since("switch-page", t0)
     out = freshness.switch_domain("", "", status_md(STARTING), page)  # Run pressed, the run not announced yet
     assert out["status"] == status_md(freshness.HALTED_FIRST) and stops.owner_stopped_since("switch-page", t0)
+
+
+def test_a_domain_switch_that_crossed_runs_click_stops_that_run_before_its_first_frame():
+    """Run pressed, then the domain switched before Run's "Starting" came back (the status the switch
+    sends is still empty): the run clicked before the switch stops before its first frame, the page
+    claims nothing (there may be no run), and a run clicked after the switch is not stopped."""
+    page = SimpleNamespace(session_hash="switch-race")
+    stops.note_click("switch-race")
+    clicked = stops.clicked_at("switch-race")
+    out = freshness.switch_domain("", "", "", page)
+    assert out["status"] == "" and out["halted"] == []
+    assert stops.owner_stopped_since("switch-race", clicked)
+    assert not stops.owner_stopped_since("switch-race", time.monotonic() + 1)
 
 
 def test_stop_the_check_is_enabled_only_while_a_check_runs(demo):
