@@ -70,12 +70,11 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
 
     old = load(folder).model.state_dict()
     mine = head.state_dict()
-    rank = head.config.prev_rank
-    if rank and "prev_in.weight" in old and old["prev_in.weight"].shape[1] > rank == mine["prev_in.weight"].shape[1]:
-        keep = strongest_components(old, rank)
-        old = {**old, "prev_in.weight": old["prev_in.weight"][:, keep], "prev_out.weight": old["prev_out.weight"][:, keep],
-               "prev_gate.weight": old["prev_gate.weight"][keep]}
-        print(f"note: --init {folder}: its low-rank term cut to the {rank} strongest of its components", flush=True)
+    cut = rank_cut(old, head.config.prev_rank)
+    if cut is not None:
+        old = cut
+        print(f"note: --init {folder}: its low-rank term cut to the {head.config.prev_rank} strongest of its "
+              "components", flush=True)
     copied = [n for n, t in old.items() if n in mine and mine[n].shape == t.shape]
     if not copied:
         raise SystemExit(f"error: --init {folder}: no weight of that PTP head fits this one (sizes differ)")
@@ -89,6 +88,17 @@ def warm_start(head: PtpHead, folder: str) -> list[str]:
               f"fresh (e.g. {left[0]}); give its sizes (--layers, --heads, --ffn, --hidden) to continue it whole",
               flush=True)
     return copied
+
+
+def rank_cut(weights: dict[str, torch.Tensor], rank: int) -> dict[str, torch.Tensor] | None:
+    """A head's weights with its low-rank term cut to its `rank` strongest components (whole, in
+    their order), when its term has a larger rank; None when there is nothing to cut (no term here
+    or there, or a rank as small): then the weights are copied as they are."""
+    if not rank or "prev_in.weight" not in weights or weights["prev_in.weight"].shape[1] <= rank:
+        return None
+    keep = strongest_components(weights, rank)
+    return {**weights, "prev_in.weight": weights["prev_in.weight"][:, keep],
+            "prev_out.weight": weights["prev_out.weight"][:, keep], "prev_gate.weight": weights["prev_gate.weight"][keep]}
 
 
 def strongest_components(weights: dict[str, torch.Tensor], rank: int) -> torch.Tensor:

@@ -95,6 +95,8 @@ MODULES: dict[str, list[str]] = {
     "storage/recorder.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py"],
     "storage/repository.py": ["tests/storage/test_storage_rules.py", "tests/app/stored/test_compare_atomic.py",
                               "tests/storage/test_annotate_session.py"],
+    "lab/train_ptp.py": ["tests/engine/samplers/test_ptp.py"],
+    "app/tabs/freshness.py": ["tests/app/tabs/test_what_stops.py"],
 }
 # long modules of which only a part is covered: the mutants of these functions alone (mutmut's names, fnmatch
 # patterns), unless MUTATION_ONLY names others; the rest of such a module has not been through a run yet
@@ -102,6 +104,8 @@ ONLY: dict[str, list[str]] = {
     "engine/models/layers.py": ["*cpu_transposed__mutmut*", "*_pack_bf16__mutmut*", "*_rows_mm__mutmut*",
                                 "*_attention64__mutmut*", "*cpu_weights__mutmut*", "*lean_step__mutmut*"],
     "engine/models/asarm_core.py": ["*set_cpu_precision__mutmut*", "*output_head__mutmut*"],
+    "lab/train_ptp.py": ["*rank_cut__mutmut*", "*strongest_components__mutmut*"],
+    "app/tabs/freshness.py": ["*switch_domain__mutmut*"],
 }
 # seconds added to a mutant's tests' measured time before the timeout multiplier (mutmut's timeout_constant,
 # default 1): mutmut measures only the tests' call phase, so a module-scoped fixture's set-up and the imports are

@@ -121,6 +121,8 @@ def test_a_domain_switch_on_an_idle_page_stops_nothing_and_a_starting_run_before
     page, t0 = SimpleNamespace(session_hash="switch-page"), float("-inf")
     out = freshness.switch_domain("", "", "", page)
     assert out["status"] == "" and out["halted"] == [] and "cmp_status" in out and out["cmp_status"] == ""
+    for run, stop in (("run_btn", "stop_btn"), ("cmp_btn", "cmp_stop")):  # both Run / Stop pairs idle
+        assert out[run]["interactive"] is True and out[stop]["interactive"] is False
     assert not stops.owner_stopped_since("switch-page", t0)
     out = freshness.switch_domain("", "", status_md(STARTING), page)  # Run pressed, the run not announced yet
     assert out["status"] == status_md(freshness.HALTED_FIRST) and stops.owner_stopped_since("switch-page", t0)

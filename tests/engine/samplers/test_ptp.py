@@ -371,6 +371,31 @@ def test_a_warm_start_to_a_smaller_rank_keeps_the_strongest_components(heads, ti
     assert "cut to the 2 strongest" in capsys.readouterr().out
 
 
+def test_the_strongest_components_are_ranked_by_both_norms_and_the_gate_and_cut_to():
+    """A component's strength is |prev_out column| x |prev_in column| x (1 + mean |gate row|), written
+    out: norms (1, 3, 1, 1) and (1, 1, 2, 0.5) with gates (0, 0, 0, 2) score 1, 3, 2, 1.5; and a
+    gate of 1 (score 2) beats an ungated 1.9. rank_cut keeps those columns, and cuts nothing that
+    is not larger."""
+    from lab.train_ptp import rank_cut, strongest_components
+
+    def weights(out_norms, in_norms, gates):
+        r = len(gates)
+        return {"prev_out.weight": torch.zeros(4, r).index_fill_(0, torch.tensor([0]), 1.0) * torch.tensor(out_norms),
+                "prev_in.weight": torch.zeros(5, r).index_fill_(0, torch.tensor([2]), 1.0) * torch.tensor(in_norms),
+                "prev_gate.weight": torch.tensor(gates)[:, None] * torch.tensor([[1.0, -1.0]])}
+
+    w = weights([1.0, 3.0, 1.0, 1.0], [1.0, 1.0, 2.0, 0.5], [0.0, 0.0, 0.0, 2.0])
+    assert strongest_components(w, 2).tolist() == [1, 2]
+    assert strongest_components(w, 3).tolist() == [1, 2, 3]
+    assert strongest_components(weights([1.9, 1.0], [1.0, 1.0], [0.0, 1.0]), 1).tolist() == [1]
+    cut = rank_cut(w, 2)
+    assert torch.equal(cut["prev_out.weight"], w["prev_out.weight"][:, [1, 2]])
+    assert torch.equal(cut["prev_gate.weight"], w["prev_gate.weight"][[1, 2]])
+    # nothing to cut: the same rank or a larger one, no term asked for, no term in the folder
+    assert rank_cut(w, 4) is None and rank_cut(w, 5) is None and rank_cut(w, 0) is None
+    assert rank_cut({"out.weight": torch.zeros(4, 2)}, 2) is None
+
+
 def test_the_bigram_start_finds_the_bigram_whatever_the_random_start():
     """bigram_init's randomised SVD is oversampled: at q = rank its top directions depended on the
     random start, and a rank-3 term of a 7-token vocabulary missed its one strong bigram (4 -> 5) from
