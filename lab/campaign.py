@@ -256,6 +256,8 @@ class Campaign:
             t_cfg = _config(teacher)
             if init and all(_config(init).get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
                 args += ["--init", str(init)]  # a warm start: the head's weights fit this teacher
+                if _config(init).get("prev_rank"):  # at the rank of its low-rank term, whatever the plan's
+                    args += ["--prev-rank", str(_config(init)["prev_rank"])]  # (the last flag wins)
             return args
         if init and _size(_config(init)) == job.size:
             return args + ["--init", str(init), *job.extra]  # continued training: the same architecture

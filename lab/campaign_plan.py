@@ -48,7 +48,8 @@ SIZE_CHOICE = {"bundled": (320, 6, 5, 1280), "chosen": (384, 8, 6, 1536)}
 #: operations; with none the round drafts in 3.5-5 ms against 5.5-7 for one block, at 0.50 acceptance against
 #: 0.52 on text (docs/DESIGN.md §7.1). No output layer since 2026-12-02: the round reads the gated low-rank
 #: term only, 0.8 ms against 1.1-1.2 on the AMX Xeon, and bench assd read it 0-6% faster at 0.48 acceptance
-#: against 0.50 on text (docs/DESIGN.md §7.1, "A head without its output layer")
+#: against 0.50 on text (docs/DESIGN.md §7.1, "A head without its output layer"). Rank 128 for a head
+#: started afresh; a warm start keeps the rank of the head it continues (Campaign.job_args)
 PTP_ONEPASS = ("--ptp-mode", "onepass", "--k", "5", "--window", "0", "--prev-rank", "128", "--no-output-layer",
                "--rate-min", "0.7", "--layers", "0", "--ffn", "1024", "--lr", "2e-3", "--min-lr", "0.1")
 
@@ -151,9 +152,9 @@ GPU_JOBS: tuple[Job, ...] = (
     Job(name="text-ptp1", kind="ptp", domain="text", share=0.12, teacher="text-asarm", init="text-ptp1",
         extra=(*PTP_ONEPASS, "--heads", str(SIZE_CHOICE["chosen"][2]))),
     Job(name="code-asarm", kind="asarm", domain="code", share=0.12, size=SIZE_CHOICE["bundled"], init="code-asarm"),
-    # the bundled code head's term has rank 64 since 2026-12-02 (docs/DESIGN.md §7.1): its warm start keeps that
+    # a warm start keeps the bundled head's rank (code-ptp's is 64 since 2026-12-02; Campaign.job_args)
     Job(name="code-ptp", kind="ptp", domain="code", share=0.08, teacher="code-asarm", init="code-ptp",
-        extra=(*PTP_ONEPASS, "--heads", "5", "--prev-rank", "64")),
+        extra=(*PTP_ONEPASS, "--heads", "5")),
     Job(name="protein-ptp", kind="ptp", domain="protein", share=0.08, teacher="protein-asarm",
         extra=(*PTP_ONEPASS, "--heads", "5")),
     Job(name="text-hybrid", kind="hybrid", domain="text", share=0.06, size=(320, 4, 5, 1280), init="text-hybrid"),

@@ -347,6 +347,36 @@ def test_the_ptp_plan_trains_the_text_head_alone_continued_against_the_bundled_t
     assert PTP_JOBS[0].batch and PTP_JOBS[0].overhead_s
 
 
+def test_a_ptp_job_continues_the_bundled_head_at_its_own_rank(bundled, tmp_path):
+    """A warm start keeps the low-rank term of the head it continues: the bundled code head has rank
+    64, the plan's flags say 128, and a rank-128 head would have dropped the term (sizes differ) and
+    started it afresh; the last --prev-rank, which the command line takes, is the bundled head's."""
+    import argparse
+    import json
+    import shutil
+
+    from lab.campaign import Campaign
+    from lab.campaign_plan import CAMPAIGN_S, PTP_ONEPASS, ptp_jobs
+
+    models = tmp_path / "models"
+    shutil.copytree(bundled / "models", models)
+    cfg_path = models / "text-ptp1" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    a = argparse.Namespace(out=str(tmp_path / "out"), work=str(tmp_path / "work"), models_dir=str(models),
+                           data_dir=str(bundled / "data"), dry_run=False, seconds=CAMPAIGN_S, plan="ptp",
+                           ptp_domain="text", fail=None, device="cpu")
+    job = ptp_jobs("text")[0]
+    assert PTP_ONEPASS[PTP_ONEPASS.index("--prev-rank") + 1] == "128"
+
+    def last_rank(args):
+        return args[len(args) - 1 - args[::-1].index("--prev-rank") + 1]
+
+    assert not cfg.get("prev_rank") and last_rank(Campaign(a).job_args(job)) == "128"  # no term: the plan's
+    cfg_path.write_text(json.dumps({**cfg, "prev_rank": 64}))
+    args = Campaign(a).job_args(job)
+    assert "--init" in args and last_rank(args) == "64"
+
+
 def test_the_ptp_plan_carries_the_head_before_the_tokens(tmp_path, bundled):
     """The head the plan continues must travel: the tokens take the room left after both models."""
     from lab.campaign_plan import ptp_travel
