@@ -249,15 +249,15 @@ class Campaign:
             teacher = self.model(job.teacher or f"{job.domain}-asarm")
             if teacher is None:
                 return f"no teacher {job.teacher}"
+            t_cfg, i_cfg = _config(teacher), (_config(init) if init else {})
             args += ["--teacher", str(teacher), *job.extra]
             if "--heads" not in job.extra:  # the head's attention heads follow its teacher's
-                args += ["--heads", str(_config(teacher)["num_heads"])]
+                args += ["--heads", str(t_cfg["num_heads"])]
             self.teachers[job.name] = teacher
-            t_cfg = _config(teacher)
-            if init and all(_config(init).get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
+            if init and all(i_cfg.get(k) == t_cfg.get(k) for k in ("hidden_size", "vocab_size")):
                 args += ["--init", str(init)]  # a warm start: the head's weights fit this teacher
-                if _config(init).get("prev_rank"):  # at the rank of its low-rank term, whatever the plan's
-                    args += ["--prev-rank", str(_config(init)["prev_rank"])]  # (the last flag wins)
+                if i_cfg.get("prev_rank"):  # at the rank of its low-rank term, whatever the plan's
+                    args += ["--prev-rank", str(i_cfg["prev_rank"])]  # (the last flag wins)
             return args
         if init and _size(_config(init)) == job.size:
             return args + ["--init", str(init), *job.extra]  # continued training: the same architecture
