@@ -99,9 +99,11 @@ class CpuDrafter:
     count, not the arithmetic, set its cost. Here the input projections of the state and of the
     uniform's bits are one float32 matmul, the block's attention over the round's few rows is three
     batched matmuls under a fixed causal mask, the gate of the low-rank term is one float32 matmul
-    and the low-rank term's one row is one float32 matrix-vector product. Row i's numbers are still a
-    function of rows <= i alone (matmuls, RowInt8 where int8 rows meet, causal attention), which is all
-    exactness asks of a proposal (module docstring)."""
+    and the low-rank term's one row is one float32 matrix-vector product. A head without blocks (the
+    bundled ones since 2026-11-29) runs all but the state's projection in NumPy, the final norm's
+    weight and bias folded into the gate's matmul (2026-12-03: 0.11 ms a round's pass against 0.15).
+    Row i's numbers are still a function of rows <= i alone (matmuls, RowInt8 where int8 rows meet,
+    row-wise norms, causal attention), which is all exactness asks of a proposal (module docstring)."""
 
     def __init__(self, head: nn.Module):
         c = self.config = head.config
@@ -115,33 +117,56 @@ class CpuDrafter:
         self.norm = _norm(head.norm)
         self.out = _int8_weights(frozen["out.weight"]) if "out.weight" in frozen else None
         self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
-        self.prev_in = frozen.get("prev_in.weight")
-        self.prev_out = frozen.get("prev_out.weight")  # [V, rank], float32: one row a draft
+        # the low-rank term as NumPy float32 arrays: prev_in [V, rank] (one row a draft), prev_out [V, rank]
+        # (one matrix-vector product a row, NumPy's a third cheaper than torch.mv's once the verify call has
+        # evicted the caches: docs/DESIGN.md §7.1)
+        self.prev_in, self.prev_out = (None if frozen.get(n) is None else frozen[n].numpy()
+                                       for n in ("prev_in.weight", "prev_out.weight"))
+        # a head without blocks drafts in NumPy after the state's projection (torch's, one thread): each small
+        # operation of a round costs 1-3 us there against 5-25 us in torch once the verify call has evicted
+        # the caches (docs/DESIGN.md §7.1)
+        d = self.width
+        self.state_proj = self.inp[:d]
+        self.bits_proj, self.np_bias, self.np_tok = self.inp[d:].numpy(), self.inp_bias.numpy(), self.tok.numpy()
+        self.np_norm = tuple(t.numpy() for t in self.norm[1:3])
+        self.eps = self.norm[3]
+        if self.gate is not None:  # 1 + LN(x) @ gate = z @ (weight * gate) + (1 + bias @ gate), z = (x - mean) / std
+            self.gate_w = (self.norm[1][:, None] * self.gate).numpy()
+            self.gate_c = (self.norm[2] @ self.gate + 1).numpy()
         self.rope = rope_table(self.width // self.heads, c.rope_theta, c.max_positions, torch.device("cpu"))
         self.window_at = head.window_at
 
     def draft_pass(self, hidden: torch.Tensor, e_prev: torch.Tensor, u_prev: torch.Tensor, pos: torch.Tensor,
-                   window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding."""
+                   window: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, np.ndarray | None]:
+        """PtpHead.draft_pass for one round (batch 1), in the head's arithmetic up to int8 rounding; the
+        gate as a NumPy float32 array [1, m, rank], what `prev_term` reads."""
         m = hidden.shape[1]
-        bits = torch.from_numpy(_bits(u_prev[0].numpy()))  # uniform_bits, in NumPy: fewer, cheaper operations
-        x = torch.addmm(self.inp_bias, torch.cat([hidden[0].to(torch.float32), bits], 1), self.inp).add_(self.tok[e_prev[0]])
-        if self.blocks:
-            p = pos[0]
-            if window is not None:
-                x = torch.cat([self.tok[window[0][0]] + self.window_embed, x])
-                p = torch.cat([window[1][0], p])
-            cos, sin = self.rope[0][p], self.rope[1][p]
-            mask = torch.full((len(p), len(p)), float("-inf")).triu_(1)
-            for blk in self.blocks:
-                x = blk(x, cos, sin, mask, self.heads)
-        h = F.layer_norm(x[-m:], *self.norm)  # with no block, rows meet nowhere: the window is never read
-        gate = None if self.gate is None else torch.mm(h, self.gate).add_(1)[None]
+        bits = _bits(u_prev[0].numpy())  # uniform_bits, in NumPy: fewer, cheaper operations
+        if not self.blocks:  # rows meet nowhere (the window is never read): NumPy but for the state's projection
+            x = torch.mm(hidden[0].to(torch.float32), self.state_proj).numpy()
+            x += bits @ self.bits_proj + self.np_tok[e_prev[0].numpy()] + self.np_bias
+            z = _normalised(x, self.eps)  # the final norm's (x - mean) / std; its weight and bias are in gate_w, gate_c
+            gate = None if self.gate is None else (z @ self.gate_w + self.gate_c)[None]
+            resid = None if self.out is None else self.out(torch.from_numpy(z * self.np_norm[0] + self.np_norm[1]))[None]
+            return resid, gate
+        x = torch.addmm(self.inp_bias, torch.cat([hidden[0].to(torch.float32), torch.from_numpy(bits)], 1), self.inp)
+        x.add_(self.tok[e_prev[0]])
+        p = pos[0]
+        if window is not None:
+            x = torch.cat([self.tok[window[0][0]] + self.window_embed, x])
+            p = torch.cat([window[1][0], p])
+        cos, sin = self.rope[0][p], self.rope[1][p]
+        mask = torch.full((len(p), len(p)), float("-inf")).triu_(1)
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask, self.heads)
+        h = F.layer_norm(x[-m:], *self.norm)
+        gate = None if self.gate is None else torch.mm(h, self.gate).add_(1)[None].numpy()
         return (None if self.out is None else self.out(h)[None]), gate
 
-    def prev_term(self, gate: torch.Tensor, prev: int) -> torch.Tensor:
-        """PtpHead.prev_term: the low-rank logit term of one row on the real previous draft."""
-        return torch.mv(self.prev_out, self.prev_in[prev] * gate)
+    def prev_term(self, gate: np.ndarray, prev: int) -> np.ndarray:
+        """PtpHead.prev_term: the low-rank logit term [V] (NumPy float32) of one row on the real previous
+        draft, from that row's gate [rank] (NumPy float32, from `draft_pass`)."""
+        return self.prev_out @ (self.prev_in[prev] * gate)
 
 
 class _CpuBlock:
@@ -170,6 +195,13 @@ def _bits(u: np.ndarray) -> np.ndarray:
     """engine.models.ptp.uniform_bits of float64 uniforms [n], in NumPy: float32(u)'s 32 bits, lowest
     first, [n, 32] float32 (the little-endian bytes' bits, each byte's lowest first)."""
     return np.unpackbits(u.astype(np.float32).view(np.uint8), bitorder="little").reshape(-1, 32).astype(np.float32)
+
+
+def _normalised(x: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) over the last axis of float32 NumPy rows: F.layer_norm before its
+    weight and bias (CpuDrafter folds those into the gate's matmul: fewer small operations)."""
+    xc = x - np.add.reduce(x, -1, keepdims=True) * (1.0 / x.shape[-1])
+    return xc / np.sqrt(np.add.reduce(xc * xc, -1, keepdims=True) * (1.0 / x.shape[-1]) + eps)
 
 
 def _norm(ln: nn.LayerNorm) -> tuple:

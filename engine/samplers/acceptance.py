@@ -50,9 +50,11 @@ def sample_categorical(probs: torch.Tensor, gen: torch.Generator) -> int:
     return inverse_cdf(probs, uniform(gen))
 
 
-def host_row(probs: torch.Tensor) -> np.ndarray:
-    """A row as float64 NumPy numbers on the host: a view of a float64 CPU tensor (no copy), a
+def host_row(probs: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A row as float64 NumPy numbers on the host: a view of a float64 CPU tensor or array (no copy), a
     promoted copy of anything else (float32 rows are promoted before any sum is taken)."""
+    if isinstance(probs, np.ndarray):
+        return probs.astype(np.float64, copy=False)
     return probs.detach().to("cpu", torch.float64).numpy()
 
 
@@ -63,34 +65,72 @@ def inverse_cdf(probs: torch.Tensor, u: float) -> int:
     return inverse_cdf_host(host_row(probs), u)
 
 
-def tempered_host(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(logits / T) of one float64 NumPy row; -inf logits get exactly zero mass. A proposal
-    row built on the host (assd-ptp's rows after the low-rank term) needs no torch call: a proposal's
-    numbers are free as long as the draft is drawn from the very row the test reads, while every
-    target row still goes through `tempered_probs`. A row whose largest logit is not finite (all
-    -inf, +inf or NaN) is refused: it has no distribution to draw from."""
+def tempered_weights(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """exp(logits / T - max) of one float64 NumPy row: softmax(logits / T) before its division,
+    -inf logits at exactly zero, the largest at 1 (so the total is >= 1 and finite). A proposal built
+    on the host (assd-ptp's rows) draws from these; every target row the test reads still goes through
+    `tempered_probs`. A row whose largest logit is not finite (all -inf, +inf or NaN) is refused: it
+    has no distribution to draw from."""
     x = logits if temperature == 1 else logits / temperature
     top = float(x.max())
     if not math.isfinite(top):
         raise DistributionError(f"Cannot build a proposal row whose largest logit is {top!r}; the drafter "
                                 "is broken for this input.")
-    e = np.exp(x - top)
-    return e / e.sum()
+    return np.exp(x - top)
+
+
+def draw_host(logits: np.ndarray, u: float, temperature: float) -> tuple[int, np.ndarray]:
+    """(F^-1_p(u), p) for p = softmax(logits / T) of one float64 NumPy row: the token at uniform u
+    and the very row it was drawn from (the test reads that row), from one pass of cumulative
+    sums over the tempered weights (cdf_index) and one division."""
+    e = tempered_weights(logits, temperature)
+    idx, total = cdf_index(e, u)
+    return idx, e / total
 
 
 def inverse_cdf_host(probs: np.ndarray, u: float) -> int:
-    """inverse_cdf on a float64 NumPy row. PTP drafts with it (d_j = F^-1_{p_j}(u_j), uniforms drawn
-    before the head runs)."""
-    cdf = np.cumsum(probs)
-    total = float(cdf[-1])
-    if not math.isfinite(total) or total <= 0 or bool((probs < 0).any()):
+    """inverse_cdf on a float64 NumPy row (negative entries refused). The residual draw of the
+    speculative test comes here."""
+    if bool((probs < 0).any()):
+        raise DistributionError("Cannot sample from a row with negative mass; the model or drafter is broken "
+                                "for this input.")
+    return cdf_index(probs, u)[0]
+
+
+#: cdf_index's block: a row of a multiple of it (>= 2 blocks) is searched block sums first
+CDF_BLOCK = 64
+
+
+def cdf_index(weights: np.ndarray, u: float) -> tuple[int, float]:
+    """(i, W) for nonnegative float64 weights w [V] of total W: the i whose cumulative interval
+    [w_0 + .. + w_{i-1}, w_0 + .. + w_i) holds u * W, i.e. i drawn with probability w_i / W for a
+    uniform u; a u on the right edge of a zero-weight tail steps left to the last weighted entry.
+    A total that is NaN, infinite or not positive is refused: an arbitrary token would be a wrong sample.
+    Why blocks: NumPy's cumsum runs about 2.4 ns an entry, one after the other (10 us a 4096-token
+    row), while a block's sum is vectorised; so a row of whole blocks sums its blocks, finds the
+    block of u * W among their cumulative sums and cumsums that block alone (about half the time a
+    draw; docs/DESIGN.md §7.1). The same interval, up to the order of float64 additions."""
+    n = weights.size
+    if n % CDF_BLOCK or n < 2 * CDF_BLOCK:
+        cdf = np.cumsum(weights)
+        total = float(cdf[-1])
+    else:
+        cdf = np.cumsum(weights.reshape(-1, CDF_BLOCK).sum(1))  # the blocks' cumulative sums
+        total = float(cdf[-1])
+    if not math.isfinite(total) or total <= 0:
         raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
                                 "negative or all zero); the model or drafter is broken for this input.")
-    idx = int(np.searchsorted(cdf, u * total, side="right"))
-    idx = min(idx, probs.size - 1)
-    while probs[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-mass tail
+    target = u * total
+    idx = int(np.searchsorted(cdf, target, side="right"))
+    if cdf.size < n:  # idx is the block: search inside it, from the mass before it
+        b = min(idx, cdf.size - 1)
+        before = float(cdf[b - 1]) if b else 0.0
+        inside = np.cumsum(weights[b * CDF_BLOCK : (b + 1) * CDF_BLOCK])
+        idx = b * CDF_BLOCK + int(np.searchsorted(inside, target - before, side="right"))
+    idx = min(idx, n - 1)
+    while weights[idx] <= 0 and idx > 0:  # u landed on the right edge of a zero-weight tail
         idx -= 1
-    return idx
+    return idx, total
 
 
 @dataclass(kw_only=True)

@@ -33,13 +33,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
 from engine.inputs.masking import MaskedInput
-from engine.samplers.acceptance import host_row, inverse_cdf_host, sample_categorical, tempered_host, tempered_probs, uniforms
+from engine.samplers.acceptance import (
+    cdf_index,
+    draw_host,
+    host_row,
+    sample_categorical,
+    tempered_probs,
+    tempered_weights,
+    uniforms,
+)
 
 from ..errors import IncompatibleModelsError
-from ..models.ptp import inverse_cdf_rows
 from ..models.ptp_int8 import drafting_head
 from ..trace import Step, StepKind
 from .assd import commit_exact, next_round_logits, pipelined_queries, remember_decided, verify
@@ -92,25 +100,21 @@ def draft_round(head, states: torch.Tensor, base: torch.Tensor, positions: list[
         return drafts, rows
 
 
-def row_inputs(base_p: torch.Tensor | list[torch.Tensor], u: list[float], prev: int) -> tuple[list[int], list[float]]:
+def row_inputs(logits: np.ndarray, u: list[float], prev: int, temperature: float) -> tuple[list[int], list[float]]:
     """What each row of the one-pass head reads of the round's uniforms: row j gets u_{j-1} and
     e_{j-1} = F^-1 of the AS-ARM parallel row j-1 at u_{j-1} (a distribution fixed before the
-    round; all rows' inverse CDFs in one batch, as training computes them); row 1 gets the last
-    decided token and u = 0. Never u_j or later: that is the whole exactness argument
-    (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and watches
-    the enumeration test fail)."""
-    m = len(u)
-    if m == 1:
-        return [prev], [0.0]
-    rows = base_p[: m - 1] if isinstance(base_p, torch.Tensor) else torch.stack(list(base_p[: m - 1]))
-    e = inverse_cdf_rows(rows, torch.tensor(u[: m - 1], dtype=rows.dtype, device=rows.device))
-    return [prev, *e.tolist()], [0.0, *u[: m - 1]]
+    round, `logits` [>= m - 1, V] float64 NumPy; training's teacher_forced_uniforms draws the same);
+    row 1 gets the last decided token and u = 0. Never u_j or later: that is the whole exactness
+    argument (tests/engine/samplers/test_ptp.py replaces this function by one that leaks u_j and
+    watches the enumeration test fail)."""
+    e = [cdf_index(tempered_weights(logits[j], temperature), u[j])[0] for j in range(len(u) - 1)]
+    return [prev, *e], [0.0, *u[:-1]]
 
 
 def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, positions: list[int], prev: int,
                         exact_first: bool, gen: torch.Generator, temperature: float, special: torch.Tensor,
                         window: tuple[list[int], list[int]] | None = None,
-                        passes: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
+                        passes: list[int] | None = None) -> tuple[list[int], list[np.ndarray]]:
     """Drafts for `positions` from ONE pass of a one-pass head: u_1..u_m are drawn first, every
     row's proposal p_j comes from the same pass (plus, with prev_rank, a low-rank logit term on the
     real d_{j-1}: a lookup and a small matvec), and d_j = F^-1_{p_j}(u_j). `passes[0]` grows by 1.
@@ -121,8 +125,8 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
         m = len(positions)
         dev = states.device
         u = uniforms(gen, m)  # u_1..u_m, before anything reads them
-        base_p = tempered_probs(base[:m], temperature)  # the AS-ARM's parallel rows, all at once
-        e_prev, u_prev = row_inputs(base_p, u, prev)
+        logits = host_row(base[:m])  # the AS-ARM's parallel rows (special ids at -inf: oracle_rows)
+        e_prev, u_prev = row_inputs(logits, u, prev, temperature)
         pos = torch.tensor([[p + 1 for p in positions]], device=dev)
         win = None
         if window:
@@ -132,21 +136,21 @@ def draft_round_onepass(head, states: torch.Tensor, base: torch.Tensor, position
         if passes is not None:
             passes[0] += 1
         # every row's logits but the low-rank term on d_{j-1}, in one batch: asarm_j + head_j (a head
-        # without its output layer adds nothing here). No mask for the special tokens: the oracle's rows
-        # hold them at -inf already (oracle_rows), and a finite residual keeps them there
-        rows_logits = host_row(base[:m]) if resid is None else host_row(base[:m]) + host_row(resid[0])
+        # without its output layer adds nothing here); a finite residual keeps the special ids at -inf
+        rows_logits = logits if resid is None else logits + host_row(resid[0])
+        gates = None if gate is None else gate[0]  # what the head's prev_term reads (torch or NumPy, its own)
         drafts: list[int] = []
-        rows: list[torch.Tensor] = []
+        rows: list[np.ndarray] = []
         for j in range(m):
             if j == 0 and exact_first:
-                p = host_row(base_p[0])  # the AS-ARM's exact row
+                x = logits[0]  # the AS-ARM's exact row
             else:
                 x = rows_logits[j]
-                if gate is not None:  # + the low-rank term on the real previous draft, known only now
-                    x = x + host_row(head.prev_term(gate[0, j], prev if j == 0 else drafts[-1]))
-                p = tempered_host(x, temperature)
-            drafts.append(inverse_cdf_host(p, u[j]))  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
-            rows.append(torch.from_numpy(p))
+                if gates is not None:  # + the low-rank term on the real previous draft, known only now
+                    x = x + host_row(head.prev_term(gates[j], prev if j == 0 else drafts[-1]))
+            tok, p = draw_host(x, u[j], temperature)  # d_j = F^-1_{p_j}(u_j); p_j fixed by u_<j
+            drafts.append(tok)
+            rows.append(p)
         return drafts, rows
 
 
@@ -219,7 +223,7 @@ def assd_ptp(
         queries, next_rows = pipelined_queries(order, n, positions, start, k)
         out, out_states = _call(oracle, list(zip(positions, drafts))[start:], queries, logit_rows=m - start)
         yield rec(StepKind.DENSITY_PASS, rnd, note=f"verify {m - start} dependent drafts, parallel rows for next round")
-        q_all = tempered_probs(out[: m - start], temperature)  # every verified row's q_j in one batch
+        q_all = host_row(tempered_probs(out[: m - start], temperature))  # every verified row's q_j in one batch
         q_rows = {i: q_all[i - start] for i in range(start, m)}
         j = yield from remember_decided(verify(oracle, rec, rnd, positions, drafts, p_rows, q_rows, gen, start=start), known)
         prev = known[positions[j]] if j < m else drafts[-1]  # the last decided token in lattice order

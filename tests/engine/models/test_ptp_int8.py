@@ -42,9 +42,22 @@ def _round(m: int = 5, first: int = 3) -> tuple[torch.Tensor, torch.Tensor, torc
             torch.arange(first, first + m)[None])
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 0.15) -> bool:
-    """int8 rounding, not another function: within tol of the float head's largest value."""
+def _close(a, b: torch.Tensor, tol: float = 0.15) -> bool:
+    """int8 rounding, not another function: within tol of the float head's largest value (the
+    drafter's gate and low-rank term are NumPy arrays)."""
+    a = torch.as_tensor(a)
     return a.shape == b.shape and bool((a - b).abs().max() < tol * b.abs().max())
+
+
+def _pass(twin: CpuDrafter, *args) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The drafter's pass with its NumPy gate as a tensor, to compare with the float head's."""
+    resid, gate = twin.draft_pass(*args)
+    return resid, None if gate is None else torch.from_numpy(gate)
+
+
+def _term(twin: CpuDrafter, gate: torch.Tensor, prev: int) -> torch.Tensor:
+    """The drafter's low-rank term (NumPy) of a gate row given as a tensor, as a tensor."""
+    return torch.from_numpy(twin.prev_term(gate.numpy(), prev))
 
 
 def test_the_cpu_drafter_is_made_once_and_drafts_close_to_the_float_head():
@@ -54,9 +67,9 @@ def test_the_cpu_drafter_is_made_once_and_drafts_close_to_the_float_head():
     assert not any("int8" in k or "drafter" in k for k in head.state_dict()), "never saved with the head"
     hid, e_prev, u_prev, pos = _round()
     with torch.no_grad():
-        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), twin.draft_pass(hid, e_prev, u_prev, pos)
+        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), _pass(twin, hid, e_prev, u_prev, pos)
         assert _close(r8, r32) and _close(g8, g32) and not torch.equal(r8, r32)
-        t32, t8 = head.prev_term(g32[0, 1], 7), twin.prev_term(g8[0, 1], 7)
+        t32, t8 = head.prev_term(g32[0, 1], 7), _term(twin, g8[0, 1], 7)
         assert t8.shape == t32.shape == (40,) and _close(t8, t32)
 
 
@@ -81,8 +94,8 @@ def test_the_cpu_drafter_takes_the_states_of_a_float64_as_arm():
     head, (hid, e_prev, u_prev, pos) = _head(), _round()
     twin = drafting_head(head)
     with torch.no_grad():
-        r32, g32 = twin.draft_pass(hid, e_prev, u_prev, pos)
-        r64, g64 = twin.draft_pass(hid.double(), e_prev, u_prev, pos)
+        r32, g32 = _pass(twin, hid, e_prev, u_prev, pos)
+        r64, g64 = _pass(twin, hid.double(), e_prev, u_prev, pos)
     assert torch.equal(r64, r32) and torch.equal(g64, g32)
 
 
@@ -116,10 +129,10 @@ def test_the_input_layer_and_the_low_rank_term_keep_float32():
     hid = hid * 30
     with torch.no_grad():
         _, gate = head.draft_pass(hid, e_prev, u_prev, pos)
-        _, twin_gate = twin.draft_pass(hid, e_prev, u_prev, pos)
+        _, twin_gate = _pass(twin, hid, e_prev, u_prev, pos)
         assert torch.allclose(twin_gate, gate, rtol=1e-5, atol=1e-4)
         for j, prev in ((1, 7), (3, 39)):
-            assert torch.allclose(twin.prev_term(twin_gate[0, j], prev), head.prev_term(gate[0, j], prev),
+            assert torch.allclose(_term(twin, twin_gate[0, j], prev), head.prev_term(gate[0, j], prev),
                                   rtol=1e-5, atol=1e-4)
 
 
@@ -181,11 +194,11 @@ def test_the_cpu_drafter_keeps_each_row_blind_to_the_uniforms_after_it():
         window = (torch.randint(2, 40, (1, w)), torch.arange(3 - w, 3)[None]) if w else None
         u = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8]], dtype=torch.float64)
         with torch.no_grad():
-            r, g = twin.draft_pass(hid, e_prev, u, pos, window)
+            r, g = _pass(twin, hid, e_prev, u, pos, window)
             for j in range(1, 5):  # u_prev[:, j] = u_j is read by row j alone
                 later = u.clone()
                 later[0, j] = 0.999
-                r2, g2 = twin.draft_pass(hid, e_prev, later, pos, window)
+                r2, g2 = _pass(twin, hid, e_prev, later, pos, window)
                 moved = not (torch.equal(r2[:, :j], r[:, :j]) and torch.equal(g2[:, :j], g[:, :j]))
                 assert not moved, f"rows < {j} moved with u of row {j}"
                 assert not torch.equal(r2[:, j], r[:, j]), "the row that reads it does move"
@@ -244,11 +257,11 @@ def test_a_head_without_its_output_layer_drafts_its_gate_and_term_only():
     assert isinstance(twin, CpuDrafter) and twin.out is None
     hid, e_prev, u_prev, pos = _round()
     with torch.no_grad():
-        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), twin.draft_pass(hid, e_prev, u_prev, pos)
+        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), _pass(twin, hid, e_prev, u_prev, pos)
         assert r32 is None and r8 is None and torch.allclose(g8, g32, atol=1e-5)
-        assert torch.allclose(twin.prev_term(g8[0, 2], 7), head.prev_term(g32[0, 2], 7), atol=1e-5)
+        assert torch.allclose(_term(twin, g8[0, 2], 7), head.prev_term(g32[0, 2], 7), atol=1e-5)
         for j in range(1, 5):
             later = u_prev.clone()
             later[0, j] = 0.999 if u_prev[0, j] < 0.5 else 0.001
-            _, g2 = twin.draft_pass(hid, e_prev, later, pos)
+            _, g2 = _pass(twin, hid, e_prev, later, pos)
             assert torch.equal(g2[:, :j], g8[:, :j]) and not torch.equal(g2[:, j], g8[:, j])

@@ -224,21 +224,25 @@ def test_uniforms_are_the_stream_of_single_uniforms():
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
-def test_tempered_host_is_the_tempered_softmax_with_zero_for_minus_infinity(temperature):
+def test_draw_host_draws_from_the_tempered_softmax_with_zero_for_minus_infinity(temperature):
     logits = [0.0, math.log(2.0), math.log(4.0), -math.inf, 1.5]
     z = [x / temperature for x in logits]
     top = max(z)
     e = [math.exp(x - top) if x > -math.inf else 0.0 for x in z]
-    got = acceptance.tempered_host(np.array(logits), temperature)
-    assert got.dtype == np.float64
-    assert got.tolist() == pytest.approx([x / sum(e) for x in e], rel=1e-12, abs=0)
-    assert got[3] == 0.0
+    want = [x / sum(e) for x in e]
+    assert acceptance.tempered_weights(np.array(logits), temperature).tolist() == pytest.approx(e, rel=1e-12, abs=0)
+    for u in (0.0, 0.1, 0.3, 0.5, 0.7, 0.95, 0.999999):
+        tok, got = acceptance.draw_host(np.array(logits), u, temperature)
+        assert got.dtype == np.float64
+        assert got.tolist() == pytest.approx(want, rel=1e-12, abs=0)
+        assert got[3] == 0.0
+        assert tok == inverse_cdf(want, u)  # the token is the inverse CDF of the row returned
 
 
 @pytest.mark.parametrize("row", [[-math.inf, -math.inf], [0.0, math.inf], [0.0, math.nan]])
 def test_a_host_row_without_a_finite_largest_logit_is_refused(row):
     with pytest.raises(DistributionError, match="largest logit"):
-        acceptance.tempered_host(np.array(row), 1.0)
+        acceptance.draw_host(np.array(row), 0.5, 1.0)
 
 
 def test_inverse_cdf_host_is_the_reference_draw():
@@ -247,7 +251,57 @@ def test_inverse_cdf_host_is_the_reference_draw():
         assert acceptance.inverse_cdf_host(np.array(probs), u) == inverse_cdf(probs, u)
 
 
-def test_tempered_host_shifts_by_the_largest_logit_so_large_logits_stay_finite():
+def test_draw_host_shifts_by_the_largest_logit_so_large_logits_stay_finite():
     """exp(x - max): logits of a thousand give the same row as logits near zero, not inf / inf."""
-    got = acceptance.tempered_host(np.array([1000.0, 1000.0 + math.log(3.0), -math.inf]), 1.0)
-    assert got.tolist() == pytest.approx([0.25, 0.75, 0.0], rel=1e-12, abs=0)
+    tok, got = acceptance.draw_host(np.array([1000.0, 1000.0 + math.log(3.0), -math.inf]), 0.3, 1.0)
+    assert got.tolist() == pytest.approx([0.25, 0.75, 0.0], rel=1e-12, abs=0) and tok == 1
+
+
+def _whole_block_row(blocks: int, seed: int) -> np.ndarray:
+    """Small whole numbers (every sum exact in float64, in any order) with zero entries, zero runs
+    across block edges, whole zero blocks (first, inside, last) and a zero tail."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(0, 4, blocks * acceptance.CDF_BLOCK).astype(np.float64)
+    w[rng.random(w.size) < 0.3] = 0.0
+    b = acceptance.CDF_BLOCK
+    if blocks > 5:
+        w[:b] = 0.0  # the first block empty
+        w[3 * b - 5 : 4 * b + 7] = 0.0  # a zero run across two block edges, a whole block inside
+    if blocks > 2:
+        w[-b - 3 :] = 0.0  # the last block empty and a tail before it
+    w[b - 2 : b + 2] = 0.0  # a zero run across the first block edge
+    return w
+
+
+@pytest.mark.parametrize("blocks,seed", [(2, 0), (5, 1), (64, 2), (64, 3)])
+def test_cdf_index_searches_whole_blocks_as_the_reference_draw(blocks, seed):
+    """A row of whole blocks is searched block sums first (cdf_index): the same token as the
+    reference for every u, on every cumulative edge (u * total exactly at an entry's or a block's
+    edge goes right), just off each edge, at 0 and at the right end (the last entry with mass)."""
+    w = _whole_block_row(blocks, seed)
+    total = float(w.sum())
+    edges = np.cumsum(w)
+    us = {0.0, 1.0, 1 - 1e-16} | {float(c) / total for c in edges[:-1]}
+    us |= {(float(c) - 0.5) / total for c in edges if c >= 0.5} | {(float(c) + 0.5) / total for c in edges[:-1]}
+    ref = list(w)
+    for u in sorted(x for x in us if 0.0 <= x <= 1.0):
+        idx, got_total = acceptance.cdf_index(w, u)
+        assert got_total == total
+        assert idx == inverse_cdf(ref, u), u
+
+
+@pytest.mark.parametrize("n", [acceptance.CDF_BLOCK, 3 * acceptance.CDF_BLOCK + 1, 7])
+def test_cdf_index_of_other_lengths_is_the_reference_draw(n):
+    """One block or a length that is not whole blocks: the plain cumulative sums, the same draws."""
+    rng = np.random.default_rng(n)
+    w = rng.integers(0, 3, n).astype(np.float64)
+    w[0] = 1.0
+    edges = np.cumsum(w)
+    for u in [0.0, 0.999999, *(float(c) / edges[-1] for c in edges[:-1])]:
+        assert acceptance.cdf_index(w, u) == (inverse_cdf(list(w), u), float(edges[-1]))
+
+
+@pytest.mark.parametrize("row", [[0.0] * 128, [math.nan] + [1.0] * 127, [math.inf] + [1.0] * 127])
+def test_cdf_index_refuses_rows_without_a_proper_total(row):
+    with pytest.raises(DistributionError, match="total mass"):
+        acceptance.cdf_index(np.array(row), 0.5)

@@ -170,10 +170,10 @@ def test_one_pass_rows_that_see_their_own_uniform_are_caught(tiny_asarm, heads, 
     row j u_j and e_j = F^-1 of the parallel row j at u_j (instead of u_{j-1}, e_{j-1}): then p_j
     depends on the uniform that draws d_j, and the enumeration test must fail."""
     ptp = importlib.import_module("engine.samplers.ptp")
-    from engine.samplers.acceptance import inverse_cdf
+    from engine.samplers.acceptance import draw_host
 
-    def leaking(base_p, u, prev):
-        return [inverse_cdf(base_p[j], u[j]) for j in range(len(u))], list(u)
+    def leaking(logits, u, prev, temperature):
+        return [draw_host(logits[j], u[j], temperature)[0] for j in range(len(u))], list(u)
 
     monkeypatch.setattr(ptp, "row_inputs", leaking)
     mi = masked_input(tiny_asarm.codec, {1: "b", 4: "a"}, 5)

@@ -27,6 +27,7 @@ import math
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -442,17 +443,21 @@ def test_a_run_replays_from_its_seed_alone_whatever_the_global_generator_holds()
 
 def test_row_inputs_read_only_earlier_uniforms():
     """Row j of a one-pass head gets u_{j-1} and e_{j-1} = F^-1 of the AS-ARM's parallel row j-1 at
-    u_{j-1}; row 1 gets the last decided token and u = 0."""
+    u_{j-1} (its tempered softmax: the logits are the row's); row 1 gets the last decided token and u = 0."""
     rows = [[0.0, 0.5, 0.5, 0.0], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.1, 0.9], [0.7, 0.0, 0.0, 0.3]]
-    base_p = [torch.tensor(r, dtype=torch.float64) for r in rows]
+    with np.errstate(divide="ignore"):
+        logits = np.log(np.array(rows))
     u = [0.6, 0.1, 0.05, 0.99]
-    e, up = row_inputs(base_p, u, 9)
+    e, up = row_inputs(logits, u, 9, 1.0)
     assert e == [9, 2, 0, 2] and up == [0.0, 0.6, 0.1, 0.05]
     assert e == [9] + [inverse_cdf(rows[j - 1], u[j - 1]) for j in range(1, 4)]
-    assert row_inputs(base_p[:1], u[:1], 5) == ([5], [0.0])
+    assert row_inputs(logits[:1], u[:1], 5, 1.0) == ([5], [0.0])
     # in float64, as the rows: a uniform just below a CDF edge stays below it (float32 would round it onto it)
-    half = torch.tensor([[0.5, 0.5, 0.0, 0.0]], dtype=torch.float64)
-    assert row_inputs(half, [0.5 - 1e-12, 0.3], 9)[0] == [9, 0]
+    half = np.log(np.array([[0.5, 0.5, 1e-300, 1e-300]]))
+    assert row_inputs(half, [0.5 - 1e-12, 0.3], 9, 1.0)[0] == [9, 0]
+    # the temperature is the run's: at T = 0.5 row [0.25, 0.75] is [0.1, 0.9], and u = 0.2 falls in token 1
+    assert row_inputs(np.log(np.array([[0.25, 0.75]])), [0.2, 0.5], 9, 1.0)[0] == [9, 0]
+    assert row_inputs(np.log(np.array([[0.25, 0.75]])), [0.2, 0.5], 9, 0.5)[0] == [9, 1]
 
 
 def test_known_window_reads_visible_and_decided_tokens():
