@@ -118,7 +118,7 @@ class CpuDrafter:
         self.out = _int8_weights(frozen["out.weight"]) if "out.weight" in frozen else None
         self.gate = frozen["prev_gate.weight"].t().contiguous() if c.prev_rank else None
         # the low-rank term as NumPy float32 arrays: prev_in [V, rank] (one row a draft), prev_out [V, rank]
-        # (one matrix-vector product a row, NumPy's a third cheaper than torch.mv's once the verify call has
+        # (one matrix-vector product a row, NumPy's a fifth to a third cheaper than torch.mv's once the verify call has
         # evicted the caches: docs/DESIGN.md §7.1)
         self.prev_in, self.prev_out = (None if frozen.get(n) is None else frozen[n].numpy()
                                        for n in ("prev_in.weight", "prev_out.weight"))

@@ -24,6 +24,8 @@ def _head(prev_rank: int = 4, layers: int = 2, window: int = 0, output_layer: bo
         for name, prm in head.named_parameters():
             if name.endswith("bias") or name == "window_embed":
                 prm.normal_(0, 0.5)
+            elif name == "norm.weight":  # not all ones: the drafter folds it into the gate's weights
+                prm.normal_(1.0, 0.3)
             elif name.startswith("blocks.") and prm.dim() > 1:
                 prm.normal_(0, 0.4)
         if head.out is not None:
@@ -265,3 +267,46 @@ def test_a_head_without_its_output_layer_drafts_its_gate_and_term_only():
             later[0, j] = 0.999 if u_prev[0, j] < 0.5 else 0.001
             _, g2 = _pass(twin, hid, e_prev, later, pos)
             assert torch.equal(g2[:, :j], g8[:, :j]) and not torch.equal(g2[:, j], g8[:, j])
+
+
+def test_a_head_without_blocks_drafts_in_numpy_with_the_heads_arithmetic():
+    """The NumPy pass of a head without blocks (the bundled heads' shape): float64 states converted as
+    the block path converts them, a head without the low-rank term or without its output layer, and the
+    final norm's weight and bias (folded into the gate's weights) all as the float head computes them."""
+    for head in (_head(layers=0), _head(layers=0, prev_rank=0), _head(layers=0, output_layer=False)):
+        twin = drafting_head(head)
+        hid, e_prev, u_prev, pos = _round()
+        with torch.no_grad():
+            r32, g32 = head.draft_pass(hid, e_prev, u_prev, pos)
+            r8, g8 = _pass(twin, hid, e_prev, u_prev, pos)
+            r64, g64 = _pass(twin, hid.double(), e_prev, u_prev, pos)
+        assert (g8 is None) == (g32 is None) == (head.config.prev_rank == 0)
+        assert (r8 is None) == (r32 is None) == (not head.config.output_layer)
+        if g8 is not None:
+            assert torch.allclose(g8, g32, rtol=1e-5, atol=1e-5) and torch.equal(g64, g8)
+        if r8 is not None:
+            assert _close(r8, r32) and torch.equal(r64, r8)
+
+
+def test_a_head_with_blocks_and_no_output_layer_drafts_its_gate_only():
+    head = _head(layers=1, output_layer=False)
+    twin = drafting_head(head)
+    hid, e_prev, u_prev, pos = _round()
+    with torch.no_grad():
+        (r32, g32), (r8, g8) = head.draft_pass(hid, e_prev, u_prev, pos), _pass(twin, hid, e_prev, u_prev, pos)
+    assert r32 is None and r8 is None and _close(g8, g32, 0.05)
+
+
+def test_the_numpy_norm_is_layer_norm_also_for_rows_of_tiny_spread():
+    """_normalised is F.layer_norm before its weight and bias, eps included: a constant row gives zeros
+    (not NaN), a row whose variance is about eps gives what layer_norm gives."""
+    import numpy as np
+    import torch.nn.functional as F
+
+    from engine.models.ptp_int8 import _normalised
+
+    assert _normalised(np.full((2, 8), 3.0, dtype=np.float32), 1e-5).tolist() == [[0.0] * 8] * 2
+    x = (1 + 1e-3 * torch.randn(3, 16, generator=torch.Generator().manual_seed(0))).float()
+    want = F.layer_norm(x, (16,), eps=1e-5)
+    assert torch.allclose(torch.from_numpy(_normalised(x.numpy(), 1e-5)), want, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(torch.from_numpy(_normalised(x.numpy(), 0.0)), want, rtol=1e-4, atol=1e-4)

@@ -305,3 +305,29 @@ def test_cdf_index_of_other_lengths_is_the_reference_draw(n):
 def test_cdf_index_refuses_rows_without_a_proper_total(row):
     with pytest.raises(DistributionError, match="total mass"):
         acceptance.cdf_index(np.array(row), 0.5)
+
+
+@pytest.mark.parametrize("n,want", [(4096, [64, 64]), (128, [2, 64]), (64, [64]), (193, [193]), (7, [7])])
+def test_only_a_row_of_two_or_more_whole_blocks_is_searched_block_by_block(monkeypatch, n, want):
+    """The point of the blocks is not summing a long row one entry after another: a row of whole blocks
+    cumsums its block sums and the one block u falls in; one block, or a length that is not whole blocks,
+    the row itself (the draws are the same either way: the tests above)."""
+    lengths = []
+    real = np.cumsum
+
+    def counted(a, *args, **kw):
+        lengths.append(np.asarray(a).size)
+        return real(a, *args, **kw)
+
+    monkeypatch.setattr(acceptance.np, "cumsum", counted)
+    acceptance.cdf_index(np.ones(n), 0.3)
+    assert lengths == want
+
+
+def test_a_float64_row_reaches_the_host_without_a_copy():
+    """host_row of a float64 NumPy row is that row (assd-ptp's proposal rows go through it every test);
+    a float32 row is promoted, as a tensor is."""
+    row = np.array([0.25, 0.75])
+    assert acceptance.host_row(row) is row
+    low = np.array([0.25, 0.75], dtype=np.float32)
+    assert acceptance.host_row(low).dtype == np.float64 and acceptance.host_row(low).tolist() == [0.25, 0.75]
