@@ -57,10 +57,10 @@ _LOAD_LOCK = threading.RLock()
 def settle_heap() -> None:
     """Move every object the garbage collector tracks now (the model just loaded, torch's and
     transformers' modules, the tokenizer) out of its reach, for good (`gc.freeze`). Why: a full
-    collection walks every tracked object, and with torch and transformers loaded that took about 77 ms
-    (measured 2026-12-03 in `bench assd`: 7 of them in one run of three samplers on 8 code windows, each
-    landing inside whichever model call was running: assd-ptp's calls read 4% slower on average than at
-    their median); frozen, a full collection walks only what runs made since. Reference counting still
+    collection walks every tracked object, tens of milliseconds with torch and transformers loaded,
+    inside whichever model call is running (measured 2026-12-03 in `bench assd` on 8 code windows:
+    assd-ptp's calls read 5.03 ms on average against a median of 4.84, and 5.13 against 5.15 frozen;
+    docs/DESIGN.md §7.1); frozen, a full collection walks only what runs made since. Reference counting still
     frees a frozen object that nothing holds; only a reference cycle among frozen objects is never
     collected (a model dropped from the load cache with such a cycle stays in memory: a few per process)."""
     gc.freeze()

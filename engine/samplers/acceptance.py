@@ -111,18 +111,15 @@ def cdf_index(weights: np.ndarray, u: float) -> tuple[int, float]:
     block of u * W among their cumulative sums and cumsums that block alone (about half the time a
     draw; docs/DESIGN.md §7.1). The same interval, up to the order of float64 additions."""
     n = weights.size
-    if n % CDF_BLOCK or n < 2 * CDF_BLOCK:
-        cdf = np.cumsum(weights)
-        total = float(cdf[-1])
-    else:
-        cdf = np.cumsum(weights.reshape(-1, CDF_BLOCK).sum(1))  # the blocks' cumulative sums
-        total = float(cdf[-1])
+    blocked = n % CDF_BLOCK == 0 and n >= 2 * CDF_BLOCK
+    cdf = np.cumsum(weights.reshape(-1, CDF_BLOCK).sum(1) if blocked else weights)  # blocks' or entries' sums
+    total = float(cdf[-1])
     if not math.isfinite(total) or total <= 0:
         raise DistributionError(f"Cannot sample from a row with total mass {total!r} (NaN, infinite, "
                                 "negative or all zero); the model or drafter is broken for this input.")
     target = u * total
     idx = int(np.searchsorted(cdf, target, side="right"))
-    if cdf.size < n:  # idx is the block: search inside it, from the mass before it
+    if blocked:  # idx is the block: search inside it, from the mass before it
         b = min(idx, cdf.size - 1)
         before = float(cdf[b - 1]) if b else 0.0
         inside = np.cumsum(weights[b * CDF_BLOCK : (b + 1) * CDF_BLOCK])
